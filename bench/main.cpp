@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("hopattn CLI (placeholder)"); return 0; }

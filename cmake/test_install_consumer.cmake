@@ -1,0 +1,20 @@
+# Run by CTest: cmake --install into a scratch prefix, then build and run examples/consumer with
+# find_package(hopattn). Fails the test on any step's failure.
+set(prefix ${BUILD_DIR}/_consumer/prefix)
+set(consumer_build ${BUILD_DIR}/_consumer/build)
+file(REMOVE_RECURSE ${BUILD_DIR}/_consumer)
+function(step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "step failed (${rc}): ${ARGN}")
+  endif()
+endfunction()
+step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+set(extra)
+if(CUDA_COMPILER)
+  list(APPEND extra -DCMAKE_CUDA_COMPILER=${CUDA_COMPILER})
+endif()
+step(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${consumer_build} -G ${GENERATOR}
+     -DCMAKE_PREFIX_PATH=${prefix} ${extra})
+step(${CMAKE_COMMAND} --build ${consumer_build})
+step(${consumer_build}/consumer)

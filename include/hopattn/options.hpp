@@ -1,0 +1,134 @@
+// Options and argument bundles of every attention family. Shapes follow DESIGN.md ("NHD"):
+// q [total_q, Hq, Dqk] (or dense [B, Sq, Hq, Dqk]), k [.., Hkv, Dqk], v [.., Hkv, Dv].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "hopattn/tensor_view.hpp"
+
+namespace hopattn {
+
+// Sliding window in keys left/right of the (bottom-right aligned) diagonal; -1 = unbounded.
+struct Window {
+  int left = -1;
+  int right = -1;
+};
+
+enum class KVLayout : uint8_t {
+  kNHD,  // pages [num_pages, page_size, Hkv, D]
+  kHND,  // pages [num_pages, Hkv, page_size, D]
+};
+
+// Addressing of a paged KV cache. Either a block table or CSR, plus the lengths.
+struct PageTable {
+  TensorView block_table;  // int32 [B, max_pages]; or
+  TensorView indptr;       // int32 [B + 1], CSR row pointers into `indices`
+  TensorView indices;      // int32 [indptr[B]]
+  TensorView kv_lens;      // int32 [B]: tokens in each request's cache
+  KVLayout layout = KVLayout::kNHD;
+  bool defined() const { return block_table.defined() || indptr.defined(); }
+};
+
+// Caller-owned scratch memory (device memory for CUDA calls); size from *_workspace_size().
+struct Workspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// ---------------------------------------------------------------- fwd / bwd
+struct AttentionOptions {
+  bool causal = false;
+  Window window{};
+  float softcap = 0.f;         // > 0: s = softcap * tanh(s / softcap) on scaled logits
+  std::optional<float> scale;  // default 1 / sqrt(Dqk)
+  bool deterministic = false;  // bwd: bitwise reproducible dq/dk/dv
+};
+
+struct FwdArgs {
+  // Dense: q [B, Sq, Hq, Dqk], k [B, Sk, Hkv, Dqk], v [B, Sk, Hkv, Dv].
+  // Varlen: q [total_q, Hq, Dqk], k/v [total_kv, Hkv, D], cu_seqlens_q/k int32 [B + 1].
+  // Paged: q varlen (cu_seqlens_q); k/v are page pools addressed by `pages`.
+  TensorView q, k, v;
+  TensorView cu_seqlens_q, cu_seqlens_k;
+  int max_seqlen_q = 0;  // varlen/paged on CUDA: required host-side bounds (no device sync)
+  int max_seqlen_k = 0;
+  PageTable pages;
+  TensorView sinks;  // optional fp32 [Hq]
+  TensorView out;    // output: q's shape with Dv last, q's dtype
+  TensorView lse;    // output: fp32, q's shape without the last dim
+};
+
+struct BwdArgs {
+  FwdArgs fwd;        // the forward's inputs, with out and lse as produced by it (inputs here)
+  TensorView dout;    // out's shape and dtype
+  TensorView dq;      // output: q's shape and dtype
+  TensorView dk, dv;  // output: k's / v's shape and dtype (GQA: summed over each q-head group)
+  TensorView dsinks;  // optional output: fp32 [Hq]
+  Workspace workspace;
+};
+
+// ---------------------------------------------------------------- decode
+// Dequantization scale of an 8-bit (or 16-bit) KV cache: real = stored * scale.
+struct KVScale {
+  float value = 1.f;    // per tensor
+  TensorView per_head;  // optional fp32 [Hkv]; overrides `value`
+};
+
+struct DecodeOptions {
+  bool causal = true;
+  Window window{};
+  float softcap = 0.f;
+  std::optional<float> scale;
+  int beam_width = 1;  // rows b*beam_width .. +beam_width-1 of q are request b's beams
+  int num_splits = 0;  // split-sequence count; 0 = heuristic
+};
+
+struct DecodeArgs {
+  TensorView q;                 // [B, q_len, Hq, D], q_len 1..16, bf16/fp16
+  TensorView k_cache, v_cache;  // pages (layout in pages.layout); bf16/fp16/fp8/int8
+  PageTable pages;              // kv_lens include the q_len new tokens
+  KVScale k_scale, v_scale;
+  TensorView sinks;           // optional fp32 [Hq]
+  TensorView tree_mask;       // optional bool [B, q_len, q_len]: row i = drafts query i sees
+  TensorView shared_kv_lens;  // optional int32 [B / beam_width]: prefix read once for all beams
+  TensorView out;             // output [B, q_len, Hq, D], q's dtype
+  TensorView lse;             // output fp32 [B, q_len, Hq]
+  Workspace workspace;
+};
+
+// ---------------------------------------------------------------- mla
+inline constexpr int kMlaLatentDim = 512;
+inline constexpr int kMlaRopeDim = 64;
+
+struct MlaOptions {
+  bool causal = true;
+  std::optional<float> scale;  // default 1 / sqrt(512 + 64)
+};
+
+struct MlaArgs {
+  TensorView q_nope;        // [total_q, H, 512]
+  TensorView q_pe;          // [total_q, H, 64]
+  TensorView ckv;           // [num_pages, page_size, 512]; also the value rows
+  TensorView kpe;           // [num_pages, page_size, 64]
+  TensorView cu_seqlens_q;  // int32 [B + 1]
+  int max_seqlen_q = 0;
+  PageTable pages;  // kv_lens + block table or CSR (layout is NHD by construction)
+  TensorView out;   // output [total_q, H, 512]
+  TensorView lse;   // output fp32 [total_q, H]
+};
+
+// ---------------------------------------------------------------- merge
+struct MergeArgs {
+  TensorView o_a, lse_a;  // [T, H, D], fp32 [T, H]
+  TensorView o_b, lse_b;
+  TensorView out, lse;  // outputs, same shapes
+};
+
+struct MergeNArgs {
+  TensorView o, lse;    // [T, n, H, D], fp32 [T, n, H]
+  TensorView out, lse_out;  // outputs [T, H, D], fp32 [T, H]
+};
+
+}  // namespace hopattn

@@ -1,0 +1,68 @@
+// Public entry points: validate, then route CPU tensors to the reference and CUDA tensors to the
+// GPU kernels. A family without a GPU kernel yet raises kNotImplemented for CUDA tensors.
+#include "api/validate.hpp"
+#include "hopattn/api.hpp"
+#include "hopattn/error.hpp"
+#include "reference/reference.hpp"
+
+namespace hopattn {
+namespace {
+
+[[noreturn]] void no_gpu_kernel(const char* family) {
+  throw Error(ErrorKind::kNotImplemented,
+              detail::concat("hopattn.", family,
+                             ": expected CPU tensors (no GPU kernel for this family yet), got CUDA "
+                             "tensors"));
+}
+
+}  // namespace
+
+void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream) {
+  validate::attention_fwd(args, opts);
+  if (args.q.is_cuda()) no_gpu_kernel("attention_fwd");
+  reference::attention_fwd(args, opts);
+}
+
+size_t attention_bwd_workspace_size(const BwdArgs&, const AttentionOptions&) { return 0; }
+
+void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream) {
+  validate::attention_bwd(args, opts);
+  if (args.fwd.q.is_cuda()) no_gpu_kernel("attention_bwd");
+  reference::attention_bwd(args, opts);
+}
+
+size_t decode_workspace_size(const DecodeArgs&, const DecodeOptions&) { return 0; }
+
+void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream) {
+  validate::decode(args, opts);
+  if (args.q.is_cuda()) no_gpu_kernel("decode");
+  reference::decode(args, opts);
+}
+
+void mla(const MlaArgs& args, const MlaOptions& opts, Stream) {
+  validate::mla(args, opts);
+  if (args.q_nope.is_cuda()) no_gpu_kernel("mla");
+  reference::mla(args, opts);
+}
+
+void merge_states(const MergeArgs& args, Stream) {
+  validate::merge_states(args);
+  if (args.o_a.is_cuda()) no_gpu_kernel("merge_states");
+  reference::merge_states(args);
+}
+
+void merge_states_n(const MergeNArgs& args, Stream) {
+  validate::merge_states_n(args);
+  if (args.o.is_cuda()) no_gpu_kernel("merge_states_n");
+  reference::merge_states_n(args);
+}
+
+bool built_with_cuda() {
+#ifdef HOPATTN_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace hopattn

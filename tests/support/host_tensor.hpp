@@ -17,6 +17,11 @@ class HostTensor {
  public:
   HostTensor() = default;
   HostTensor(DType dtype, std::vector<int64_t> shape);
+  // Moves keep the heap buffer (and so the view) in place; copies would leave the view dangling.
+  HostTensor(HostTensor&&) = default;
+  HostTensor& operator=(HostTensor&&) = default;
+  HostTensor(const HostTensor&) = delete;
+  HostTensor& operator=(const HostTensor&) = delete;
 
   TensorView view() const { return view_; }
   operator TensorView() const { return view_; }  // NOLINT: a view of owned data

@@ -127,7 +127,7 @@ struct MergeArgs {
 };
 
 struct MergeNArgs {
-  TensorView o, lse;    // [T, n, H, D], fp32 [T, n, H]
+  TensorView o, lse;        // [T, n, H, D], fp32 [T, n, H]
   TensorView out, lse_out;  // outputs [T, H, D], fp32 [T, H]
 };
 

@@ -17,8 +17,8 @@ struct MiniFloat {
   int man_bits;
   int bias;
   double max_finite;
-  bool has_inf;     // all-ones exponent encodes inf/NaN (fp16, e5m2); else only NaN (e4m3fn)
-  bool saturate;    // overflow clamps to max_finite instead of becoming inf
+  bool has_inf;   // all-ones exponent encodes inf/NaN (fp16, e5m2); else only NaN (e4m3fn)
+  bool saturate;  // overflow clamps to max_finite instead of becoming inf
 };
 
 inline constexpr MiniFloat kFP16{5, 10, 15, 65504.0, true, false};

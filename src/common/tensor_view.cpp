@@ -10,8 +10,7 @@ std::ostream& operator<<(std::ostream& os, const Device& d) {
   return d.is_cuda() ? os << "cuda:" << d.index : os << "cpu";
 }
 
-TensorView::TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape,
-                       Device device)
+TensorView::TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device)
     : data_(data), dtype_(dtype), device_(device), rank_(static_cast<int>(shape.size())) {
   check(rank_ <= kMaxRank, ErrorKind::kValue, "TensorView", "rank <= 6", rank_);
   int i = 0;

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "common/numeric.hpp"
+
+#include <gtest/gtest.h>
 
 namespace hopattn::numeric {
 namespace {
@@ -12,7 +12,7 @@ TEST(Numeric, E4M3TabulatedValues) {
   EXPECT_EQ(e4m3_to_float(0x01), 0.001953125f);  // smallest subnormal 2^-9
   EXPECT_EQ(e4m3_to_float(0xb8), -1.0f);
   EXPECT_TRUE(std::isnan(e4m3_to_float(0x7f)));
-  EXPECT_EQ(float_to_e4m3(1000.f), 0x7e);  // saturates
+  EXPECT_EQ(float_to_e4m3(1000.f), 0x7e);   // saturates
   EXPECT_EQ(float_to_e4m3(1.0625f), 0x38);  // tie rounds to even (1.0)
   EXPECT_EQ(float_to_e4m3(1.1875f), 0x3a);  // tie rounds to even (1.25)
 }

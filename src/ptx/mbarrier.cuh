@@ -1,0 +1,63 @@
+// mbarrier: the shared-memory transaction barrier that TMA completes and that producer and
+// consumer warps hand buffers over with (HOPPER_NOTES.md section 5). Phases start at 0;
+// wait_parity(P) returns once the phase of parity P has completed, so a fresh barrier passes a
+// wait on parity 1 and blocks on parity 0.
+#pragma once
+
+#include <cstdint>
+#include <cuda/ptx>
+
+namespace hopattn::ptx {
+
+// PTX ISA "mbarrier.init": one thread, before any use; then __syncthreads() (and
+// fence_mbarrier_init() if another CTA of a cluster will touch it).
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+  cuda::ptx::mbarrier_init(bar, arrivals);
+}
+
+// PTX ISA "fence.mbarrier_init" (membar/fence section): makes initialized barriers visible to the
+// cluster's async proxy. Within one CTA __syncthreads() after init is enough.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+}
+
+// PTX ISA "mbarrier.arrive": one arrival, release semantics at CTA scope (the reads or writes
+// this thread made to the guarded buffer happen before a waiter's acquire).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  (void)cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                   cuda::ptx::space_shared, bar);
+}
+
+// PTX ISA "mbarrier.arrive" with .expect_tx ("mbarrier.expect_tx" section): one arrival that
+// also raises the pending transaction count by `bytes`; the TMA copies issued on this barrier
+// count it down (out-of-bounds, zero-filled bytes included).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  (void)cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                             cuda::ptx::space_shared, bar, bytes);
+}
+
+// PTX ISA "mbarrier.test_wait / mbarrier.try_wait" (.parity form): one bounded try.
+__device__ __forceinline__ bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity) {
+  return cuda::ptx::mbarrier_try_wait_parity(bar, parity);
+}
+
+// Blocks until the phase of parity `parity` has completed. try_wait suspends the thread for a
+// hardware-chosen time before returning false, so the loop is not a hot spin.
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+  }
+}
+
+// Position in a ring of kStages buffers guarded by full/empty barrier pairs. Iteration `it`
+// uses stage it % kStages; its phase flips every kStages iterations. Consumers wait full[stage]
+// on phase(); producers wait empty[stage] on phase() ^ 1, which a fresh barrier passes (the
+// first lap needs no release).
+template <int kStages>
+struct PipelineState {
+  uint32_t iteration = 0;
+  __device__ __forceinline__ uint32_t stage() const { return iteration % kStages; }
+  __device__ __forceinline__ uint32_t phase() const { return (iteration / kStages) & 1u; }
+  __device__ __forceinline__ void advance() { ++iteration; }
+};
+
+}  // namespace hopattn::ptx

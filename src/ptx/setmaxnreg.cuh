@@ -1,0 +1,28 @@
+// Register reallocation between warpgroups (HOPPER_NOTES.md section 6). Executed by all warps of
+// a warpgroup; needs a register cap at kernel entry (__launch_bounds__(threads, 1)), otherwise
+// ptxas ignores it with warning C7508.
+#pragma once
+
+#include <cstdint>
+
+namespace hopattn::ptx {
+
+// PTX ISA "setmaxnreg" (.inc): blocks until the CTA's pool can supply the registers.
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0, "setmaxnreg: 24..256, step 8");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+// PTX ISA "setmaxnreg" (.dec): returns registers to the CTA's pool.
+template <uint32_t kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0, "setmaxnreg: 24..256, step 8");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+}  // namespace hopattn::ptx

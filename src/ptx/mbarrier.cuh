@@ -48,6 +48,26 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t par
   }
 }
 
+// PTX ISA "Special Registers: %globaltimer": nanoseconds, updated about every microsecond.
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
+// mbarrier_wait_parity that gives up after about `timeout_ns` and returns false, so that a
+// pipeline bug ends in a diagnosable trap instead of a hung device. The timer is read only after
+// the first try failed: a wait that succeeds at once costs what the plain loop costs.
+__device__ __forceinline__ bool mbarrier_wait_parity_for(uint64_t* bar, uint32_t parity,
+                                                         uint64_t timeout_ns) {
+  if (mbarrier_try_wait_parity(bar, parity)) return true;
+  const uint64_t start = global_timer_ns();
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+    if (global_timer_ns() - start > timeout_ns) return false;
+  }
+  return true;
+}
+
 // Position in a ring of kStages buffers guarded by full/empty barrier pairs. Iteration `it`
 // uses stage it % kStages; its phase flips every kStages iterations. Consumers wait full[stage]
 // on phase(); producers wait empty[stage] on phase() ^ 1, which a fresh barrier passes (the

@@ -1,0 +1,165 @@
+// Checks shared by the validators of every entry point. A Checker names the entry point and the
+// device the call runs on; each method throws hopattn::Error with the library's one message form,
+// "hopattn.<function>: <argument>: expected <what>, got <what>", and builds that message only on
+// failure, so validating a good call costs a few comparisons per tensor (it runs on every launch).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hopattn/error.hpp"
+#include "hopattn/options.hpp"
+
+namespace hopattn::validate {
+
+inline constexpr int64_t kMaxHeadDim = 1024;   // CPU reference: any Dqk, Dv in 1..kMaxHeadDim
+inline constexpr int64_t kMaxPageSize = 256;   // DESIGN.md: any page_size 1..256
+inline constexpr int64_t kTmaAlignBytes = 16;  // TMA: global address and strides, in bytes
+
+// A shape to compare a tensor against.
+class Shape {
+ public:
+  Shape(std::initializer_list<int64_t> dims);
+  static Shape of(const TensorView& t);
+  // A copy with dimension `dim` (negative: from the back) set to `size`.
+  Shape with(int dim, int64_t size) const;
+  Shape without_last() const;
+  bool matches(const TensorView& t) const;
+  std::string str() const;
+
+ private:
+  Shape() = default;
+  std::array<int64_t, TensorView::kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+// A set of accepted dtypes, with an optional note for the message ("q's dtype").
+class DTypes {
+ public:
+  DTypes(std::initializer_list<DType> types, const char* note = nullptr);
+  bool contains(DType t) const { return (mask_ >> static_cast<unsigned>(t)) & 1u; }
+  std::string str() const;  // "bf16, fp16 or fp32 (note)"
+
+ private:
+  uint32_t mask_ = 0;
+  const char* note_ = nullptr;
+};
+
+// "96" when Dqk == Dv, else "(Dqk 192, Dv 64)": how head dims read in messages.
+std::string head_dims_string(int64_t dqk, int64_t dv);
+
+// Where the pages of a paged KV cache are and how big they are.
+struct PagePool {
+  int64_t num_pages = 0;
+  int64_t page_size = 0;
+  int64_t num_heads = 1;
+  int64_t head_dim = 0;
+};
+
+// What a set of row offsets must agree with.
+struct OffsetsRule {
+  int64_t rows;                 // the last offset is at most this: the rows of `rows_of`
+  std::string_view rows_of;     // "q"
+  int64_t batch = -1;           // B, when an earlier argument fixed it (-1: any)
+  std::string_view batch_from;  // that argument
+  int max_len = 0;              // > 0: every length (offset difference) is at most this
+  std::string_view max_name;    // "max_seqlen_q"
+};
+
+class Checker {
+ public:
+  // `function`: the public entry point ("decode"). `anchor` (named `anchor_name`, e.g. q) fixes
+  // the device the whole call runs on; it must be defined.
+  Checker(const char* function, const TensorView& anchor, const char* anchor_name);
+
+  bool on_cuda() const { return device_.is_cuda(); }
+  // Index values (cu_seqlens, page tables, lengths) are read only when they live in host memory:
+  // reading device memory would synchronize the device, which no entry point may do.
+  bool reads_index_values() const { return !on_cuda(); }
+
+  [[noreturn]] void fail(ErrorKind kind, std::string_view arg, const std::string& expected,
+                         const std::string& given) const;
+  template <typename Given>
+  [[noreturn]] void fail(ErrorKind kind, std::string_view arg, const std::string& expected,
+                         const Given& given) const {
+    fail(kind, arg, expected, detail::concat(given));
+  }
+  // For checks whose expected and given texts are constants or numbers (nothing to format
+  // unless the check fails).
+  template <typename Expected, typename Given>
+  void require(bool ok, ErrorKind kind, std::string_view arg, const Expected& expected,
+               const Given& given) const {
+    if (!ok) fail(kind, arg, detail::concat(expected), detail::concat(given));
+  }
+
+  // ---- tensors
+  // Present, with non-negative sizes and a data pointer when it has elements.
+  void defined(const TensorView& t, std::string_view arg) const;
+  // On the anchor's device: one call runs on one device.
+  void same_device(const TensorView& t, std::string_view arg) const;
+  void dtype(const TensorView& t, std::string_view arg, const DTypes& allowed) const;
+  // `dims` describes the expected dimensions: "[B, q_len, Hq, D]".
+  void rank(const TensorView& t, std::string_view arg, int rank, std::string_view dims) const;
+  // `why` says where the expected shape comes from: "q's shape with Dv last".
+  void shape(const TensorView& t, std::string_view arg, const Shape& expected,
+             std::string_view why) const;
+  // The full check of one tensor: defined, on the call's device, dtype, shape.
+  void tensor(const TensorView& t, std::string_view arg, const DTypes& dtypes,
+              const Shape& expected, std::string_view why) const;
+  // The same for an optional tensor: nothing to check when it is undefined.
+  void optional_tensor(const TensorView& t, std::string_view arg, const DTypes& dtypes,
+                       const Shape& expected, std::string_view why) const;
+  // An int32 index tensor of the given rank on the call's device.
+  void index_tensor(const TensorView& t, std::string_view arg, int rank,
+                    std::string_view dims) const;
+  // Element types of attention inputs and outputs: bf16, fp16; fp32 too on CPU (precise tests).
+  DTypes attention_dtypes() const;
+  // CUDA only: tensors the kernels read or write by TMA need a unit innermost stride and 16-byte
+  // aligned strides and base address. CPU calls accept any strides.
+  void tma_layout(const TensorView& t, std::string_view arg) const;
+
+  // ---- sizes
+  // GQA: any Hq that Hkv divides. `k_arg` names the tensor Hkv comes from.
+  void heads(int64_t hq, int64_t hkv, std::string_view k_arg) const;
+  // The CPU reference's bound on head dims; CUDA sets are checked by each family.
+  void head_dims_in_range(int64_t dqk, int64_t dv) const;
+  // max_seqlen_q / max_seqlen_k of varlen calls: >= 0 (0 = unknown), and > 0 on CUDA, where the
+  // kernels size their grids from these host bounds instead of reading lengths from the device.
+  void max_seqlen(int value, std::string_view arg) const;
+  // Row offsets (cu_seqlens, CSR indptr): int32 [B + 1]; on host also 0 first, non-decreasing,
+  // last <= the rows they index and, when a bound is given, every length <= it. Returns B.
+  int64_t offsets(const TensorView& t, std::string_view arg, const OffsetsRule& rule) const;
+
+  // ---- paged KV
+  // A page pool: rank 4, [P, page_size, H, D] (NHD) or [P, H, page_size, D] (HND), or for MLA
+  // rank 3 [P, page_size, D]; page_size in 1..256.
+  PagePool page_pool(const TensorView& t, std::string_view arg, KVLayout layout,
+                     int rank = 4) const;
+  // The page table of `batch` requests (block table or CSR, plus kv_lens [B]). On host also: every
+  // kv_len in 0..(pages the request has) * page_size (and <= `max_kv_len` when > 0), and every
+  // entry of the page slots that hold its tokens a page of the pool. Pages wholly left of a
+  // sliding window are checked too: a kernel may touch whole pages near the window's edge, so
+  // evicted slots must still name some valid page (a shared null page, say).
+  // `batch_from` names the argument that fixed B.
+  void page_table(const PageTable& pages, int64_t batch, std::string_view batch_from,
+                  const PagePool& pool, int max_kv_len = 0, std::string_view max_name = {}) const;
+
+  // ---- options
+  void window(const Window& w) const;
+  void softcap(float softcap) const;
+  void scale(const std::optional<float>& scale) const;
+  // Scratch memory: at least `required` bytes (the public *_workspace_size() of the call).
+  void workspace(const Workspace& ws, size_t required) const;
+
+ private:
+  const char* function_;  // a literal: nothing is built unless a check fails
+  Device device_;
+  const char* anchor_name_;
+};
+
+}  // namespace hopattn::validate

@@ -1,0 +1,45 @@
+// Validation of mla: DeepSeek latent attention, varlen queries against a paged latent cache whose
+// rows are both the keys (ckv . q_nope + kpe . q_pe) and the values (ckv).
+#include "api/validate.hpp"
+#include "api/validate_common.hpp"
+
+namespace hopattn::validate {
+
+void mla(const MlaArgs& a, const MlaOptions& opts) {
+  const Checker c("mla", a.q_nope, "q_nope");
+  c.scale(opts.scale);
+  c.dtype(a.q_nope, "q_nope", c.attention_dtypes());
+  c.rank(a.q_nope, "q_nope", 3, "[total_q, H, 512]");
+  const int64_t total_q = a.q_nope.size(0), heads = a.q_nope.size(1);
+  c.shape(a.q_nope, "q_nope", {total_q, heads, kMlaLatentDim}, "[total_q, H, 512]");
+  c.require(heads >= 1, ErrorKind::kValue, "q_nope", "H >= 1 heads", heads);
+  const DTypes q_dtype({a.q_nope.dtype()}, "q_nope's dtype");
+  c.tensor(a.q_pe, "q_pe", q_dtype, {total_q, heads, kMlaRopeDim}, "[total_q, H, 64]");
+
+  // The pages are [num_pages, page_size, D]: there is no head dimension to lay out.
+  c.require(a.pages.layout == KVLayout::kNHD, ErrorKind::kValue, "pages.layout",
+            "NHD (MLA pages are [num_pages, page_size, D])", "HND");
+  c.defined(a.ckv, "ckv");
+  c.same_device(a.ckv, "ckv");
+  c.dtype(a.ckv, "ckv", q_dtype);
+  const PagePool pool = c.page_pool(a.ckv, "ckv", KVLayout::kNHD, 3);
+  c.shape(a.ckv, "ckv", {pool.num_pages, pool.page_size, kMlaLatentDim},
+          "[num_pages, page_size, 512]");
+  c.tensor(a.kpe, "kpe", q_dtype, {pool.num_pages, pool.page_size, kMlaRopeDim},
+           "[num_pages, page_size, 64] like ckv");
+
+  c.tensor(a.out, "out", q_dtype, Shape::of(a.q_nope), "q_nope's shape");
+  c.tensor(a.lse, "lse", DTypes({DType::kFP32}), {total_q, heads}, "[total_q, H]");
+  c.tma_layout(a.q_nope, "q_nope");
+  c.tma_layout(a.q_pe, "q_pe");
+  c.tma_layout(a.ckv, "ckv");
+  c.tma_layout(a.kpe, "kpe");
+  c.tma_layout(a.out, "out");
+
+  c.max_seqlen(a.max_seqlen_q, "max_seqlen_q");
+  const int64_t batch = c.offsets(a.cu_seqlens_q, "cu_seqlens_q",
+                                  {total_q, "q_nope", -1, {}, a.max_seqlen_q, "max_seqlen_q"});
+  c.page_table(a.pages, batch, "cu_seqlens_q", pool);
+}
+
+}  // namespace hopattn::validate

@@ -1,0 +1,379 @@
+// Validator of decode: a valid call (paged cache, scales, sinks, tree mask, beams) passes; each
+// rule, broken alone, raises the right ErrorKind and message.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "api/validate.hpp"
+#include "hopattn/api.hpp"
+#include "validate_testing.hpp"
+
+namespace hopattn::testing {
+namespace {
+
+constexpr DType kBF16 = DType::kBF16;
+constexpr DType kFP32 = DType::kFP32;
+
+struct Decode {
+  TensorKeeper keep;
+  DecodeArgs args;
+  DecodeOptions opts;
+};
+
+// B = 4 rows of q_len 2, Hq 8, D 64 against an NHD cache of 40 pages of 4 tokens, Hkv 2.
+// kv_lens 5, 12, 0 (an idle slot), 6; unused page slots hold -1, which is never read.
+Decode make_decode(DType cache_dtype = kBF16, int64_t d = 64) {
+  Decode f;
+  f.args.q = f.keep.make(kBF16, {4, 2, 8, d});
+  f.args.k_cache = f.keep.make(cache_dtype, {40, 4, 2, d});
+  f.args.v_cache = f.keep.make(cache_dtype, {40, 4, 2, d});
+  f.args.pages.block_table = f.keep.ints({0, 1, -1, 2, 3, 4, -1, -1, -1, 5, 6, -1}, {4, 3});
+  f.args.pages.kv_lens = f.keep.ints({5, 12, 0, 6});
+  f.args.k_scale.per_head = f.keep.make(kFP32, {2});
+  f.args.v_scale.value = 0.5f;
+  f.args.sinks = f.keep.make(kFP32, {8});
+  f.args.tree_mask = f.keep.make(DType::kBool, {4, 2, 2});
+  f.args.out = f.keep.make(kBF16, {4, 2, 8, d});
+  f.args.lse = f.keep.make(kFP32, {4, 2, 8});
+  return f;
+}
+
+Decode default_decode() { return make_decode(); }
+
+// Beam search: two requests of two beams; request 0's beams share their first 4 tokens.
+Decode beam_decode() {
+  Decode f = make_decode();
+  f.opts.beam_width = 2;
+  f.args.shared_kv_lens = f.keep.ints({4, 0});
+  return f;
+}
+
+void move_to_cuda(DecodeArgs& a) {
+  for (TensorView* t :
+       {&a.q, &a.k_cache, &a.v_cache, &a.pages.block_table, &a.pages.indptr, &a.pages.indices,
+        &a.pages.kv_lens, &a.k_scale.per_head, &a.v_scale.per_head, &a.sinks, &a.tree_mask,
+        &a.shared_kv_lens, &a.out, &a.lse}) {
+    *t = on_cuda(*t);
+  }
+}
+
+void validate_decode(const Decode& f) { validate::decode(f.args, f.opts); }
+
+using DecodeRejection = Rejection<DecodeArgs, DecodeOptions>;
+
+void expect_rejections(Decode (*make)(), const DecodeRejection* begin, const DecodeRejection* end) {
+  for (const DecodeRejection* r = begin; r != end; ++r) {
+    Decode f = make();
+    r->mutate(f.keep, f.args, f.opts);
+    EXPECT_TRUE(throws_error([&] { validate_decode(f); }, r->kind, r->fragment)) << r->name;
+  }
+}
+
+TEST(ValidateDecode, ValidCallsPass) {
+  EXPECT_TRUE(passes([] { validate_decode(make_decode()); }));
+  for (DType cache : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    EXPECT_TRUE(passes([&] { validate_decode(make_decode(cache)); })) << dtype_name(cache);
+  }
+  EXPECT_TRUE(passes([] { validate_decode(beam_decode()); }));
+  EXPECT_TRUE(passes([] {
+    Decode f = make_decode();
+    // Minimal: no scales tensors, sinks, tree mask; any split count; q_len 16; window + softcap.
+    f.args.k_scale = {};
+    f.args.v_scale = {};
+    f.args.sinks = {};
+    f.args.tree_mask = {};
+    f.opts.num_splits = 256;
+    f.opts.window = {32, -1};
+    f.opts.softcap = 50.f;
+    f.args.q = with_shape(f.args.q, {4, 16, 8, 64});
+    f.args.out = with_shape(f.args.out, {4, 16, 8, 64});
+    f.args.lse = with_shape(f.args.lse, {4, 16, 8});
+    f.args.pages.block_table =
+        f.keep.ints({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {4, 4});
+    f.args.pages.kv_lens = f.keep.ints({16, 16, 0, 16});
+    validate_decode(f);
+  }));
+  EXPECT_TRUE(passes([] {
+    Decode f = make_decode();
+    f.args.pages.layout = KVLayout::kHND;
+    f.args.k_cache = f.keep.make(kBF16, {40, 2, 4, 64});
+    f.args.v_cache = f.keep.make(kBF16, {40, 2, 4, 64});
+    validate_decode(f);
+  }));
+  EXPECT_TRUE(passes([] {
+    Decode f = make_decode();
+    f.args.pages.block_table = {};
+    f.args.pages.indptr = f.keep.ints({0, 2, 5, 5, 7});
+    f.args.pages.indices = f.keep.ints({0, 1, 2, 3, 4, 5, 6});
+    validate_decode(f);
+  }));
+  EXPECT_TRUE(passes([] {
+    Decode f = make_decode();  // CPU: fp32 q with an fp32 cache, and Dv != D
+    f.args.q = with_dtype(f.args.q, kFP32);
+    f.args.k_cache = with_dtype(f.args.k_cache, kFP32);
+    f.args.v_cache = f.keep.make(kFP32, {40, 4, 2, 24});
+    f.args.out = f.keep.make(kFP32, {4, 2, 8, 24});
+    validate_decode(f);
+  }));
+}
+
+const DecodeRejection kDecodeRejections[] = {
+    {"q rank",
+     [](auto&, auto& a, auto&) {
+       a.q = with_shape(a.q, {2, 3});
+     },
+     ErrorKind::kValue, "hopattn.decode: q: expected rank 4 [B, q_len, Hq, D], got shape [2, 3]"},
+    {"q dtype", [](auto&, auto& a, auto&) { a.q = with_dtype(a.q, DType::kFP8E5M2); },
+     ErrorKind::kType, "q: expected bf16, fp16 or fp32, got fp8_e5m2"},
+    {"q_len 0",
+     [](auto&, auto& a, auto&) {
+       a.q = with_shape(a.q, {4, 0, 8, 64});
+     },
+     ErrorKind::kValue, "q: expected q_len in 1..16, got 0"},
+    {"q_len 17",
+     [](auto&, auto& a, auto&) {
+       a.q = with_shape(a.q, {4, 17, 8, 64});
+     },
+     ErrorKind::kValue, "q: expected q_len in 1..16, got 17"},
+    {"beam_width 0", [](auto&, auto&, auto& o) { o.beam_width = 0; }, ErrorKind::kValue,
+     "beam_width: expected >= 1 and dividing B = 4, got 0"},
+    {"beam_width 3", [](auto&, auto&, auto& o) { o.beam_width = 3; }, ErrorKind::kValue,
+     "beam_width: expected >= 1 and dividing B = 4, got 3"},
+    {"num_splits -1", [](auto&, auto&, auto& o) { o.num_splits = -1; }, ErrorKind::kValue,
+     "num_splits: expected 0..256 (0 = chosen by the library), got -1"},
+    {"num_splits 257", [](auto&, auto&, auto& o) { o.num_splits = 257; }, ErrorKind::kValue,
+     "num_splits: expected 0..256 (0 = chosen by the library), got 257"},
+    {"window",
+     [](auto&, auto&, auto& o) {
+       o.window = {-1, -4};
+     },
+     ErrorKind::kValue,
+     "hopattn.decode: window: expected left and right >= -1 (-1 = unbounded), got (-1, -4)"},
+    {"softcap", [](auto&, auto&, auto& o) { o.softcap = -2.f; }, ErrorKind::kValue,
+     "hopattn.decode: softcap: expected a finite value >= 0 (0 = off), got -2"},
+    {"scale", [](auto&, auto&, auto& o) { o.scale = INFINITY; }, ErrorKind::kValue,
+     "hopattn.decode: scale: expected a finite nonzero value (or none: 1/sqrt(head dim)), got inf"},
+    {"k_cache missing", [](auto&, auto& a, auto&) { a.k_cache = {}; }, ErrorKind::kValue,
+     "k_cache: expected a tensor, got none"},
+    {"v_cache missing", [](auto&, auto& a, auto&) { a.v_cache = {}; }, ErrorKind::kValue,
+     "v_cache: expected a tensor, got none"},
+    {"k_cache other 16-bit type",
+     [](auto&, auto& a, auto&) { a.k_cache = with_dtype(a.k_cache, DType::kFP16); },
+     ErrorKind::kType,
+     "k_cache: expected bf16, fp8_e4m3, fp8_e5m2 or int8 (q's dtype or 8-bit), got fp16"},
+    {"v_cache unlike k_cache",
+     [](auto&, auto& a, auto&) {
+       a.k_cache = with_dtype(a.k_cache, DType::kFP8E4M3);
+       a.v_cache = with_dtype(a.v_cache, DType::kInt8);
+     },
+     ErrorKind::kType, "v_cache: expected fp8_e4m3 (k_cache's dtype), got int8"},
+    {"k_cache device", [](auto&, auto& a, auto&) { a.k_cache = on_cuda(a.k_cache); },
+     ErrorKind::kType, "k_cache: expected a tensor on cpu (q's device), got cuda:0"},
+    {"k_cache rank",
+     [](auto&, auto& a, auto&) {
+       a.k_cache = with_shape(a.k_cache, {40, 4, 128});
+     },
+     ErrorKind::kValue,
+     "k_cache: expected rank 4 [num_pages, page_size, Hkv, D] (NHD), got shape [40, 4, 128]"},
+    {"k_cache head dim",
+     [](auto&, auto& a, auto&) {
+       a.k_cache = with_shape(a.k_cache, {40, 4, 2, 32});
+     },
+     ErrorKind::kValue,
+     "k_cache: expected shape [40, 4, 2, 64] (pages with q's D), got shape [40, 4, 2, 32]"},
+    {"v_cache pages",
+     [](auto&, auto& a, auto&) {
+       a.v_cache = with_shape(a.v_cache, {8, 4, 2, 64});
+     },
+     ErrorKind::kValue,
+     "v_cache: expected shape [40, 4, 2, 64] (k_cache's shape with v_cache's own D), got shape [8, "
+     "4, 2, 64]"},
+    {"page_size 300",
+     [](auto&, auto& a, auto&) {
+       a.k_cache = with_shape(a.k_cache, {40, 300, 2, 64});
+     },
+     ErrorKind::kValue, "k_cache: expected page_size in 1..256, got 300"},
+    {"GQA ratio",
+     [](auto&, auto& a, auto&) {
+       a.k_cache = with_shape(a.k_cache, {40, 4, 3, 64});
+       a.v_cache = with_shape(a.v_cache, {40, 4, 3, 64});
+     },
+     ErrorKind::kValue,
+     "k_cache: expected a KV head count Hkv >= 1 that divides Hq = 8, got Hkv = 3"},
+    {"head dim",
+     [](auto&, auto& a, auto&) {
+       a.v_cache = with_shape(a.v_cache, {40, 4, 2, 1025});
+     },
+     ErrorKind::kValue, "head_dim: expected Dqk and Dv in 1..1024, got (Dqk 64, Dv 1025)"},
+    {"out dtype", [](auto&, auto& a, auto&) { a.out = with_dtype(a.out, DType::kFP16); },
+     ErrorKind::kType, "out: expected bf16 (q's dtype), got fp16"},
+    {"out shape",
+     [](auto&, auto& a, auto&) {
+       a.out = with_shape(a.out, {4, 1, 8, 64});
+     },
+     ErrorKind::kValue,
+     "out: expected shape [4, 2, 8, 64] (q's shape with v_cache's D last), got shape [4, 1, 8, "
+     "64]"},
+    {"lse missing", [](auto&, auto& a, auto&) { a.lse = {}; }, ErrorKind::kValue,
+     "lse: expected a tensor, got none"},
+    {"lse shape",
+     [](auto&, auto& a, auto&) {
+       a.lse = with_shape(a.lse, {4, 8});
+     },
+     ErrorKind::kValue, "lse: expected shape [4, 2, 8] ([B, q_len, Hq]), got shape [4, 8]"},
+    {"sinks shape", [](auto&, auto& a, auto&) { a.sinks = with_shape(a.sinks, {2}); },
+     ErrorKind::kValue, "sinks: expected shape [8] ([Hq]), got shape [2]"},
+    {"tree_mask dtype",
+     [](auto&, auto& a, auto&) { a.tree_mask = with_dtype(a.tree_mask, DType::kInt8); },
+     ErrorKind::kType, "tree_mask: expected bool, got int8"},
+    {"tree_mask shape",
+     [](auto&, auto& a, auto&) {
+       a.tree_mask = with_shape(a.tree_mask, {4, 2, 3});
+     },
+     ErrorKind::kValue,
+     "tree_mask: expected shape [4, 2, 2] ([B, q_len, q_len]), got shape [4, 2, 3]"},
+    {"tree_mask device", [](auto&, auto& a, auto&) { a.tree_mask = on_cuda(a.tree_mask); },
+     ErrorKind::kType, "tree_mask: expected a tensor on cpu (q's device), got cuda:0"},
+    {"k_scale zero", [](auto&, auto& a, auto&) { a.k_scale.value = 0.f; }, ErrorKind::kValue,
+     "k_scale: expected a finite value > 0, got 0"},
+    {"v_scale negative", [](auto&, auto& a, auto&) { a.v_scale.value = -1.f; }, ErrorKind::kValue,
+     "v_scale: expected a finite value > 0, got -1"},
+    {"v_scale nan", [](auto&, auto& a, auto&) { a.v_scale.value = NAN; }, ErrorKind::kValue,
+     "v_scale: expected a finite value > 0, got nan"},
+    {"per-head scale shape",
+     [](auto&, auto& a, auto&) { a.k_scale.per_head = with_shape(a.k_scale.per_head, {8}); },
+     ErrorKind::kValue, "k_scale: expected shape [2] (per-head scales [Hkv]), got shape [8]"},
+    {"per-head scale dtype",
+     [](auto&, auto& a, auto&) { a.k_scale.per_head = with_dtype(a.k_scale.per_head, kBF16); },
+     ErrorKind::kType, "k_scale: expected fp32, got bf16"},
+    {"no page table", [](auto&, auto& a, auto&) { a.pages.block_table = {}; }, ErrorKind::kValue,
+     "page_table: expected a block table [B, max_pages] or page_indptr + page_indices (CSR), got "
+     "neither"},
+    {"page past the pool",
+     [](auto& keep, auto& a, auto&) {
+       a.pages.block_table = keep.ints({0, 1, -1, 2, 3, 4, -1, -1, -1, 5, 57, -1}, {4, 3});
+     },
+     ErrorKind::kValue,
+     "hopattn.decode: page_table[3][1]: expected a page index in [0, 40), got 57"},
+    {"kv_lens batch",
+     [](auto& keep, auto& a, auto&) {
+       a.pages.kv_lens = keep.ints({5, 12, 0});
+     },
+     ErrorKind::kValue, "kv_lens: expected shape [4] ([B] from q), got shape [3]"},
+    {"kv_len past its pages",
+     [](auto& keep, auto& a, auto&) {
+       a.pages.kv_lens = keep.ints({5, 13, 0, 6});
+     },
+     ErrorKind::kValue,
+     "kv_lens[1]: expected <= 12 (page_table rows hold 3 pages of 4 tokens), got 13"},
+    {"kv_len short of q_len",
+     [](auto& keep, auto& a, auto&) {
+       a.pages.block_table = keep.ints({0, 1, -1, 2, 3, 4, 7, -1, -1, 5, 6, -1}, {4, 3});
+       a.pages.kv_lens = keep.ints({5, 12, 1, 6});
+     },
+     ErrorKind::kValue,
+     "kv_lens[2]: expected 0 (an idle slot) or >= q_len = 2 (kv_lens count the new tokens), got "
+     "1"},
+};
+
+TEST(ValidateDecode, RejectsEachBadArgument) {
+  expect_rejections(default_decode, std::begin(kDecodeRejections), std::end(kDecodeRejections));
+}
+
+const DecodeRejection kBeamRejections[] = {
+    {"shared_kv_lens shape",
+     [](auto& keep, auto& a, auto&) {
+       a.shared_kv_lens = keep.ints({4, 0, 0, 0});
+     },
+     ErrorKind::kValue,
+     "shared_kv_lens: expected shape [2] ([B / beam_width] = 4 / 2), got shape [4]"},
+    {"shared_kv_lens dtype",
+     [](auto&, auto& a, auto&) { a.shared_kv_lens = with_dtype(a.shared_kv_lens, kFP32); },
+     ErrorKind::kType, "shared_kv_lens: expected int32, got fp32"},
+    {"shared_kv_lens device",
+     [](auto&, auto& a, auto&) { a.shared_kv_lens = on_cuda(a.shared_kv_lens); }, ErrorKind::kType,
+     "shared_kv_lens: expected a tensor on cpu (q's device), got cuda:0"},
+    {"prefix longer than a beam",
+     [](auto& keep, auto& a, auto&) {
+       a.shared_kv_lens = keep.ints({6, 0});
+     },
+     ErrorKind::kValue,
+     "shared_kv_lens[0]: expected 0..5 (the shortest kv_len among request 0's beams), got 6"},
+    {"negative prefix",
+     [](auto& keep, auto& a, auto&) {
+       a.shared_kv_lens = keep.ints({4, -1});
+     },
+     ErrorKind::kValue,
+     "shared_kv_lens[1]: expected 0..0 (the shortest kv_len among request 1's beams), got -1"},
+    {"beam_width against shared_kv_lens", [](auto&, auto&, auto& o) { o.beam_width = 4; },
+     ErrorKind::kValue,
+     "shared_kv_lens: expected shape [1] ([B / beam_width] = 4 / 4), got shape [2]"},
+};
+
+TEST(ValidateDecode, BeamSearchRejectsEachBadArgument) {
+  expect_rejections(beam_decode, std::begin(kBeamRejections), std::end(kBeamRejections));
+}
+
+TEST(ValidateDecode, CudaCallsNeedKernelHeadDims) {
+  for (int64_t d : {64, 128, 256}) {
+    Decode f = make_decode(DType::kFP8E4M3, d);
+    move_to_cuda(f.args);
+    EXPECT_TRUE(passes([&] { validate_decode(f); })) << d;
+  }
+  Decode f = make_decode(kBF16, 96);
+  move_to_cuda(f.args);
+  EXPECT_TRUE(
+      throws_error([&] { validate_decode(f); }, ErrorKind::kNotImplemented,
+                   "hopattn.decode: head_dim: expected one of 64, 128, 256 on CUDA, got 96"));
+  f = make_decode(kBF16, 128);
+  f.args.v_cache = f.keep.make(kBF16, {40, 4, 2, 64});
+  f.args.out = f.keep.make(kBF16, {4, 2, 8, 64});
+  move_to_cuda(f.args);
+  EXPECT_TRUE(throws_error([&] { validate_decode(f); }, ErrorKind::kNotImplemented,
+                           "head_dim: expected one of 64, 128, 256 on CUDA, got (Dqk 128, Dv 64)"));
+}
+
+TEST(ValidateDecode, CudaCachesNeedTmaLayouts) {
+  // fp8 pages: 16-byte strides are 16 elements, so a row padded to 72 elements is misaligned
+  // while one padded to 80 is fine.
+  Decode f = make_decode(DType::kFP8E4M3);
+  move_to_cuda(f.args);
+  f.args.k_cache = with_strides(f.args.k_cache, {4 * 2 * 80, 2 * 80, 80, 1});
+  EXPECT_TRUE(passes([&] { validate_decode(f); }));
+  f.args.v_cache = with_strides(f.args.v_cache, {4 * 2 * 72, 2 * 72, 72, 1});
+  EXPECT_TRUE(throws_error(
+      [&] { validate_decode(f); }, ErrorKind::kValue,
+      "v_cache: expected stride(2) a multiple of 16 elements (16 bytes) on CUDA (TMA), got 72"));
+
+  Decode g = make_decode();
+  move_to_cuda(g.args);
+  g.args.q = shifted(g.args.q, 8);
+  EXPECT_TRUE(throws_error([&] { validate_decode(g); }, ErrorKind::kValue,
+                           "q: expected a data pointer aligned to 16 bytes on CUDA (TMA)"));
+}
+
+TEST(ValidateDecode, CudaCallsNeverReadIndexValues) {
+  Decode f = beam_decode();
+  f.args.pages.block_table = f.keep.ints({99, -5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, {4, 3});
+  f.args.pages.kv_lens = f.keep.ints({-3, 1000, 1, 1});
+  f.args.shared_kv_lens = f.keep.ints({500, -2});
+  move_to_cuda(f.args);
+  EXPECT_TRUE(passes([&] { validate_decode(f); }));
+}
+
+// A page index past the pool would make the reference (or a kernel) read out of bounds: the
+// public call must stop at validation, before touching the cache or the outputs.
+TEST(ValidateDecode, RejectedPublicCallWritesNothing) {
+  Decode f = make_decode();
+  poison(f.args.out);
+  poison(f.args.lse);
+  const std::vector<uint8_t> out = bytes_of(f.args.out), lse = bytes_of(f.args.lse);
+  f.args.pages.block_table = f.keep.ints({0, 1, -1, 2, 3, 4, -1, -1, -1, 5, 1 << 30, -1}, {4, 3});
+  EXPECT_TRUE(throws_error([&] { hopattn::decode(f.args, f.opts); }, ErrorKind::kValue,
+                           "page_table[3][1]: expected a page index in [0, 40), got 1073741824"));
+  EXPECT_EQ(bytes_of(f.args.out), out);
+  EXPECT_EQ(bytes_of(f.args.lse), lse);
+}
+
+}  // namespace
+}  // namespace hopattn::testing

@@ -228,8 +228,12 @@ inline std::unique_ptr<DecodeRun> random_run(const DecodeCase& c, std::mt19937_6
   if (r->kv_lens.empty()) {
     for (int b = 0; b < c.batch; ++b) r->kv_lens.push_back(len(rng));
   }
-  // Beams of one request have the same length.
-  for (int b = 0; b < c.batch; ++b) r->kv_lens[b] = r->kv_lens[b - b % c.beam_width];
+  // kv_lens count the q_len new tokens: 0 (an idle slot) or at least q_len. Beams of one request
+  // have the same length.
+  for (int b = 0; b < c.batch; ++b) {
+    if (r->kv_lens[b] > 0) r->kv_lens[b] = std::max(r->kv_lens[b], c.q_len);
+    r->kv_lens[b] = r->kv_lens[b - b % c.beam_width];
+  }
   const size_t q_elems = size_t(c.batch) * c.q_len * r->q_heads * c.head_dim;
   for (size_t i = 0; i < q_elems; ++i) r->q.push_back(quantize(c.q_dtype, 4.0 * u(rng) - 2.0));
   for (KVRows* rows : {&r->stored_k, &r->stored_v}) {

@@ -18,7 +18,7 @@
 #include "naive_decode.hpp"
 #include "support/host_tensor.hpp"
 
-namespace hopattn::testing {
+namespace hopattn::testing::decode_case {
 
 // rows[b][h][t][d]
 using KVRows = std::vector<std::vector<std::vector<std::vector<double>>>>;
@@ -393,4 +393,4 @@ inline naive::DecodeProblem naive_problem(const DecodeRun& r) {
   return p;
 }
 
-}  // namespace hopattn::testing
+}  // namespace hopattn::testing::decode_case

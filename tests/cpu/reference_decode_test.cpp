@@ -16,6 +16,8 @@
 namespace hopattn::testing {
 namespace {
 
+using namespace decode_case;  // NOLINT: the test-side decode problem builder
+
 struct Result {
   std::vector<double> out, lse;  // logical order [B][L][Hq][D], [B][L][Hq]
 };

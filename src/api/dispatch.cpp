@@ -3,6 +3,7 @@
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
+#include "kernels/fwd/launch.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn {
@@ -17,9 +18,17 @@ namespace {
 
 }  // namespace
 
-void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream) {
+void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
   validate::attention_fwd(args, opts);
-  if (args.q.is_cuda()) no_gpu_kernel("attention_fwd");
+  if (args.q.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::fwd::run(args, opts, stream);
+    return;
+#else
+    (void)stream;
+    no_gpu_kernel("attention_fwd");
+#endif
+  }
   reference::attention_fwd(args, opts);
 }
 

@@ -1,0 +1,91 @@
+// The fwd kernel: a persistent, warp-specialized FlashAttention-3-class forward pass. Warpgroup 0
+// is the producer (one thread issues every TMA load; its registers go to the consumers);
+// warpgroups 1 and 2 are consumers owning 64 query rows each of a 128-row work tile. All three
+// walk the same tile sequence from LptTileScheduler. See README.md in this folder.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/fwd/epilogue.cuh"
+#include "kernels/fwd/mainloop.cuh"
+#include "kernels/fwd/mask.cuh"
+#include "kernels/fwd/softmax.cuh"
+#include "kernels/fwd/tile_scheduler.cuh"
+#include "kernels/fwd/traits.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/named_barrier.cuh"
+#include "ptx/setmaxnreg.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/warpgroup.cuh"
+
+namespace hopattn::kernels::fwd {
+
+template <class Traits>
+__device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
+  using Mainloop = FwdMainloop<Traits>;
+  ptx::prefetch_tensor_map(&p.tm_q);
+  ptx::prefetch_tensor_map(&p.tm_k);
+  ptx::prefetch_tensor_map(&p.tm_v);
+  typename Mainloop::ProducerState st;
+  for (LptTileScheduler sched(p.sched); sched.valid(); sched.advance()) {
+    const WorkTile w = sched.tile();
+    const TileInfo t = make_tile_info<Traits>(p, w);
+    if (!t.has_rows() || t.n_blocks() == 0) continue;  // consumers write zeros, need no loads
+    Mainloop::load_tile(p, sm, w, t, st);
+  }
+}
+
+template <class Traits>
+__device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, int consumer) {
+  using Mainloop = FwdMainloop<Traits>;
+  using Epilogue = FwdEpilogue<Traits>;
+  constexpr float kLog2e = 1.4426950408889634f;
+  // Consumer 0 takes the first GEMM turn.
+  if (consumer == 1) ptx::named_barrier_arrive(kGemmTurn0, Traits::kConsumerThreads);
+  typename Mainloop::ConsumerState st;
+  for (LptTileScheduler sched(p.sched); sched.valid(); sched.advance()) {
+    const WorkTile w = sched.tile();
+    const TileInfo t = make_tile_info<Traits>(p, w);
+    if (!t.has_rows()) continue;
+    float o[Traits::kORegs];
+#pragma unroll
+    for (int i = 0; i < Traits::kORegs; ++i) o[i] = 0.f;
+    OnlineSoftmax<Traits::kSRegs> softmax(p.softmax.scale_log2);
+    if (t.n_blocks() > 0) Mainloop::compute_tile(p, sm, t, consumer, st, o, softmax);
+    const float sink_log2 = p.softmax.sinks ? p.softmax.sinks[w.head] * kLog2e : -INFINITY;
+    float out_scale[2], lse[2];
+    softmax.finalize(sink_log2, out_scale, lse);
+    Epilogue::store(p, sm, w, t, consumer, o, out_scale, lse);
+  }
+  Epilogue::finish();
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    fwd_kernel(const __grid_constant__ FwdParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(sm.q_full(), 1);
+    ptx::mbarrier_init(sm.q_empty(), Traits::kConsumerThreads);
+    for (int s = 0; s < Traits::kStages; ++s) {
+      ptx::mbarrier_init(sm.k_full(s), 1);
+      ptx::mbarrier_init(sm.k_empty(s), Traits::kConsumerThreads);
+      ptx::mbarrier_init(sm.v_full(s), 1);
+      ptx::mbarrier_init(sm.v_empty(s), Traits::kConsumerThreads);
+    }
+  }
+  __syncthreads();
+  const int warpgroup = ptx::warpgroup_index();
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
+    if (threadIdx.x == 0) run_producer<Traits>(p, sm);
+  } else {
+    ptx::setmaxnreg_inc<Traits::kConsumerRegisters>();
+    run_consumer<Traits>(p, sm, warpgroup - 1);
+  }
+}
+
+}  // namespace hopattn::kernels::fwd

@@ -1,0 +1,226 @@
+// Host side of the fwd kernel: support checks, tensor maps, parameters, grid, launch; and the
+// explicit instantiations (one line each) of the configurations hopattn builds.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "hopattn/error.hpp"
+#include "kernels/fwd/kernel.cuh"
+#include "kernels/fwd/launch.hpp"
+#include "ptx/tensor_map.hpp"
+
+namespace hopattn::kernels::fwd {
+
+template <class Traits>
+void launch(const FwdParams& params, int grid, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------- instantiations
+template void launch<FwdTraits<__nv_bfloat16, 128>>(const FwdParams&, int, cudaStream_t);
+template void launch<FwdTraits<__half, 128>>(const FwdParams&, int, cudaStream_t);
+
+namespace {
+
+constexpr int kBlockM = FwdTraits<__nv_bfloat16, 128>::kBlockM;
+
+[[noreturn]] void unsupported(const std::string& what) {
+  throw Error(ErrorKind::kNotImplemented, "hopattn.attention_fwd on CUDA: " + what);
+}
+
+void cuda_ok(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw Error(ErrorKind::kRuntime, detail::concat("hopattn.attention_fwd: ", what,
+                                                    " failed: ", cudaGetErrorString(err)));
+  }
+}
+
+bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
+
+// [B, S, H, D] view of q/k/v/o (varlen [total, H, D] as B = 1), as TMA sees it.
+struct HeadMajorView {
+  int64_t b, s, h, d;
+  int64_t stride_b, stride_s, stride_h, stride_d;
+};
+
+HeadMajorView head_major_view(const TensorView& t, bool varlen) {
+  if (!varlen) {
+    return {t.size(0),   t.size(1),   t.size(2),   t.size(3),
+            t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+  }
+  return {1,           t.size(0),   t.size(1),  t.size(2), t.size(0) * t.stride(0),
+          t.stride(0), t.stride(1), t.stride(2)};
+}
+
+void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
+  const HeadMajorView v = head_major_view(t, varlen);
+  const auto fail = [&](const std::string& what) {
+    unsupported(detail::concat(name, " ", what, " (shape ", t.shape_string(), ")"));
+  };
+  if (v.stride_d != 1) fail("must have a contiguous last dim");
+  for (int64_t stride : {v.stride_s, v.stride_h, v.stride_b}) {
+    if (stride % 8 != 0) fail("strides must be multiples of 8 elements (16 bytes) for TMA");
+  }
+  if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
+}
+
+ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows) {
+  const HeadMajorView v = head_major_view(t, varlen);
+  ptx::TensorMapSpec s;
+  s.base = t.data();
+  s.dtype = t.dtype() == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  s.element_bytes = 2;
+  s.rank = 4;
+  s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
+            static_cast<uint64_t>(v.b)};
+  s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
+               static_cast<uint64_t>(std::max<int64_t>(v.stride_b, v.stride_s)) * 2};
+  s.box = {64, 1, box_rows, 1};
+  return s;
+}
+
+struct DeviceGuard {
+  int previous = -1;
+  explicit DeviceGuard(int device) {
+    cuda_ok(cudaGetDevice(&previous), "cudaGetDevice");
+    if (previous != device) cuda_ok(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() {
+    int now = -1;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous) (void)cudaSetDevice(previous);
+  }
+};
+
+// (batch, head) pairs whose K/V fit in half the L2, rounded to whole GQA groups.
+int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_total) {
+  int l2 = 0;
+  cuda_ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size query");
+  const int64_t kv_heads = std::max<int64_t>(
+      1, (static_cast<int64_t>(l2) / 2) / std::max<int64_t>(1, kv_bytes_per_head));
+  return static_cast<int>(std::min<int64_t>(kv_heads * group, bh_total));
+}
+
+}  // namespace
+
+void check_supported(const FwdArgs& args, const AttentionOptions&) {
+  if (args.pages.defined()) unsupported("a paged KV cache is not implemented yet");
+  const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
+  if (dqk != 128 || dv != 128) {
+    unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
+                               ") are not built yet; built: (128, 128)"));
+  }
+  if (args.q.dtype() != DType::kBF16 && args.q.dtype() != DType::kFP16) {
+    unsupported(detail::concat("dtype ", args.q.dtype(), "; built: bf16, fp16"));
+  }
+  const bool varlen = is_varlen(args);
+  if (varlen) {
+    if (!args.cu_seqlens_q.is_cuda() || !args.cu_seqlens_k.is_cuda()) {
+      unsupported("cu_seqlens_q/k must be device int32 tensors with CUDA q/k/v");
+    }
+    if (args.max_seqlen_q <= 0 && args.q.size(0) > 0) {
+      unsupported("varlen needs max_seqlen_q > 0 on the host (no device sync)");
+    }
+  }
+  if (args.sinks.defined() && !args.sinks.is_cuda()) unsupported("sinks must be a device tensor");
+  check_tma_layout(args.q, "q", varlen);
+  check_tma_layout(args.k, "k", varlen);
+  check_tma_layout(args.v, "v", varlen);
+  check_tma_layout(args.out, "out", varlen);
+}
+
+void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
+  check_supported(args, opts);
+  const bool varlen = is_varlen(args);
+  const int device = args.q.device().index;
+  DeviceGuard guard(device);
+
+  FwdParams p{};
+  const HeadMajorView q = head_major_view(args.q, varlen);
+  const HeadMajorView k = head_major_view(args.k, varlen);
+  p.heads_q = static_cast<int>(q.h);
+  p.heads_kv = static_cast<int>(k.h);
+  p.group = p.heads_q / p.heads_kv;
+  if (varlen) {
+    p.seq.batch = static_cast<int>(args.cu_seqlens_q.size(0) - 1);
+    p.seq.cu_seqlens_q = args.cu_seqlens_q.data_as<const int>();
+    p.seq.cu_seqlens_k = args.cu_seqlens_k.data_as<const int>();
+  } else {
+    p.seq.batch = static_cast<int>(q.b);
+    p.seq.seqlen_q = static_cast<int>(q.s);
+    p.seq.seqlen_k = static_cast<int>(k.s);
+  }
+  const int max_seqlen_q = varlen ? args.max_seqlen_q : p.seq.seqlen_q;
+  const int max_seqlen_k = varlen ? args.max_seqlen_k : p.seq.seqlen_k;
+
+  p.mask.window_left = opts.window.left;
+  p.mask.window_right = opts.causal ? 0 : opts.window.right;
+
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale = opts.scale ? *opts.scale : 1.0f / std::sqrt(static_cast<float>(q.d));
+  if (opts.softcap > 0.f) {
+    p.softmax.softcap_scale = scale / opts.softcap;
+    p.softmax.scale_log2 = opts.softcap * kLog2e;
+  } else {
+    p.softmax.scale_log2 = scale * kLog2e;
+  }
+  p.softmax.sinks = args.sinks.defined() ? args.sinks.data_as<const float>() : nullptr;
+
+  p.out.o = args.out.data();
+  p.out.lse = args.lse.data_as<float>();
+  if (varlen) {
+    p.out.o_row_stride = args.out.stride(0);
+    p.out.o_head_stride = args.out.stride(1);
+    p.out.lse_row_stride = args.lse.stride(0);
+    p.out.lse_head_stride = args.lse.stride(1);
+  } else {
+    p.out.o_batch_stride = args.out.stride(0);
+    p.out.o_row_stride = args.out.stride(1);
+    p.out.o_head_stride = args.out.stride(2);
+    p.out.lse_batch_stride = args.lse.stride(0);
+    p.out.lse_row_stride = args.lse.stride(1);
+    p.out.lse_head_stride = args.lse.stride(2);
+  }
+
+  p.sched.num_m_blocks = (max_seqlen_q + kBlockM - 1) / kBlockM;
+  p.sched.num_heads = p.heads_q;
+  p.sched.batch = p.seq.batch;
+  const int64_t total_tiles = static_cast<int64_t>(p.sched.num_m_blocks) * p.heads_q * p.seq.batch;
+  if (total_tiles == 0) return;
+  if (total_tiles > INT32_MAX) unsupported("more than 2^31 work tiles");
+  p.sched.total_tiles = static_cast<int>(total_tiles);
+  const int64_t kv_bytes_per_head =
+      static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
+  p.sched.section_bh = l2_section_size(device, kv_bytes_per_head, p.group, p.heads_q * p.seq.batch);
+
+  // With no key anywhere (dense Sk = 0 or varlen total_k = 0) no K/V box is ever loaded; the maps
+  // then view q only so that they can be encoded.
+  const bool no_keys = k.s == 0;
+  constexpr uint32_t kBlockN = FwdTraits<__nv_bfloat16, 128>::kBlockN;
+  p.tm_q = ptx::encode_tensor_map(tma_spec(args.q, varlen, kBlockM));
+  p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, kBlockN));
+  p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, kBlockN));
+  p.tm_o = ptx::encode_tensor_map(tma_spec(args.out, varlen, 64));
+
+  int num_sms = 0;
+  cuda_ok(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  const int grid = static_cast<int>(std::min<int64_t>(total_tiles, num_sms));
+  const auto cu_stream = reinterpret_cast<cudaStream_t>(stream);
+  if (args.q.dtype() == DType::kBF16) {
+    launch<FwdTraits<__nv_bfloat16, 128>>(p, grid, cu_stream);
+  } else {
+    launch<FwdTraits<__half, 128>>(p, grid, cu_stream);
+  }
+}
+
+template <class Traits>
+void launch(const FwdParams& params, int grid, cudaStream_t stream) {
+  const auto kernel = fwd_kernel<Traits>;
+  cuda_ok(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemAlloc),
+      "cudaFuncSetAttribute(max dynamic shared memory)");
+  kernel<<<grid, Traits::kThreads, Traits::kSmemAlloc, stream>>>(params);
+  cuda_ok(cudaGetLastError(), "fwd kernel launch");
+}
+
+}  // namespace hopattn::kernels::fwd

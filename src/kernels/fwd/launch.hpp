@@ -1,0 +1,17 @@
+// Host entry of the fwd kernel family (no CUDA headers: included by src/api/dispatch.cpp).
+#pragma once
+
+#include "hopattn/options.hpp"
+
+namespace hopattn::kernels::fwd {
+
+// Throws hopattn::Error(kNotImplemented) naming the first feature of this call that the CUDA
+// kernel does not provide yet (head dims, paged KV, host-resident cu_seqlens, ...).
+void check_supported(const FwdArgs& args, const AttentionOptions& opts);
+
+// Runs the forward kernel on `stream` (the current device must hold the tensors, or the
+// tensors' device is made current for the launch). Arguments must have passed
+// validate::attention_fwd; unsupported ones throw as check_supported does.
+void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream);
+
+}  // namespace hopattn::kernels::fwd

@@ -1,0 +1,263 @@
+// Mainloop of the fwd kernel: the producer's TMA loads of one work tile, and one consumer
+// warpgroup's GEMMs and online softmax over the tile's KV blocks.
+//
+// Pipeline (per CTA, counters never reset between tiles): Q has one buffer guarded by q_full
+// (TMA, 1 arrival + bytes) / q_empty (256 consumer threads); K and V each have a ring of kStages
+// buffers with full (TMA) / empty (256 consumer threads) barriers. KV block n of a tile goes to
+// stage it % kStages for the CTA-wide block counter `it`, K and V of one block in the same stage.
+//
+// Consumer schedule for KV blocks n_max-1 down to n_min (the masked blocks come first):
+//   S = Q K[n_max-1]^T; softmax; P = 16-bit(S)
+//   for each further block n:   S = Q K[n]^T  and  O += P V[n+1]   issued together, then
+//                               softmax(S) runs while O += P V is still on the tensor cores
+//   O += P V[n_min]
+// and each group of GEMM issues is one turn of the ping-pong with the other consumer warpgroup
+// (named barriers kGemmTurn0/1): while one warpgroup issues GEMMs the other does its softmax.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/fwd/mask.cuh"
+#include "kernels/fwd/softmax.cuh"
+#include "kernels/fwd/traits.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/named_barrier.cuh"
+#include "ptx/pack.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+namespace hopattn::kernels::fwd {
+
+// A wait that has not completed in this long is a pipeline bug (a wrong parity, count or byte
+// count): trap, so the host gets an error (cudaErrorLaunchFailure) instead of a hung device. No
+// printf here: a call inside the kernel would make ptxas serialize the wgmma pipeline and drop
+// setmaxnreg.
+inline constexpr uint64_t kHangTimeoutNs = 20'000'000'000ull;
+
+__device__ __forceinline__ void wait_barrier(uint64_t* bar, uint32_t parity) {
+  if (!ptx::mbarrier_wait_parity_for(bar, parity, kHangTimeoutNs)) __trap();
+}
+
+template <class Traits>
+struct FwdMainloop {
+  using Elt = typename Traits::Elt;
+  using Pipeline = ptx::PipelineState<Traits::kStages>;
+  static constexpr int kConsumerThreads = Traits::kConsumerThreads;
+
+  // ---------------------------------------------------------------------------- producer
+  struct ProducerState {
+    Pipeline kv;
+    uint32_t q_phase = 0;
+  };
+
+  // Issued by one thread: K of the tile's first (highest) KV block, Q, V of that block, then K
+  // and V of each further block. K goes first so that it streams in while the consumers still
+  // finish the previous tile and hold Q.
+  __device__ static void load_tile(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                   const WorkTile& w, const TileInfo& t, ProducerState& st) {
+    const int kv_head = w.head / p.group;
+    int n = t.n_block_max - 1;
+    load_k(p, sm, t, kv_head, n, st.kv);
+    wait_barrier(sm.q_empty(), st.q_phase ^ 1);
+    ptx::mbarrier_arrive_expect_tx(sm.q_full(), Traits::kQBytes);
+#pragma unroll
+    for (int i = 0; i < kQKPanels; ++i) {
+      ptx::tma_load_4d(sm.q() + i * Traits::kQPanelBytes, &p.tm_q, sm.q_full(),
+                       i * Traits::kPanelCols, w.head, t.row_q + t.m_start, t.batch_coord);
+    }
+    load_v(p, sm, t, kv_head, n, st.kv);
+    st.kv.advance();
+    for (--n; n >= t.n_block_min; --n) {
+      load_k(p, sm, t, kv_head, n, st.kv);
+      load_v(p, sm, t, kv_head, n, st.kv);
+      st.kv.advance();
+    }
+    st.q_phase ^= 1;
+  }
+
+  static constexpr int kQKPanels = Traits::kHeadDim / Traits::kPanelCols;
+  static constexpr int kVPanels = Traits::kHeadDimV / Traits::kPanelCols;
+
+  __device__ static void load_k(const FwdParams& p, const SharedPlan<Traits>& sm, const TileInfo& t,
+                                int kv_head, int n, const Pipeline& kv) {
+    const uint32_t s = kv.stage();
+    wait_barrier(sm.k_empty(s), kv.phase() ^ 1);
+    ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
+#pragma unroll
+    for (int i = 0; i < kQKPanels; ++i) {
+      ptx::tma_load_4d(sm.k(s) + i * Traits::kKVPanelBytes, &p.tm_k, sm.k_full(s),
+                       i * Traits::kPanelCols, kv_head, t.row_k + n * Traits::kBlockN,
+                       t.batch_coord);
+    }
+  }
+
+  __device__ static void load_v(const FwdParams& p, const SharedPlan<Traits>& sm, const TileInfo& t,
+                                int kv_head, int n, const Pipeline& kv) {
+    const uint32_t s = kv.stage();
+    wait_barrier(sm.v_empty(s), kv.phase() ^ 1);
+    ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
+#pragma unroll
+    for (int i = 0; i < kVPanels; ++i) {
+      ptx::tma_load_4d(sm.v(s) + i * Traits::kKVPanelBytes, &p.tm_v, sm.v_full(s),
+                       i * Traits::kPanelCols, kv_head, t.row_k + n * Traits::kBlockN,
+                       t.batch_coord);
+    }
+  }
+
+  // ---------------------------------------------------------------------------- consumer
+  struct ConsumerState {
+    Pipeline kv;
+    uint32_t q_phase = 0;
+  };
+
+  using STile = float[Traits::kSRegs];
+  using OTile = float[Traits::kORegs];
+  using PFragments = uint32_t[Traits::kPSteps][4];
+
+  // S = Q K^T over the head dim: k16 step j reads 16 columns of panel j / 4 of Q and K.
+  __device__ static void issue_qk(STile& s, uint64_t q_desc, uint64_t k_desc) {
+#pragma unroll
+    for (int j = 0; j < Traits::kQKSteps; ++j) {
+      const uint32_t offset_q = (j / 4) * Traits::kQPanelBytes + (j % 4) * 32;
+      const uint32_t offset_k = (j / 4) * Traits::kKVPanelBytes + (j % 4) * 32;
+      ptx::wgmma_ss<Traits::kBlockN, Elt, 0, 0>(s, ptx::desc_advance(q_desc, offset_q),
+                                                ptx::desc_advance(k_desc, offset_k),
+                                                j > 0 ? 1u : 0u);
+    }
+  }
+
+  // O += P V over the KV block: k16 step j reads keys 16j..16j+15 = 2048 bytes further into V.
+  __device__ static void issue_pv(OTile& o, const PFragments& pf, uint64_t v_desc) {
+#pragma unroll
+    for (int j = 0; j < Traits::kPSteps; ++j) {
+      ptx::wgmma_rs<Traits::kHeadDimV, Elt, 1>(o, pf[j], ptx::desc_advance(v_desc, 2048 * j), 1u);
+    }
+  }
+
+  // The accumulator of a 64x16 block is already in A-fragment order: P for k16 step j is
+  // s[8j .. 8j+7] packed in pairs.
+  __device__ static void convert_p(const STile& s, PFragments& pf) {
+#pragma unroll
+    for (int j = 0; j < Traits::kPSteps; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        pf[j][r] = ptx::pack2<Elt>(s[8 * j + 2 * r], s[8 * j + 2 * r + 1]);
+    }
+  }
+
+  __device__ static void fence_all(STile& s, OTile& o, PFragments& pf) {
+    ptx::fence_operands(s);
+    ptx::fence_operands(o);
+#pragma unroll
+    for (int j = 0; j < Traits::kPSteps; ++j) ptx::fence_operands(pf[j]);
+  }
+
+  // Softcap, then the mask where the block needs one.
+  __device__ static void transform_scores(const FwdParams& p, const TileInfo& t, STile& s,
+                                          const RowLimits (&rows)[2], int n_block, int lane) {
+    if (p.softmax.softcap_scale > 0.f) {
+#pragma unroll
+      for (int i = 0; i < Traits::kSRegs; ++i) {
+        s[i] = ptx::tanh_approx(s[i] * p.softmax.softcap_scale);
+      }
+    }
+    if (block_needs_mask<Traits>(p, t, n_block)) apply_mask<Traits>(s, rows, n_block, lane);
+  }
+
+  __device__ static void turn_begin(int consumer) {
+    ptx::named_barrier_sync(kGemmTurn0 + consumer, kConsumerThreads);
+  }
+  __device__ static void turn_end(int consumer) {
+    ptx::named_barrier_arrive(kGemmTurn0 + (1 - consumer), kConsumerThreads);
+  }
+
+  // One consumer warpgroup's part of a tile with at least one KV block: accumulates the
+  // unnormalized O of its 64 rows and the softmax statistics.
+  __device__ static void compute_tile(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                      const TileInfo& t, int consumer, ConsumerState& st, OTile& o,
+                                      OnlineSoftmax<Traits::kSRegs>& softmax) {
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    const int lane = tid % 32;
+    const int row0 = t.m_start + consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
+    const RowLimits rows[2] = {row_limits(p, t, row0), row_limits(p, t, row0 + 8)};
+
+    const uint64_t q_desc =
+        ptx::make_kmajor_desc(sm.q() + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes);
+    const uint64_t k_desc0 = ptx::make_kmajor_desc(sm.k(0));
+    const uint64_t v_desc0 = ptx::make_mnmajor_desc(sm.v(0), Traits::kKVPanelBytes);
+    const auto k_desc = [&](uint32_t stage) {
+      return ptx::desc_advance(k_desc0, stage * Traits::kKStageBytes);
+    };
+    const auto v_desc = [&](uint32_t stage) {
+      return ptx::desc_advance(v_desc0, stage * Traits::kVStageBytes);
+    };
+
+    float s[Traits::kSRegs];
+    uint32_t pf[Traits::kPSteps][4];
+    float correction[2];
+
+    wait_barrier(sm.q_full(), st.q_phase);
+
+    // First (highest) KV block: S only.
+    int n = t.n_block_max - 1;
+    wait_barrier(sm.k_full(st.kv.stage()), st.kv.phase());
+    turn_begin(consumer);
+    fence_all(s, o, pf);
+    ptx::wgmma_fence();
+    issue_qk(s, q_desc, k_desc(st.kv.stage()));
+    ptx::wgmma_commit_group();
+    turn_end(consumer);
+    ptx::wgmma_wait_group<0>();
+    ptx::fence_operands(s);
+    if (t.n_blocks() == 1) ptx::mbarrier_arrive(sm.q_empty());
+    ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
+    transform_scores(p, t, s, rows, n, lane);
+    softmax.update(s, correction);  // O is still zero: nothing to correct
+    convert_p(s, pf);
+    Pipeline prev = st.kv;
+    st.kv.advance();
+
+    // Steady state: S of block n with O += P V of block n + 1 in flight.
+    for (n = t.n_block_max - 2; n >= t.n_block_min; --n) {
+      wait_barrier(sm.k_full(st.kv.stage()), st.kv.phase());
+      wait_barrier(sm.v_full(prev.stage()), prev.phase());
+      turn_begin(consumer);
+      fence_all(s, o, pf);
+      ptx::wgmma_fence();
+      issue_qk(s, q_desc, k_desc(st.kv.stage()));
+      ptx::wgmma_commit_group();
+      issue_pv(o, pf, v_desc(prev.stage()));
+      ptx::wgmma_commit_group();
+      turn_end(consumer);
+      ptx::wgmma_wait_group<1>();  // S is ready; O += P V may still run
+      ptx::fence_operands(s);
+      if (n == t.n_block_min) ptx::mbarrier_arrive(sm.q_empty());
+      ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
+      transform_scores(p, t, s, rows, n, lane);
+      softmax.update(s, correction);
+      ptx::wgmma_wait_group<0>();  // O and the P registers are free again
+      ptx::fence_operands(o);
+      ptx::mbarrier_arrive(sm.v_empty(prev.stage()));
+#pragma unroll
+      for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
+      convert_p(s, pf);
+      prev = st.kv;
+      st.kv.advance();
+    }
+
+    // Last block's O += P V.
+    wait_barrier(sm.v_full(prev.stage()), prev.phase());
+    turn_begin(consumer);
+    fence_all(s, o, pf);
+    ptx::wgmma_fence();
+    issue_pv(o, pf, v_desc(prev.stage()));
+    ptx::wgmma_commit_group();
+    turn_end(consumer);
+    ptx::wgmma_wait_group<0>();
+    ptx::fence_operands(o);
+    ptx::mbarrier_arrive(sm.v_empty(prev.stage()));
+    st.q_phase ^= 1;
+  }
+};
+
+}  // namespace hopattn::kernels::fwd

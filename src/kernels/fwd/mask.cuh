@@ -1,0 +1,97 @@
+// Which keys the queries of a work tile see: sequence geometry of the tile (dense or varlen),
+// its range of KV blocks, and the per-element mask of an S tile. One rule everywhere (DESIGN.md):
+// query i of q_len sees key j iff j < kv_len and, with diag = i + kv_len - q_len,
+// diag - window_left <= j <= diag + window_right (a bound of -1 is unbounded; causal is right 0).
+#pragma once
+
+#include <cmath>
+
+#include "kernels/fwd/tile_scheduler.cuh"
+#include "kernels/fwd/traits.cuh"
+
+namespace hopattn::kernels::fwd {
+
+// Computed identically by the producer and the consumers from the work tile alone.
+struct TileInfo {
+  int seqlen_q, seqlen_k;
+  int row_q, row_k;  // first row of the sequence along TMA's S coordinate (varlen offset)
+  int batch_coord;   // TMA's B coordinate (dense: the batch; varlen: 0)
+  int m_start;       // first query row of the tile within the sequence
+  int n_block_min, n_block_max;  // KV blocks [min, max) that hold visible keys
+
+  __device__ bool has_rows() const { return m_start < seqlen_q; }
+  __device__ int n_blocks() const { return n_block_max - n_block_min; }
+};
+
+template <class Traits>
+__device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const WorkTile& w) {
+  TileInfo t;
+  if (p.seq.cu_seqlens_q != nullptr) {
+    t.row_q = p.seq.cu_seqlens_q[w.batch];
+    t.seqlen_q = p.seq.cu_seqlens_q[w.batch + 1] - t.row_q;
+    t.row_k = p.seq.cu_seqlens_k[w.batch];
+    t.seqlen_k = p.seq.cu_seqlens_k[w.batch + 1] - t.row_k;
+    t.batch_coord = 0;
+  } else {
+    t.row_q = 0;
+    t.row_k = 0;
+    t.seqlen_q = p.seq.seqlen_q;
+    t.seqlen_k = p.seq.seqlen_k;
+    t.batch_coord = w.batch;
+  }
+  t.m_start = w.m_block * Traits::kBlockM;
+  const int m_end = min(t.m_start + Traits::kBlockM, t.seqlen_q);  // exclusive
+  const int diag = t.seqlen_k - t.seqlen_q;
+  int col_end = t.seqlen_k;  // exclusive bound over the tile's rows
+  if (p.mask.window_right >= 0) col_end = min(col_end, m_end - 1 + diag + p.mask.window_right + 1);
+  int col_begin = 0;
+  if (p.mask.window_left >= 0) col_begin = max(0, t.m_start + diag - p.mask.window_left);
+  t.n_block_max = col_end > 0 ? (col_end + Traits::kBlockN - 1) / Traits::kBlockN : 0;
+  t.n_block_min = min(col_begin / Traits::kBlockN, t.n_block_max);
+  return t;
+}
+
+// The key range one query row sees, as [col_lo, col_hi).
+struct RowLimits {
+  int col_lo, col_hi;
+};
+
+__device__ __forceinline__ RowLimits row_limits(const FwdParams& p, const TileInfo& t, int row) {
+  const int diag = row + t.seqlen_k - t.seqlen_q;
+  RowLimits r;
+  r.col_hi = t.seqlen_k;
+  if (p.mask.window_right >= 0) r.col_hi = min(r.col_hi, diag + p.mask.window_right + 1);
+  r.col_lo = p.mask.window_left >= 0 ? diag - p.mask.window_left : 0;
+  return r;
+}
+
+// True when some element of KV block n_block is hidden from some row of the tile: only such
+// blocks pay for the per-element mask.
+template <class Traits>
+__device__ __forceinline__ bool block_needs_mask(const FwdParams& p, const TileInfo& t,
+                                                 int n_block) {
+  const int n_lo = n_block * Traits::kBlockN;
+  const int n_hi = n_lo + Traits::kBlockN;  // exclusive
+  const int diag = t.seqlen_k - t.seqlen_q;
+  if (n_hi > t.seqlen_k) return true;
+  if (p.mask.window_right >= 0 && n_hi - 1 > t.m_start + diag + p.mask.window_right) return true;
+  const int m_last = min(t.m_start + Traits::kBlockM, t.seqlen_q) - 1;
+  if (p.mask.window_left >= 0 && n_lo < m_last + diag - p.mask.window_left) return true;
+  return false;
+}
+
+// Sets hidden elements of a consumer thread's S registers to -inf. Register i holds row half
+// (i >> 1) & 1 and column 8 * (i >> 2) + 2 * (lane % 4) + (i & 1) of the 64 x kBlockN tile.
+template <class Traits>
+__device__ __forceinline__ void apply_mask(float (&s)[Traits::kSRegs], const RowLimits (&rows)[2],
+                                           int n_block, int lane) {
+  const int col0 = n_block * Traits::kBlockN + 2 * (lane % 4);
+#pragma unroll
+  for (int i = 0; i < Traits::kSRegs; ++i) {
+    const int col = col0 + 8 * (i >> 2) + (i & 1);
+    const RowLimits& r = rows[(i >> 1) & 1];
+    if (col >= r.col_hi || col < r.col_lo) s[i] = -INFINITY;
+  }
+}
+
+}  // namespace hopattn::kernels::fwd

@@ -1,0 +1,84 @@
+// Online softmax of one consumer thread's two query rows (row g and g + 8 of its warp's 16), in
+// registers. A row spans the four lanes of a quad, so row reductions are a local loop plus two
+// xor-shuffles. Logits stay unscaled; the scale (with log2(e) folded in) enters through one FFMA
+// per element inside exp2: p = 2^(s * scale_log2 - max * scale_log2).
+#pragma once
+
+#include <cmath>
+
+#include "ptx/fast_math.cuh"
+
+namespace hopattn::kernels::fwd {
+
+// Element i of an accumulator of N/2 registers belongs to row half (i >> 1) & 1.
+template <int kRegs>
+struct OnlineSoftmax {
+  float row_max[2];  // running max of the raw logits; -inf before any visible key
+  float row_sum[2];  // running sum of 2^(...) over this thread's columns (quad-reduced at the end)
+  float scale_log2;
+
+  __device__ explicit OnlineSoftmax(float scale_log2_) : scale_log2(scale_log2_) {
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.f;
+  }
+
+  __device__ static float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  }
+  __device__ static float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+  }
+
+  // Folds a new S tile in: s becomes P = 2^(s*scale_log2 - new_max*scale_log2) (unnormalized),
+  // and `correction` the factor by which the O rows (and the sums) computed so far must shrink.
+  __device__ void update(float (&s)[kRegs], float (&correction)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m = row_max[h];
+#pragma unroll
+      for (int i = 2 * h; i < kRegs; i += 4) m = fmaxf(m, fmaxf(s[i], s[i + 1]));
+      m = quad_max(m);
+      // A row that has seen no visible key keeps max = -inf; its exponent base is then taken as
+      // 0 so that 2^(-inf - base) = 0 instead of NaN.
+      const float base = m == -INFINITY ? 0.f : m * scale_log2;
+      correction[h] = m == -INFINITY ? 1.f : ptx::exp2_approx(row_max[h] * scale_log2 - base);
+      row_max[h] = m;
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 2 * h; i < kRegs; i += 4) {
+        s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -base));
+        s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], scale_log2, -base));
+        sum += s[i] + s[i + 1];
+      }
+      row_sum[h] = row_sum[h] * correction[h] + sum;
+    }
+  }
+
+  // Final normalization: O rows are multiplied by out_scale[h]; lse[h] is the natural-log
+  // log-sum-exp of the row's logits (sink included). A row with no visible key and no sink gets
+  // out_scale 0 and lse -inf. `sink_log2` = sink * log2(e), or -inf without sinks.
+  __device__ void finalize(float sink_log2, float (&out_scale)[2], float (&lse)[2]) {
+    constexpr float kLn2 = 0.69314718055994530942f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float sum = quad_sum(row_sum[h]);
+      const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * scale_log2;
+      const float top = fmaxf(m_log2, sink_log2);  // both -inf: nothing visible, no sink
+      if (top == -INFINITY) {
+        out_scale[h] = 0.f;
+        lse[h] = -INFINITY;
+        continue;
+      }
+      // denominator / 2^top = sum * 2^(m - top) + 2^(sink - top)
+      const float keys = m_log2 == -INFINITY ? 0.f : ptx::exp2_approx(m_log2 - top);
+      const float sink = sink_log2 == -INFINITY ? 0.f : ptx::exp2_approx(sink_log2 - top);
+      const float denom = fmaf(sum, keys, sink);
+      out_scale[h] = keys / denom;
+      lse[h] = (top + ptx::log2_approx(denom)) * kLn2;
+    }
+  }
+};
+
+}  // namespace hopattn::kernels::fwd

@@ -1,0 +1,153 @@
+// Tile configuration, shared-memory plan, barrier names and kernel parameters of the fwd family.
+// Every constant the kernel and the host launcher (or a planner) need lives here, once.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace hopattn::kernels::fwd {
+
+// Named barrier ids (0 is __syncthreads). Consumer warpgroup c (0 or 1) waits for its turn to
+// issue GEMMs on kGemmTurn0 + c and hands the turn over on the other one; it synchronizes its
+// own 128 threads around the output staging buffer on kEpilogue0 + c.
+enum NamedBarrier : uint32_t {
+  kGemmTurn0 = 1,
+  kGemmTurn1 = 2,
+  kEpilogue0 = 3,
+  kEpilogue1 = 4,
+};
+
+// Elt: __nv_bfloat16 or __half (q, k, v, o). kHeadDim = Dqk, kHeadDimV = Dv, multiples of 64
+// (one 128-byte swizzled panel per 64 columns).
+template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kBlockN_ = 128,
+          int kStages_ = 2>
+struct FwdTraits {
+  using Elt = Elt_;
+  static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
+                "fwd: bf16 or fp16");
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDimV = kHeadDimV_;
+  static constexpr int kBlockN = kBlockN_;  // keys per KV tile
+  static constexpr int kStages = kStages_;  // depth of the K and V rings
+  static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims: multiples of 64");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16, at most 256");
+
+  // One producer warpgroup, two consumer warpgroups of 64 query rows each.
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kRowsPerConsumer = 64;  // the M of wgmma
+  static constexpr int kBlockM = kConsumerWarpgroups * kRowsPerConsumer;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kThreads = 128 + kConsumerThreads;
+  // 384 threads at one block per SM start at 168 registers; the producer gives most of its
+  // share to the consumers: 128 * 24 + 256 * 240 = 168 * 384.
+  static constexpr uint32_t kProducerRegisters = 24;
+  static constexpr uint32_t kConsumerRegisters = 240;
+
+  // Register tiles of one consumer thread.
+  static constexpr int kSRegs = kBlockN / 2;      // S = Q K^T accumulator, 64 x kBlockN
+  static constexpr int kORegs = kHeadDimV / 2;    // O accumulator, 64 x kHeadDimV
+  static constexpr int kPSteps = kBlockN / 16;    // k16 steps of O += P V (4 registers each)
+  static constexpr int kQKSteps = kHeadDim / 16;  // k16 steps of S = Q K^T
+
+  // Shared memory: every tile is stored as 64-column panels of 128-byte rows, 128B-swizzled by
+  // TMA; each panel starts on a 1024-byte boundary so descriptors need no base offset.
+  static constexpr int kPanelCols = 64;
+  static constexpr uint32_t kRowBytes = 128;
+  static constexpr uint32_t kQPanelBytes = kBlockM * kRowBytes;
+  static constexpr uint32_t kKVPanelBytes = kBlockN * kRowBytes;
+  static constexpr uint32_t kOPanelBytes = kRowsPerConsumer * kRowBytes;
+  static constexpr uint32_t kQBytes = kQPanelBytes * (kHeadDim / kPanelCols);
+  static constexpr uint32_t kKStageBytes = kKVPanelBytes * (kHeadDim / kPanelCols);
+  static constexpr uint32_t kVStageBytes = kKVPanelBytes * (kHeadDimV / kPanelCols);
+  static constexpr uint32_t kOBytesPerConsumer = kOPanelBytes * (kHeadDimV / kPanelCols);
+
+  static constexpr uint32_t kQOffset = 0;
+  static constexpr uint32_t kKOffset = kQOffset + kQBytes;
+  static constexpr uint32_t kVOffset = kKOffset + kStages * kKStageBytes;
+  static constexpr uint32_t kOOffset = kVOffset + kStages * kVStageBytes;
+  static constexpr uint32_t kBarrierOffset = kOOffset + kConsumerWarpgroups * kOBytesPerConsumer;
+  // q_full, q_empty, then k_full, k_empty, v_full, v_empty rings.
+  static constexpr int kNumBarriers = 2 + 4 * kStages;
+  static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
+  // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
+  static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
+  static_assert(kSmemAlloc <= 227 * 1024, "fwd: shared-memory plan exceeds 227 KB");
+};
+
+// Views of the shared-memory plan (addresses from a 1024-aligned base).
+template <class Traits>
+struct SharedPlan {
+  uint8_t* base;
+  __device__ uint8_t* q() const { return base + Traits::kQOffset; }
+  __device__ uint8_t* k(int stage) const {
+    return base + Traits::kKOffset + stage * Traits::kKStageBytes;
+  }
+  __device__ uint8_t* v(int stage) const {
+    return base + Traits::kVOffset + stage * Traits::kVStageBytes;
+  }
+  __device__ uint8_t* o(int consumer) const {
+    return base + Traits::kOOffset + consumer * Traits::kOBytesPerConsumer;
+  }
+  __device__ uint64_t* barriers() const {
+    return reinterpret_cast<uint64_t*>(base + Traits::kBarrierOffset);
+  }
+  __device__ uint64_t* q_full() const { return barriers(); }
+  __device__ uint64_t* q_empty() const { return barriers() + 1; }
+  __device__ uint64_t* k_full(int s) const { return barriers() + 2 + s; }
+  __device__ uint64_t* k_empty(int s) const { return barriers() + 2 + Traits::kStages + s; }
+  __device__ uint64_t* v_full(int s) const { return barriers() + 2 + 2 * Traits::kStages + s; }
+  __device__ uint64_t* v_empty(int s) const { return barriers() + 2 + 3 * Traits::kStages + s; }
+};
+
+// ------------------------------------------------------------------------------ parameters
+// All tensors are viewed as 4-D [B, S, H, D] by TMA (dims innermost first: D, H, S, B). Varlen
+// tensors are [1, total, H, D] and a sequence's rows start at cu_seqlens[b] along S.
+struct SequenceParams {
+  int batch = 0;
+  int seqlen_q = 0, seqlen_k = 0;     // dense lengths
+  const int* cu_seqlens_q = nullptr;  // device int32 [B + 1]; null for dense
+  const int* cu_seqlens_k = nullptr;
+};
+
+struct MaskParams {
+  int window_left = -1;   // keys left of the diagonal a query sees; -1: unbounded
+  int window_right = -1;  // keys right of the diagonal; causal = 0; -1: unbounded
+};
+
+struct SoftmaxParams {
+  float scale_log2 = 0.f;        // log2(e) * scale, or log2(e) * softcap with a softcap
+  float softcap_scale = 0.f;     // > 0: logits become tanh(s * softcap_scale) (= scale / softcap)
+  const float* sinks = nullptr;  // device fp32 [Hq] or null
+};
+
+struct OutputParams {
+  // Direct stores (LSE always; O rows of a varlen tile that ends inside the tile), in elements.
+  void* o = nullptr;
+  int64_t o_batch_stride = 0, o_row_stride = 0, o_head_stride = 0;
+  float* lse = nullptr;
+  int64_t lse_batch_stride = 0, lse_row_stride = 0, lse_head_stride = 0;
+};
+
+struct SchedulerParams {
+  int num_m_blocks = 0;  // ceil(max_seqlen_q / kBlockM)
+  int num_heads = 0;     // Hq
+  int batch = 0;
+  int section_bh = 1;  // (batch, head) pairs per L2 section
+  int total_tiles = 0;
+};
+
+struct FwdParams {
+  CUtensorMap tm_q, tm_k, tm_v, tm_o;
+  SequenceParams seq;
+  MaskParams mask;
+  SoftmaxParams softmax;
+  OutputParams out;
+  SchedulerParams sched;
+  int heads_q = 0, heads_kv = 0, group = 1;  // group = Hq / Hkv (GQA)
+};
+
+}  // namespace hopattn::kernels::fwd

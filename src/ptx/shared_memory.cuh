@@ -1,0 +1,37 @@
+// Shared-memory accesses through 32-bit shared-window addresses. Generic 64-bit pointers into
+// shared memory cost two registers each; a kernel that keeps many live (precomputed store
+// addresses, say) under a tight register budget spills them.
+#pragma once
+
+#include <cstdint>
+
+namespace hopattn::ptx {
+
+// PTX ISA "cvta": the shared-window address of a generic pointer into shared memory.
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The same value, hidden from the optimizer: addresses derived from it are computed where they
+// are used instead of being hoisted out of a loop and kept live (and spilled) across it.
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
+// PTX ISA "st" (st.shared.b32).
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+// PTX ISA "ld" (ld.shared.v4.b32).
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+}  // namespace hopattn::ptx

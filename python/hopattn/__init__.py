@@ -1,0 +1,375 @@
+"""hopattn: attention kernels for NVIDIA Hopper, over any tensor with ``__dlpack__``.
+
+Tensors are torch tensors, numpy arrays (CPU), or CuPy/JAX arrays. CPU tensors run the CPU
+reference (double accumulation); CUDA tensors run the GPU kernels on the tensors' own device and
+the framework's current stream, without synchronizing the device. Outputs come back in the inputs'
+framework and on their device. Every function returns ``(out, lse)``: lse is float32, natural log,
+with q's shape without the last dim.
+
+Functions: :func:`attention` (forward: dense, varlen, paged KV), :func:`attention_backward`,
+:func:`decode` (paged generation), :func:`mla` (multi-head latent attention),
+:func:`merge_states`, :func:`merge_states_n`, :func:`support_matrix`.
+
+torch tensors go through ``torch.library`` custom ops (``torch.ops.hopattn.*``), so calls are
+differentiable (attention), traceable by ``torch.compile(fullgraph=True)`` and CUDA-graph
+capturable. ``import hopattn`` does not import torch; ``hopattn.torch`` is loaded on first use.
+
+Errors: bad shapes or values raise ValueError, bad dtypes or devices TypeError, valid requests
+without a code path NotImplementedError; each message says what was expected and what was given.
+"""
+
+import sys as _sys
+
+from hopattn import _C, _args, _generic
+from hopattn.support import format_support_matrix, support_matrix
+
+__version__ = "0.1.0"
+__all__ = [
+    "attention",
+    "attention_backward",
+    "decode",
+    "mla",
+    "merge_states",
+    "merge_states_n",
+    "support_matrix",
+    "format_support_matrix",
+    "built_with_cuda",
+]
+
+
+def built_with_cuda():
+    """True when this build contains the GPU kernels (compiled with the CUDA toolkit)."""
+    return _C.built_with_cuda()
+
+
+def __getattr__(name):
+    # `hopattn.torch` without importing torch at `import hopattn` time.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module("hopattn.torch")
+    raise AttributeError(f"module 'hopattn' has no attribute {name!r}")
+
+
+def _is_torch(x):
+    torch = _sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _backend(x):
+    if _is_torch(x):
+        import hopattn.torch
+
+        return hopattn.torch._backend
+    return _generic
+
+
+def _require_tensors(**tensors):
+    for name, t in tensors.items():
+        if not (hasattr(t, "__dlpack__") and hasattr(t, "shape")):
+            raise TypeError(
+                f"{name}: expected a tensor supporting DLPack (__dlpack__), got {type(t).__name__}"
+            )
+
+
+def _attention_flat(
+    causal,
+    window,
+    softcap,
+    scale,
+    sinks,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    page_table,
+    kv_lens,
+    kv_layout,
+    deterministic,
+):
+    left, right = _args.window_pair(window)
+    block_table, indptr, indices = _args.page_tensors(page_table)
+    return dict(
+        cu_seqlens_q=cu_seqlens_q,
+        cu_seqlens_k=cu_seqlens_k,
+        max_seqlen_q=_args.optional_int(max_seqlen_q, "max_seqlen_q"),
+        max_seqlen_k=_args.optional_int(max_seqlen_k, "max_seqlen_k"),
+        page_table=block_table,
+        page_indptr=indptr,
+        page_indices=indices,
+        kv_lens=kv_lens,
+        kv_layout=_args.layout(kv_layout),
+        sinks=sinks,
+        causal=bool(causal),
+        window_left=left,
+        window_right=right,
+        softcap=_args.real(softcap, "softcap"),
+        scale=_args.optional_float(scale, "scale"),
+        deterministic=bool(deterministic),
+    )
+
+
+def attention(
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    window=(-1, -1),
+    softcap=0.0,
+    scale=None,
+    sinks=None,
+    cu_seqlens_q=None,
+    cu_seqlens_k=None,
+    max_seqlen_q=None,
+    max_seqlen_k=None,
+    deterministic=False,
+    page_table=None,
+    kv_lens=None,
+    kv_layout="NHD",
+    out=None,
+    lse_out=None,
+):
+    """Attention forward (training / prefill): softmax(scale * q k^T + mask) v.
+
+    Layouts (H = heads, D = head dim; Hq % Hkv == 0 for GQA/MQA):
+
+    - dense:  q [B, Sq, Hq, Dqk], k [B, Sk, Hkv, Dqk], v [B, Sk, Hkv, Dv]
+    - varlen: q [total_q, Hq, Dqk], k [total_k, Hkv, Dqk], v [total_k, Hkv, Dv] with
+      ``cu_seqlens_q`` / ``cu_seqlens_k`` int32 [B+1] (row offsets of each sequence)
+    - paged:  q varlen (``cu_seqlens_q``); k, v are page pools [num_pages, page_size, Hkv, D]
+      (``kv_layout="NHD"``) or [num_pages, Hkv, page_size, D] ("HND"), addressed by
+      ``page_table`` (int32 block table [B, max_pages], or a pair (page_indptr [B+1],
+      page_indices) in CSR form) and ``kv_lens`` int32 [B].
+
+    Options: ``causal`` (bottom-right aligned: query i of q_len sees key j iff
+    j <= i + kv_len - q_len); ``window=(left, right)`` sliding window around that diagonal,
+    -1 = unbounded; ``softcap`` c > 0 maps a scaled logit s to c*tanh(s/c); ``scale`` defaults to
+    1/sqrt(Dqk); ``sinks`` float32 [Hq], a logit per q head added to the softmax denominator only;
+    ``max_seqlen_q`` / ``max_seqlen_k``: host bounds of the varlen lengths, required for CUDA
+    tensors (reading device lengths would synchronize); ``deterministic``: bitwise reproducible
+    backward. dtypes: q, k, v bf16 or fp16 (float32 too on CPU).
+
+    Returns ``(out, lse)``: out has q's shape with Dv last and q's dtype; lse float32 with q's
+    shape without the last dim. A row that sees no key gives out = 0, lse = -inf. ``out=`` /
+    ``lse_out=`` write into caller buffers instead (then no autograd).
+
+    torch tensors that require grad are differentiated through ``out`` (backward =
+    :func:`attention_backward`); lse is returned as non-differentiable.
+    """
+    _require_tensors(q=q, k=k, v=v)
+    a = _attention_flat(
+        causal,
+        window,
+        softcap,
+        scale,
+        sinks,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        page_table,
+        kv_lens,
+        kv_layout,
+        deterministic,
+    )
+    return _backend(q).attention(q, k, v, a, out=out, lse=lse_out)
+
+
+def attention_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    lse,
+    *,
+    causal=False,
+    window=(-1, -1),
+    softcap=0.0,
+    scale=None,
+    sinks=None,
+    cu_seqlens_q=None,
+    cu_seqlens_k=None,
+    max_seqlen_q=None,
+    max_seqlen_k=None,
+    deterministic=False,
+    page_table=None,
+    kv_lens=None,
+    kv_layout="NHD",
+    dq=None,
+    dk=None,
+    dv=None,
+    dsinks=None,
+):
+    """Gradients of :func:`attention` with respect to q, k, v (and sinks).
+
+    ``dout`` has out's shape and dtype; ``out`` and ``lse`` are what the forward returned; every
+    keyword means what it means in :func:`attention` and must match the forward call. With GQA,
+    dk/dv are summed over each KV head's group of q heads.
+
+    Returns ``(dq, dk, dv, dsinks)``: dq/dk/dv with q's/k's/v's shapes and dtypes; dsinks
+    float32 [Hq] when ``sinks`` is given, else None. ``dq=``/``dk=``/``dv=``/``dsinks=`` write
+    into caller buffers.
+    """
+    _require_tensors(dout=dout, q=q, k=k, v=v, out=out, lse=lse)
+    a = _attention_flat(
+        causal,
+        window,
+        softcap,
+        scale,
+        sinks,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        max_seqlen_q,
+        max_seqlen_k,
+        page_table,
+        kv_lens,
+        kv_layout,
+        deterministic,
+    )
+    return _backend(q).attention_backward(
+        dout, q, k, v, out, lse, a, dq=dq, dk=dk, dv=dv, dsinks=dsinks
+    )
+
+
+def decode(
+    q,
+    k_cache,
+    v_cache,
+    kv_lens,
+    page_table,
+    *,
+    causal=True,
+    window=(-1, -1),
+    softcap=0.0,
+    scale=None,
+    sinks=None,
+    k_scale=None,
+    v_scale=None,
+    kv_layout="NHD",
+    tree_mask=None,
+    beam_width=1,
+    shared_kv_lens=None,
+    num_splits=None,
+    out=None,
+    lse_out=None,
+):
+    """Decode attention (generation) over a paged KV cache.
+
+    - ``q`` [B, q_len, Hq, D], q_len 1..16 (speculative draft tokens), bf16 or fp16
+    - ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv, D] (``kv_layout="NHD"``) or
+      [num_pages, Hkv, page_size, D] ("HND"); page_size 1..256; dtype q's, or 8-bit
+      float8_e4m3fn / float8_e5m2 / int8 with real value = stored * scale
+    - ``kv_lens`` int32 [B]: cached tokens per request, including the q_len new ones
+      (0 = idle slot: out 0, lse -inf)
+    - ``page_table`` int32 [B, max_pages] block table, or a pair (page_indptr [B+1],
+      page_indices) in CSR form
+
+    Options: ``causal`` (default True: draft token i sees the prefix and drafts 0..i);
+    ``tree_mask`` bool [B, q_len, q_len] replaces that among the drafts (row i: which drafts
+    query i sees; the prefix before the drafts is always visible); ``window=(left, right)``,
+    ``softcap``, ``scale`` (default 1/sqrt(D)) and ``sinks`` float32 [Hq] as in
+    :func:`attention`; ``k_scale`` / ``v_scale``: float, or float32 [Hkv] per KV head;
+    ``beam_width`` W: rows b*W..b*W+W-1 of q are the beams of request b, and their first
+    ``shared_kv_lens[b]`` tokens (int32 [B/W]) sit on the same pages and are read once for all
+    beams; ``num_splits``: split-sequence partitions (None = chosen by the library).
+
+    Returns ``(out, lse)``: out [B, q_len, Hq, D] in q's dtype, lse float32 [B, q_len, Hq].
+    ``out=`` / ``lse_out=`` write into caller buffers.
+    """
+    _require_tensors(q=q, k_cache=k_cache, v_cache=v_cache, kv_lens=kv_lens)
+    left, right = _args.window_pair(window)
+    block_table, indptr, indices = _args.page_tensors(page_table)
+    k_value, k_per_head = _args.kv_scale(k_scale, "k_scale")
+    v_value, v_per_head = _args.kv_scale(v_scale, "v_scale")
+    a = dict(
+        page_table=block_table,
+        page_indptr=indptr,
+        page_indices=indices,
+        kv_layout=_args.layout(kv_layout),
+        causal=bool(causal),
+        window_left=left,
+        window_right=right,
+        softcap=_args.real(softcap, "softcap"),
+        scale=_args.optional_float(scale, "scale"),
+        sinks=sinks,
+        k_scale=k_value,
+        k_scale_per_head=k_per_head,
+        v_scale=v_value,
+        v_scale_per_head=v_per_head,
+        tree_mask=tree_mask,
+        beam_width=_args.positive_int(beam_width, "beam_width"),
+        shared_kv_lens=shared_kv_lens,
+        num_splits=_args.num_splits(num_splits),
+    )
+    return _backend(q).decode(q, k_cache, v_cache, kv_lens, a, out=out, lse=lse_out)
+
+
+def mla(
+    q_nope,
+    q_pe,
+    ckv,
+    kpe,
+    cu_seqlens_q,
+    kv_lens,
+    page_table,
+    *,
+    causal=True,
+    scale=None,
+    max_seqlen_q=None,
+    out=None,
+    lse_out=None,
+):
+    """Multi-head latent attention (DeepSeek-V2/V3) over a paged latent cache.
+
+    - ``q_nope`` [total_q, H, 512] (queries absorbed into the latent space), ``q_pe``
+      [total_q, H, 64] (rope part); ``cu_seqlens_q`` int32 [B+1] (decode: 0, 1, 2, ...)
+    - ``ckv`` [num_pages, page_size, 512]: compressed KV, both keys and values; ``kpe``
+      [num_pages, page_size, 64]: rope keys
+    - ``kv_lens`` int32 [B], ``page_table`` int32 [B, max_pages] or (page_indptr, page_indices)
+
+    logits = scale * (q_nope . ckv + q_pe . kpe), scale default 1/sqrt(576); values = ckv.
+    ``causal`` (default True) aligns bottom-right; ``max_seqlen_q`` is the host bound of the q
+    lengths, required for CUDA tensors.
+
+    Returns ``(out, lse)``: out [total_q, H, 512] in q_nope's dtype, lse float32 [total_q, H].
+    """
+    _require_tensors(
+        q_nope=q_nope, q_pe=q_pe, ckv=ckv, kpe=kpe, cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens
+    )
+    block_table, indptr, indices = _args.page_tensors(page_table)
+    a = dict(
+        page_table=block_table,
+        page_indptr=indptr,
+        page_indices=indices,
+        max_seqlen_q=_args.optional_int(max_seqlen_q, "max_seqlen_q"),
+        causal=bool(causal),
+        scale=_args.optional_float(scale, "scale"),
+    )
+    return _backend(q_nope).mla(
+        q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, a, out=out, lse=lse_out
+    )
+
+
+def merge_states(o_a, lse_a, o_b, lse_b, *, out=None, lse_out=None):
+    """Merge two partial attention states over disjoint key sets (split-KV, cascade, context
+    parallel): out = (e^lse_a o_a + e^lse_b o_b) / (e^lse_a + e^lse_b), lse = log(e^lse_a +
+    e^lse_b).
+
+    ``o_a``, ``o_b`` [T, H, D] (bf16, fp16, or float32), ``lse_a``, ``lse_b`` float32 [T, H].
+    Empty states (lse = -inf) contribute nothing; two empty states merge to an empty one
+    (out 0, lse -inf). Returns ``(out, lse)`` with o_a's and lse_a's shapes.
+    """
+    _require_tensors(o_a=o_a, lse_a=lse_a, o_b=o_b, lse_b=lse_b)
+    return _backend(o_a).merge_states(o_a, lse_a, o_b, lse_b, out=out, lse=lse_out)
+
+
+def merge_states_n(o, lse, *, out=None, lse_out=None):
+    """Merge n partial attention states stacked on axis 1.
+
+    ``o`` [T, n, H, D], ``lse`` float32 [T, n, H]. Returns ``(out, lse)``: out [T, H, D] in o's
+    dtype, lse float32 [T, H].
+    """
+    _require_tensors(o=o, lse=lse)
+    return _backend(o).merge_states_n(o, lse, out=out, lse_out=lse_out)

@@ -1,0 +1,15 @@
+// Registration functions of the _C module, one per source file.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+namespace hopattn::python {
+
+namespace nb = nanobind;
+
+void bind_families(nb::module_& m);  // families.cpp
+void bind_support(nb::module_& m);   // support.cpp
+
+}  // namespace hopattn::python

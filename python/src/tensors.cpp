@@ -1,0 +1,169 @@
+#include "tensors.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "hopattn/error.hpp"
+
+#ifdef HOPATTN_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace hopattn::python {
+namespace {
+
+// DLPack type of a hopattn dtype name, for the (array, "name") reinterpretation form.
+DLDataType dlpack_type_named(const std::string& name) {
+  struct Named {
+    const char* name;
+    DLDataType type;
+  };
+  static const Named kTypes[] = {
+      {"bf16", {kDLBfloat, 16, 1}},         {"fp16", {kDLFloat, 16, 1}},
+      {"fp32", {kDLFloat, 32, 1}},          {"fp8_e4m3", {kDLFloat8_e4m3fn, 8, 1}},
+      {"fp8_e5m2", {kDLFloat8_e5m2, 8, 1}}, {"int8", {kDLInt, 8, 1}},
+      {"int32", {kDLInt, 32, 1}},           {"bool", {kDLBool, 8, 1}},
+  };
+  for (const Named& t : kTypes) {
+    if (name == t.name) return t.type;
+  }
+  throw Error(ErrorKind::kType,
+              "dtype override: expected one of bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, int8, int32, "
+              "bool, got \"" +
+                  name + "\"");
+}
+
+template <typename Array>
+TensorView view_of(const Array& a, const DLDataType* override_type, const char* name) {
+  DLTensor t{};
+  t.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  t.device = {static_cast<DLDeviceType>(a.device_type()), a.device_id()};
+  t.ndim = static_cast<int32_t>(a.ndim());
+  t.dtype = {a.dtype().code, a.dtype().bits, a.dtype().lanes};
+  t.shape = const_cast<int64_t*>(a.shape_ptr());
+  t.strides = const_cast<int64_t*>(a.stride_ptr());
+  t.byte_offset = 0;  // nanobind's data() already includes it
+  if (override_type != nullptr) {
+    check(t.dtype.bits == override_type->bits && t.dtype.lanes == 1, ErrorKind::kType,
+          detail::concat(name, " (reinterpreted)"),
+          detail::concat("a ", int(override_type->bits), "-bit array"),
+          detail::concat(int(t.dtype.bits), "-bit elements"));
+    t.dtype = *override_type;
+  }
+  try {
+    return TensorView::from_dlpack(t);
+  } catch (const Error& e) {
+    // Say which argument was wrong; the library's message says what was expected.
+    throw Error(e.kind(), detail::concat(name, ": ", e.what()));
+  }
+}
+
+}  // namespace
+
+TensorView TensorImporter::input(nb::handle obj, const char* name) {
+  return import(obj, name, /*writable=*/false);
+}
+
+TensorView TensorImporter::output(nb::handle obj, const char* name) {
+  return import(obj, name, /*writable=*/true);
+}
+
+TensorView TensorImporter::import(nb::handle obj, const char* name, bool writable) {
+  if (obj.is_none()) return {};
+  nb::handle array = obj;
+  DLDataType override_type{};
+  bool has_override = false;
+  if (nb::isinstance<nb::tuple>(obj) && nb::len(obj) == 2 && nb::isinstance<nb::str>(obj[1])) {
+    array = obj[0];
+    override_type = dlpack_type_named(nb::str(obj[1]).c_str());
+    has_override = true;
+  }
+  const std::string given = nb::str(nb::handle(array.type()).attr("__name__")).c_str();
+  if (writable) {
+    nb::ndarray<> a;
+    if (!nb::try_cast(array, a, /*convert=*/false)) {
+      throw Error(ErrorKind::kType, detail::concat(name,
+                                                   ": expected a writable tensor supporting "
+                                                   "DLPack (__dlpack__), got ",
+                                                   given));
+    }
+    outputs_.push_back(a);
+    return view_of(a, has_override ? &override_type : nullptr, name);
+  }
+  nb::ndarray<nb::ro> a;
+  if (!nb::try_cast(array, a, /*convert=*/false)) {
+    throw Error(
+        ErrorKind::kType,
+        detail::concat(name, ": expected a tensor supporting DLPack (__dlpack__), got ", given));
+  }
+  inputs_.push_back(a);
+  return view_of(a, has_override ? &override_type : nullptr, name);
+}
+
+PageTable import_pages(TensorImporter& tensors, nb::handle page_table, nb::handle kv_lens,
+                       const std::string& kv_layout) {
+  PageTable pages;
+  if ((nb::isinstance<nb::tuple>(page_table) || nb::isinstance<nb::list>(page_table)) &&
+      !(nb::len(page_table) == 2 && nb::isinstance<nb::str>(page_table[1]))) {
+    check(nb::len(page_table) == 2, ErrorKind::kValue, "page_table",
+          "a block table [B, max_pages] or a pair (page_indptr, page_indices)",
+          detail::concat("a sequence of ", nb::len(page_table), " items"));
+    pages.indptr = tensors.input(page_table[0], "page_indptr");
+    pages.indices = tensors.input(page_table[1], "page_indices");
+  } else {
+    pages.block_table = tensors.input(page_table, "page_table");
+  }
+  pages.kv_lens = tensors.input(kv_lens, "kv_lens");
+  if (kv_layout == "NHD") {
+    pages.layout = KVLayout::kNHD;
+  } else if (kv_layout == "HND") {
+    pages.layout = KVLayout::kHND;
+  } else {
+    throw Error(ErrorKind::kValue,
+                "kv_layout: expected \"NHD\" or \"HND\", got \"" + kv_layout + "\"");
+  }
+  return pages;
+}
+
+DeviceGuard::DeviceGuard(Device device) {
+  if (!device.is_cuda()) return;
+#ifdef HOPATTN_WITH_CUDA
+  int current = 0;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err == cudaSuccess && current != device.index) err = cudaSetDevice(device.index);
+  if (err != cudaSuccess) {
+    throw Error(ErrorKind::kRuntime,
+                detail::concat("cudaSetDevice(", device.index, "): ", cudaGetErrorString(err)));
+  }
+  if (current != device.index) previous_ = current;
+#else
+  throw Error(ErrorKind::kNotImplemented,
+              detail::concat("hopattn: expected CPU tensors (this build has no GPU kernels; "
+                             "rebuild with the CUDA toolkit), got tensors on ",
+                             device));
+#endif
+}
+
+DeviceGuard::~DeviceGuard() {
+#ifdef HOPATTN_WITH_CUDA
+  if (previous_ >= 0) cudaSetDevice(previous_);
+#endif
+}
+
+int max_seqlen_from_host(const TensorView& cu) {
+  if (!cu.defined() || cu.is_cuda() || cu.dtype() != DType::kInt32 || cu.rank() != 1) return 0;
+  const int32_t* p = cu.data_as<const int32_t>();
+  int64_t best = 0;
+  for (int64_t i = 0; i + 1 < cu.size(0); ++i) {
+    best = std::max<int64_t>(best, int64_t(p[(i + 1) * cu.stride(0)]) - p[i * cu.stride(0)]);
+  }
+  return static_cast<int>(best);
+}
+
+Workspace import_workspace(TensorImporter& tensors, nb::handle obj) {
+  const TensorView t = tensors.output(obj, "workspace");
+  if (!t.defined()) return {};
+  return {t.data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype())};
+}
+
+}  // namespace hopattn::python

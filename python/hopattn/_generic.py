@@ -40,6 +40,11 @@ def empty(ref, shape, dtype=None):
         import numpy as np
 
         return np.empty(shape, dtype=ref.dtype if dtype is None else np.dtype(dtype))
+    if type(ref).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(ref.device.id):
+            return cupy.empty(shape, dtype=ref.dtype if dtype is None else dtype)
     namespace = getattr(ref, "__array_namespace__", None)
     if namespace is None:
         raise TypeError(
@@ -60,7 +65,8 @@ def stream_of(x):
     if type(x).__module__.split(".")[0] == "cupy":
         import cupy
 
-        return cupy.cuda.get_current_stream().ptr
+        with cupy.cuda.Device(x.device.id):
+            return cupy.cuda.get_current_stream().ptr
     return 0
 
 

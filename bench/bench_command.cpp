@@ -1,0 +1,54 @@
+// `hopattn bench FAMILY [flags]`: one family on one shape, on the chosen implementations.
+#include "commands.hpp"
+#include "device.hpp"
+#include "hopattn/error.hpp"
+#include "report.hpp"
+
+namespace hopattn::cli {
+
+int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
+  const GpuInfo& gpu = gpu_info();
+  std::vector<Impl> impls;
+  switch (flags.impl) {
+    case Impl::kAuto:
+      if (gpu.usable) {
+        impls.push_back(Impl::kKernel);
+        if (has_naive(family)) impls.push_back(Impl::kNaive);
+      } else {
+        impls.push_back(Impl::kCpu);
+      }
+      break;
+    case Impl::kNaive:
+      if (!has_naive(family)) {
+        throw UsageError("--impl naive: the naive GPU reference covers fwd and decode only");
+      }
+      [[fallthrough]];
+    default:
+      impls.push_back(flags.impl);
+  }
+  const bool on_gpu = impls.front() != Impl::kCpu;
+  if (on_gpu && !gpu.usable) {
+    throw Error(ErrorKind::kRuntime,
+                std::string("--impl ") + impl_name(flags.impl) + " needs a GPU: " + gpu.why_not);
+  }
+  // Default shapes: the model's on a GPU; the short CPU one for the CPU reference.
+  const Shape shape = apply_flags(on_gpu ? model_shape(family) : cpu_shape(family), flags);
+  std::vector<RunRequest> requests;
+  for (Impl impl : impls) {
+    RunRequest r;
+    r.shape = shape;
+    r.impl = impl;
+    r.warmup = flags.warmup.value_or(on_gpu ? 3 : 1);
+    r.iters = flags.iters.value_or(on_gpu ? 20 : 3);
+    r.check = flags.check;
+    r.seed = flags.seed.value_or(kDefaultSeed);
+    requests.push_back(r);
+  }
+  if (!flags.csv && !on_gpu) {
+    out << "(no GPU: " << gpu.why_not << "; timing the CPU reference)\n";
+  }
+  return run_and_report(std::string("hopattn bench ") + family_name(family), requests, flags.csv,
+                        out);
+}
+
+}  // namespace hopattn::cli

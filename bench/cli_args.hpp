@@ -1,0 +1,56 @@
+// Command line of the hopattn CLI: `hopattn` (the tour), `hopattn bench FAMILY [flags]`, and the
+// help texts. Bad input raises UsageError, which main() reports with exit code 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "hopattn/dtype.hpp"
+#include "hopattn/options.hpp"
+
+namespace hopattn::cli {
+
+enum class Family { kFwd, kBwd, kDecode, kMla, kMerge };
+inline constexpr Family kAllFamilies[] = {Family::kFwd, Family::kBwd, Family::kDecode, Family::kMla,
+                                          Family::kMerge};
+const char* family_name(Family f);
+
+// Who computes: the library's GPU kernel, the naive fp32 GPU reference (fwd and decode only),
+// or the CPU reference. kAuto: the kernel (and the naive reference) on a GPU, else the CPU.
+enum class Impl { kAuto, kKernel, kNaive, kCpu };
+const char* impl_name(Impl i);
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the user gave on the command line; unset fields take the family's defaults.
+struct BenchFlags {
+  std::optional<int> batch, q_len, kv_len, q_heads, kv_heads, head_dim, page_size;
+  std::optional<DType> dtype, kv_dtype;
+  std::optional<bool> causal;
+  std::optional<Window> window;
+  std::optional<float> softcap;
+  std::optional<int> iters, warmup;
+  std::optional<uint64_t> seed;
+  Impl impl = Impl::kAuto;
+  bool check = true;
+  bool csv = false;
+};
+
+struct Command {
+  enum class Kind { kTour, kBench, kHelp, kBenchHelp };
+  Kind kind = Kind::kTour;
+  Family family = Family::kFwd;
+  BenchFlags flags;  // bench; the tour reads csv, seed and check only
+};
+
+Command parse_command(int argc, const char* const* argv);
+std::string main_help();
+std::string bench_help();
+
+}  // namespace hopattn::cli

@@ -1,0 +1,69 @@
+// The CLI's view of the GPU, without CUDA headers: whether one is usable, device memory, copies,
+// event timing and an L2 flush, and the naive GPU reference. device_cuda.cpp implements it in
+// CUDA builds; device_none.cpp in CPU-only builds (no GPU, and every other call throws).
+// Failures raise hopattn::Error of kind kRuntime with the CUDA error string.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "hopattn/options.hpp"
+
+namespace hopattn::cli {
+
+struct GpuInfo {
+  bool usable = false;
+  std::string name;     // "NVIDIA H200"
+  std::string why_not;  // when !usable: "built without CUDA", "no CUDA device", ...
+};
+
+// Device 0, queried once. Usable means a Hopper (sm_90) device: the kernels are sm_90a only.
+const GpuInfo& gpu_info();
+
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  explicit DeviceMemory(size_t bytes);
+  ~DeviceMemory();
+  DeviceMemory(DeviceMemory&& o) noexcept;
+  DeviceMemory& operator=(DeviceMemory&& o) noexcept;
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
+void fill_device_bytes(void* dst, int byte, size_t bytes);
+// Waits for all work on the device; raises any error a kernel left behind.
+void device_synchronize();
+// Overwrites a buffer twice the L2's size, so the next timed call reads its inputs from HBM.
+void flush_l2();
+
+// Times one region of the default stream with CUDA events.
+class GpuTimer {
+ public:
+  GpuTimer();
+  ~GpuTimer();
+  GpuTimer(const GpuTimer&) = delete;
+  GpuTimer& operator=(const GpuTimer&) = delete;
+  void start();
+  // Records the end, waits for it, and returns the milliseconds since start().
+  double stop_ms();
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
+
+// The naive fp32 GPU reference (src/kernels/naive) on CUDA tensors.
+void naive_fwd(const FwdArgs& args, const AttentionOptions& opts);
+void naive_decode(const DecodeArgs& args, const DecodeOptions& opts);
+
+}  // namespace hopattn::cli

@@ -1,0 +1,40 @@
+// device.hpp in a build without CUDA: no GPU is usable, and nothing else may be called.
+#ifndef HOPATTN_WITH_CUDA
+
+#include "device.hpp"
+#include "hopattn/error.hpp"
+
+namespace hopattn::cli {
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw Error(ErrorKind::kNotImplemented,
+              std::string(what) + ": this hopattn was built without CUDA (no GPU support)");
+}
+
+}  // namespace
+
+const GpuInfo& gpu_info() {
+  static const GpuInfo info{false, "", "built without CUDA"};
+  return info;
+}
+
+DeviceMemory::DeviceMemory(size_t) { no_cuda("DeviceMemory"); }
+DeviceMemory::~DeviceMemory() = default;
+DeviceMemory::DeviceMemory(DeviceMemory&&) noexcept = default;
+DeviceMemory& DeviceMemory::operator=(DeviceMemory&&) noexcept = default;
+void copy_to_device(void*, const void*, size_t) { no_cuda("copy_to_device"); }
+void copy_to_host(void*, const void*, size_t) { no_cuda("copy_to_host"); }
+void fill_device_bytes(void*, int, size_t) { no_cuda("fill_device_bytes"); }
+void device_synchronize() { no_cuda("device_synchronize"); }
+void flush_l2() { no_cuda("flush_l2"); }
+GpuTimer::GpuTimer() { no_cuda("GpuTimer"); }
+GpuTimer::~GpuTimer() = default;
+void GpuTimer::start() { no_cuda("GpuTimer"); }
+double GpuTimer::stop_ms() { no_cuda("GpuTimer"); }
+void naive_fwd(const FwdArgs&, const AttentionOptions&) { no_cuda("naive_fwd"); }
+void naive_decode(const DecodeArgs&, const DecodeOptions&) { no_cuda("naive_decode"); }
+
+}  // namespace hopattn::cli
+
+#endif  // !HOPATTN_WITH_CUDA

@@ -1,0 +1,215 @@
+#include "shape.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace hopattn::cli {
+namespace {
+
+constexpr int kMlaQkDim = kMlaLatentDim + kMlaRopeDim;
+
+void reject(bool given, Family f, const char* flag) {
+  if (given) {
+    throw UsageError(std::string(flag) + ": not an option of " + family_name(f) +
+                     " (see hopattn bench --help)");
+  }
+}
+
+}  // namespace
+
+std::string Shape::describe() const {
+  std::ostringstream os;
+  if (family == Family::kMerge) {
+    os << "T=" << int64_t{batch} * q_len << " H=" << q_heads << " D=" << head_dim;
+  } else {
+    os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
+    if (family != Family::kMla) os << "/" << kv_heads;
+    os << " D=" << (family == Family::kMla ? "512+64" : std::to_string(head_dim));
+    if (page_size > 0) os << " page=" << page_size;
+    if (causal) os << " causal";
+    if (window.left >= 0 || window.right >= 0) {
+      os << " win=" << window.left << "," << window.right;
+    }
+    if (softcap > 0) os << " cap=" << softcap;
+  }
+  os << " " << dtype_name(dtype);
+  if (family == Family::kDecode && kv_dtype != dtype) os << "/kv:" << dtype_name(kv_dtype);
+  return os.str();
+}
+
+Shape model_shape(Family f) {
+  Shape s;
+  s.family = f;
+  switch (f) {
+    case Family::kFwd:
+    case Family::kBwd:  // Llama-3-8B prefill / training step, 2 x 4096 tokens
+      s.batch = 2;
+      s.q_len = s.kv_len = 4096;
+      s.causal = true;
+      break;
+    case Family::kDecode:  // 32 requests generating one token over 4096 cached
+      s.batch = 32;
+      s.q_len = 1;
+      s.kv_len = 4096;
+      s.page_size = 16;
+      s.causal = true;
+      break;
+    case Family::kMla:  // DeepSeek-V3 decode
+      s.batch = 32;
+      s.q_len = 1;
+      s.kv_len = 4096;
+      s.q_heads = 128;
+      s.kv_heads = 1;
+      s.head_dim = kMlaLatentDim;
+      s.page_size = 64;
+      s.causal = true;
+      break;
+    case Family::kMerge:  // two split-KV states of 16384 query rows
+      s.batch = 16;
+      s.q_len = 1024;
+      s.kv_len = 0;
+      s.q_heads = 32;
+      break;
+  }
+  return s;
+}
+
+Shape cpu_shape(Family f) {
+  Shape s = model_shape(f);
+  switch (f) {
+    case Family::kFwd:
+      s.batch = 1;
+      s.q_len = s.kv_len = 256;
+      break;
+    case Family::kBwd:
+      s.batch = 1;
+      s.q_len = s.kv_len = 128;
+      break;
+    case Family::kDecode:
+      s.batch = 4;
+      s.kv_len = 1024;
+      break;
+    case Family::kMla:
+      s.batch = 2;
+      s.kv_len = 256;
+      break;
+    case Family::kMerge:  // states of 64 rows over two halves of 256 keys
+      s.batch = 1;
+      s.q_len = 64;
+      s.kv_len = 256;
+      break;
+  }
+  return s;
+}
+
+Shape apply_flags(Shape s, const BenchFlags& f) {
+  const Family fam = s.family;
+  const bool attention = fam == Family::kFwd || fam == Family::kBwd || fam == Family::kDecode;
+  reject(f.kv_len && fam == Family::kMerge, fam, "--kv-len");
+  reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
+  reject(f.page_size && (fam == Family::kBwd || fam == Family::kMerge), fam, "--page-size");
+  reject(f.kv_dtype && fam != Family::kDecode && fam != Family::kFwd, fam, "--kv-dtype");
+  reject(f.causal.has_value() && fam == Family::kMerge, fam, "--causal");
+  reject(f.window && !attention, fam, "--window");
+  reject(f.softcap && !attention, fam, "--softcap");
+  if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
+      !(fam == Family::kMla && *f.kv_heads == 1)) {
+    throw UsageError(std::string("--heads: ") + family_name(fam) + " takes HQ only");
+  }
+  if (f.batch) s.batch = *f.batch;
+  if (f.q_len) s.q_len = *f.q_len;
+  if (f.kv_len) s.kv_len = *f.kv_len;
+  if (f.q_heads) {
+    s.q_heads = *f.q_heads;
+    if (fam != Family::kMla) s.kv_heads = f.kv_heads.value_or(*f.q_heads);
+  }
+  if (f.head_dim) s.head_dim = *f.head_dim;
+  if (f.page_size) s.page_size = *f.page_size;
+  if (f.dtype) s.dtype = *f.dtype;
+  s.kv_dtype = f.kv_dtype.value_or(s.dtype);
+  if (fam == Family::kFwd && s.kv_dtype != s.dtype) {
+    throw UsageError("--kv-dtype: fwd takes K/V in q's dtype (" + std::string(dtype_name(s.dtype)) +
+                     "), got " + dtype_name(s.kv_dtype));
+  }
+  if (f.causal) s.causal = *f.causal;
+  if (f.window) s.window = *f.window;
+  if (f.softcap) s.softcap = *f.softcap;
+  if (fam == Family::kDecode && s.q_len > 16) {
+    throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
+  }
+  if (fam == Family::kDecode && s.kv_len < s.q_len) {
+    throw UsageError("--kv-len: decode counts the q-len new tokens in kv-len, so expected >= " +
+                     std::to_string(s.q_len) + ", got " + std::to_string(s.kv_len));
+  }
+  return s;
+}
+
+double visible_pairs(const Shape& s) {
+  const int64_t q_len = s.q_len, kv_len = s.family == Family::kMerge ? 0 : s.kv_len;
+  double pairs = 0;
+  for (int64_t i = 0; i < q_len; ++i) {
+    const int64_t diag = i + kv_len - q_len;
+    int64_t lo = 0, hi = kv_len;
+    if (s.causal) hi = std::min(hi, diag + 1);
+    if (s.window.left >= 0) lo = std::max(lo, diag - s.window.left);
+    if (s.window.right >= 0) hi = std::min(hi, diag + s.window.right + 1);
+    pairs += static_cast<double>(std::max<int64_t>(0, hi - lo));
+  }
+  return pairs * s.batch;
+}
+
+Metric metric(const Shape& s) {
+  switch (s.family) {
+    case Family::kFwd:
+    case Family::kBwd:
+      return Metric::kFlops;
+    case Family::kMla:
+      return s.q_len > 16 ? Metric::kFlops : Metric::kBytes;
+    default:
+      return Metric::kBytes;
+  }
+}
+
+double flops(const Shape& s) {
+  const double pairs = visible_pairs(s);
+  const double d = s.head_dim;
+  switch (s.family) {
+    case Family::kFwd:
+    case Family::kDecode:  // q.k and p.v: 2 * (Dqk + Dv) per pair and head
+      return 2.0 * pairs * s.q_heads * (d + d);
+    case Family::kBwd:  // recomputed q.k, dO.v, then dV, dQ, dK: 2 * (3 Dqk + 2 Dv)
+      return 2.0 * pairs * s.q_heads * (3 * d + 2 * d);
+    case Family::kMla:
+      return 2.0 * pairs * s.q_heads * (kMlaQkDim + kMlaLatentDim);
+    case Family::kMerge:
+      return 0.0;
+  }
+  return 0.0;
+}
+
+double bytes(const Shape& s) {
+  const double elt = dtype_size(s.dtype), kv_elt = dtype_size(s.kv_dtype);
+  const double q_rows = double(s.batch) * s.q_len;
+  const double kv_rows = double(s.batch) * s.kv_len;
+  const double d = s.head_dim;
+  switch (s.family) {
+    case Family::kFwd:  // q, k, v, out, lse
+      return q_rows * s.q_heads * (2 * d * elt + 4) + kv_rows * s.kv_heads * 2 * d * elt;
+    case Family::kBwd:  // + dout, dq, dk, dv
+      return 2 * q_rows * s.q_heads * (2 * d * elt + 2) + 2 * kv_rows * s.kv_heads * 2 * d * elt;
+    case Family::kDecode: {
+      const double pages =
+          s.page_size > 0 ? double(s.batch) * ((s.kv_len + s.page_size - 1) / s.page_size) : 0.0;
+      return q_rows * s.q_heads * (2 * d * elt + 4) + kv_rows * s.kv_heads * 2 * d * kv_elt +
+             4 * pages + 4 * double(s.batch);
+    }
+    case Family::kMla:  // q_nope + q_pe, out, lse; one latent row (ckv + kpe) per cached token
+      return q_rows * s.q_heads * ((kMlaQkDim + kMlaLatentDim) * elt + 4) +
+             kv_rows * kMlaQkDim * elt;
+    case Family::kMerge:  // two states in, one out
+      return 3 * q_rows * s.q_heads * (d * elt + 4);
+  }
+  return 0.0;
+}
+
+}  // namespace hopattn::cli

@@ -1,0 +1,49 @@
+// The problem a row of the table runs: the tour's default model shapes (Llama-3-8B and
+// DeepSeek-V3 MLA), their short CPU variants, the command-line overrides, and the operation and
+// byte counts the rate column divides by.
+#pragma once
+
+#include <string>
+
+#include "cli_args.hpp"
+#include "hopattn/dtype.hpp"
+#include "hopattn/options.hpp"
+
+namespace hopattn::cli {
+
+struct Shape {
+  Family family = Family::kFwd;
+  int batch = 1;
+  int q_len = 1;   // per request; merge: tokens = batch * q_len
+  int kv_len = 1;  // per request (decode: includes the q_len new tokens)
+  int q_heads = 32;
+  int kv_heads = 8;
+  int head_dim = 128;  // Dqk = Dv; mla: 512 latent + 64 rope, whatever this says
+  int page_size = 0;   // 0 = contiguous KV (fwd, bwd); decode and mla are always paged
+  DType dtype = DType::kBF16;
+  DType kv_dtype = DType::kBF16;  // decode only
+  bool causal = false;
+  Window window{};
+  float softcap = 0.f;
+
+  std::string describe() const;  // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"
+};
+
+// The tour's shape of a family on a GPU (model-sized) or on the CPU (same heads, short).
+Shape model_shape(Family f);
+Shape cpu_shape(Family f);
+// `base` with the user's flags applied; a flag the family does not take raises UsageError.
+Shape apply_flags(Shape base, const BenchFlags& flags);
+
+// Keys each query row sees, summed over the batch (causal and window as in DESIGN.md).
+double visible_pairs(const Shape& s);
+
+enum class Metric { kFlops, kBytes };
+// fwd, bwd and MLA prefill are compute-bound (FLOP/s); decode, MLA decode and merge move bytes.
+Metric metric(const Shape& s);
+// The operations (multiply and add = 2) of the attention math over the visible pairs.
+double flops(const Shape& s);
+// The fewest bytes the operation moves through device memory: inputs once, outputs once.
+double bytes(const Shape& s);
+
+}  // namespace hopattn::cli

@@ -1,0 +1,67 @@
+#include "timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "device.hpp"
+
+namespace hopattn::cli {
+namespace {
+
+Timing summarize(std::vector<double> ms) {
+  Timing t;
+  t.iters = static_cast<int>(ms.size());
+  if (ms.empty()) return t;
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  t.min_ms = ms.front();
+  return t;
+}
+
+void report(Progress* progress, const char* what, int i, int n) {
+  if (progress != nullptr) {
+    progress->set_detail(std::string(what) + " " + std::to_string(i + 1) + "/" + std::to_string(n));
+  }
+}
+
+}  // namespace
+
+Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress) {
+  for (int i = 0; i < warmup; ++i) {
+    report(progress, "warmup", i, warmup);
+    fn();
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    report(progress, "timing", i, iters);
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  return summarize(std::move(ms));
+}
+
+Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress) {
+  for (int i = 0; i < warmup; ++i) {
+    report(progress, "warmup", i, warmup);
+    fn();
+  }
+  device_synchronize();
+  GpuTimer timer;
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    report(progress, "timing", i, iters);
+    flush_l2();
+    timer.start();
+    fn();
+    ms.push_back(timer.stop_ms());
+  }
+  device_synchronize();
+  return summarize(std::move(ms));
+}
+
+}  // namespace hopattn::cli

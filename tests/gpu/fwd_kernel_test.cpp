@@ -38,6 +38,8 @@
 namespace hopattn::testing {
 namespace {
 
+using namespace hopattn::testing::hopper;  // NOLINT: test helpers
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kGuardBytes = 4096;
 
@@ -555,6 +557,22 @@ TEST(FwdKernel, VarlenRandomBatch17) {
   c.opts.causal = false;
   c.opts.window = {200, 50};
   check_case(c, seed);
+}
+
+TEST(FwdKernel, HeadDim64) {
+  SKIP_WITHOUT_HOPPER();
+  for (bool causal : {false, true}) {
+    FwdCase c = dense_case(DType::kBF16, 17, 239, 113, 1, 5, causal);
+    c.d = 64;
+    check_case(c, test_seed());
+    FwdCase f = dense_case(DType::kFP16, 1, 1, 1031, 2, 1, causal);
+    f.d = 64;
+    check_case(f, test_seed());
+  }
+  FwdCase v = varlen_case(DType::kBF16, {1, 239, 64, 130}, {113, 0, 500, 257}, 2, 4, true);
+  v.d = 64;
+  v.opts.softcap = 20.f;
+  check_case(v, test_seed());
 }
 
 // ---------------------------------------------------------------------------- unsupported

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-namespace hopattn::testing {
+namespace hopattn::testing::hopper {
 
 // Empty when the tests can run; otherwise why not (used as GTEST_SKIP() << reason).
 inline std::string gpu_skip_reason() {
@@ -107,4 +107,4 @@ DeviceBuffer<T> to_device(const std::vector<T>& host) {
   return buf;
 }
 
-}  // namespace hopattn::testing
+}  // namespace hopattn::testing::hopper

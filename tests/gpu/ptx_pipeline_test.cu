@@ -18,6 +18,8 @@
 namespace hopattn::testing {
 namespace {
 
+using namespace hopattn::testing::hopper;  // NOLINT: test helpers
+
 constexpr uint64_t kTimeoutNs = 2'000'000'000ull;
 constexpr int kConsumerThreads = 256;
 

@@ -15,6 +15,8 @@
 namespace hopattn::testing {
 namespace {
 
+using namespace hopattn::testing::hopper;  // NOLINT: test helpers
+
 constexpr int kMaxBoxBytes = 16384;
 
 struct BoxCopyOp {

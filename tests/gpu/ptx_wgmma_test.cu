@@ -28,6 +28,8 @@
 namespace hopattn::testing {
 namespace {
 
+using namespace hopattn::testing::hopper;  // NOLINT: test helpers
+
 constexpr int kM = 64;
 constexpr int kK = 64;  // four k16 steps; A is one [64][64] 128B-swizzled panel
 

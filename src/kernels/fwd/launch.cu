@@ -1,5 +1,5 @@
-// Host side of the fwd kernel: support checks, tensor maps, parameters, grid, launch; and the
-// explicit instantiations (one line each) of the configurations hopattn builds.
+// Host side of the fwd kernel: support checks, tensor maps, parameters, grid and the choice of
+// the configuration. The kernels themselves are instantiated in launch_hd*.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -7,22 +7,18 @@
 #include <string>
 
 #include "hopattn/error.hpp"
-#include "kernels/fwd/kernel.cuh"
 #include "kernels/fwd/launch.hpp"
+#include "kernels/fwd/launch_kernel.cuh"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
 
-template <class Traits>
-void launch(const FwdParams& params, int grid, cudaStream_t stream);
-
-// ---------------------------------------------------------------------------- instantiations
-template void launch<FwdTraits<__nv_bfloat16, 128>>(const FwdParams&, int, cudaStream_t);
-template void launch<FwdTraits<__half, 128>>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdBf16Hd64>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdFp16Hd64>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdBf16Hd128>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdFp16Hd128>(const FwdParams&, int, cudaStream_t);
 
 namespace {
-
-constexpr int kBlockM = FwdTraits<__nv_bfloat16, 128>::kBlockM;
 
 [[noreturn]] void unsupported(const std::string& what) {
   throw Error(ErrorKind::kNotImplemented, "hopattn.attention_fwd on CUDA: " + what);
@@ -43,13 +39,18 @@ struct HeadMajorView {
   int64_t stride_b, stride_s, stride_h, stride_d;
 };
 
+// Strides of size-1 dims are never used for addressing and frameworks leave them arbitrary;
+// TMA still wants multiples of 16 bytes, so they are replaced by the span of the inner dims.
 HeadMajorView head_major_view(const TensorView& t, bool varlen) {
-  if (!varlen) {
-    return {t.size(0),   t.size(1),   t.size(2),   t.size(3),
-            t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
-  }
-  return {1,           t.size(0),   t.size(1),  t.size(2), t.size(0) * t.stride(0),
-          t.stride(0), t.stride(1), t.stride(2)};
+  HeadMajorView v = varlen ? HeadMajorView{1, t.size(0),   t.size(1),   t.size(2),
+                                           0, t.stride(0), t.stride(1), t.stride(2)}
+                           : HeadMajorView{t.size(0),   t.size(1),   t.size(2),   t.size(3),
+                                           t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+  if (v.d == 1) v.stride_d = 1;
+  if (v.h == 1) v.stride_h = v.d;
+  if (v.s == 1) v.stride_s = v.h * v.stride_h;
+  if (v.b == 1) v.stride_b = v.s * v.stride_s;
+  return v;
 }
 
 void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
@@ -75,7 +76,7 @@ ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows)
   s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
             static_cast<uint64_t>(v.b)};
   s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
-               static_cast<uint64_t>(std::max<int64_t>(v.stride_b, v.stride_s)) * 2};
+               static_cast<uint64_t>(std::max<int64_t>(v.stride_b, 8)) * 2};
   s.box = {64, 1, box_rows, 1};
   return s;
 }
@@ -101,40 +102,9 @@ int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_tot
   return static_cast<int>(std::min<int64_t>(kv_heads * group, bh_total));
 }
 
-}  // namespace
-
-void check_supported(const FwdArgs& args, const AttentionOptions&) {
-  if (args.pages.defined()) unsupported("a paged KV cache is not implemented yet");
-  const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
-  if (dqk != 128 || dv != 128) {
-    unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
-                               ") are not built yet; built: (128, 128)"));
-  }
-  if (args.q.dtype() != DType::kBF16 && args.q.dtype() != DType::kFP16) {
-    unsupported(detail::concat("dtype ", args.q.dtype(), "; built: bf16, fp16"));
-  }
-  const bool varlen = is_varlen(args);
-  if (varlen) {
-    if (!args.cu_seqlens_q.is_cuda() || !args.cu_seqlens_k.is_cuda()) {
-      unsupported("cu_seqlens_q/k must be device int32 tensors with CUDA q/k/v");
-    }
-    if (args.max_seqlen_q <= 0 && args.q.size(0) > 0) {
-      unsupported("varlen needs max_seqlen_q > 0 on the host (no device sync)");
-    }
-  }
-  if (args.sinks.defined() && !args.sinks.is_cuda()) unsupported("sinks must be a device tensor");
-  check_tma_layout(args.q, "q", varlen);
-  check_tma_layout(args.k, "k", varlen);
-  check_tma_layout(args.v, "v", varlen);
-  check_tma_layout(args.out, "out", varlen);
-}
-
-void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
-  check_supported(args, opts);
-  const bool varlen = is_varlen(args);
-  const int device = args.q.device().index;
-  DeviceGuard guard(device);
-
+// Fills everything but the tensor maps, which depend on the configuration's tile sizes.
+FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int block_m,
+                      int device) {
   FwdParams p{};
   const HeadMajorView q = head_major_view(args.q, varlen);
   const HeadMajorView k = head_major_view(args.k, varlen);
@@ -182,45 +152,83 @@ void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
     p.out.lse_head_stride = args.lse.stride(2);
   }
 
-  p.sched.num_m_blocks = (max_seqlen_q + kBlockM - 1) / kBlockM;
+  p.sched.num_m_blocks = (max_seqlen_q + block_m - 1) / block_m;
   p.sched.num_heads = p.heads_q;
   p.sched.batch = p.seq.batch;
   const int64_t total_tiles = static_cast<int64_t>(p.sched.num_m_blocks) * p.heads_q * p.seq.batch;
-  if (total_tiles == 0) return;
   if (total_tiles > INT32_MAX) unsupported("more than 2^31 work tiles");
   p.sched.total_tiles = static_cast<int>(total_tiles);
-  const int64_t kv_bytes_per_head =
-      static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
-  p.sched.section_bh = l2_section_size(device, kv_bytes_per_head, p.group, p.heads_q * p.seq.batch);
-
-  // With no key anywhere (dense Sk = 0 or varlen total_k = 0) no K/V box is ever loaded; the maps
-  // then view q only so that they can be encoded.
-  const bool no_keys = k.s == 0;
-  constexpr uint32_t kBlockN = FwdTraits<__nv_bfloat16, 128>::kBlockN;
-  p.tm_q = ptx::encode_tensor_map(tma_spec(args.q, varlen, kBlockM));
-  p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, kBlockN));
-  p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, kBlockN));
-  p.tm_o = ptx::encode_tensor_map(tma_spec(args.out, varlen, 64));
-
-  int num_sms = 0;
-  cuda_ok(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  const int grid = static_cast<int>(std::min<int64_t>(total_tiles, num_sms));
-  const auto cu_stream = reinterpret_cast<cudaStream_t>(stream);
-  if (args.q.dtype() == DType::kBF16) {
-    launch<FwdTraits<__nv_bfloat16, 128>>(p, grid, cu_stream);
-  } else {
-    launch<FwdTraits<__half, 128>>(p, grid, cu_stream);
+  if (total_tiles > 0) {
+    const int64_t kv_bytes_per_head =
+        static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
+    p.sched.section_bh =
+        l2_section_size(device, kv_bytes_per_head, p.group, p.heads_q * p.seq.batch);
   }
+  return p;
 }
 
 template <class Traits>
-void launch(const FwdParams& params, int grid, cudaStream_t stream) {
-  const auto kernel = fwd_kernel<Traits>;
-  cuda_ok(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemAlloc),
-      "cudaFuncSetAttribute(max dynamic shared memory)");
-  kernel<<<grid, Traits::kThreads, Traits::kSmemAlloc, stream>>>(params);
-  cuda_ok(cudaGetLastError(), "fwd kernel launch");
+void run_config(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int device,
+                cudaStream_t stream) {
+  FwdParams p = make_params(args, opts, varlen, Traits::kBlockM, device);
+  if (p.sched.total_tiles == 0) return;
+  // With no key anywhere (dense Sk = 0 or varlen total_k = 0) no K/V box is ever loaded; the maps
+  // then view q only so that they can be encoded.
+  const bool no_keys = head_major_view(args.k, varlen).s == 0;
+  p.tm_q = ptx::encode_tensor_map(tma_spec(args.q, varlen, Traits::kBlockM));
+  p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, Traits::kBlockN));
+  p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, Traits::kBlockN));
+  p.tm_o = ptx::encode_tensor_map(tma_spec(args.out, varlen, Traits::kRowsPerConsumer));
+  int num_sms = 0;
+  cuda_ok(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  const int grid = std::min(p.sched.total_tiles, num_sms);
+  cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
+}
+
+bool built_head_dims(int64_t dqk, int64_t dv) { return dqk == dv && (dqk == 64 || dqk == 128); }
+
+}  // namespace
+
+void check_supported(const FwdArgs& args, const AttentionOptions&) {
+  if (args.pages.defined()) unsupported("a paged KV cache is not implemented yet");
+  const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
+  if (!built_head_dims(dqk, dv)) {
+    unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
+                               ") are not built yet; built: (64, 64), (128, 128)"));
+  }
+  if (args.q.dtype() != DType::kBF16 && args.q.dtype() != DType::kFP16) {
+    unsupported(detail::concat("dtype ", args.q.dtype(), "; built: bf16, fp16"));
+  }
+  const bool varlen = is_varlen(args);
+  if (varlen) {
+    if (!args.cu_seqlens_q.is_cuda() || !args.cu_seqlens_k.is_cuda()) {
+      unsupported("cu_seqlens_q/k must be device int32 tensors with CUDA q/k/v");
+    }
+    if (args.max_seqlen_q <= 0 && args.q.size(0) > 0) {
+      unsupported("varlen needs max_seqlen_q > 0 on the host (no device sync)");
+    }
+  }
+  if (args.sinks.defined() && !args.sinks.is_cuda()) unsupported("sinks must be a device tensor");
+  check_tma_layout(args.q, "q", varlen);
+  check_tma_layout(args.k, "k", varlen);
+  check_tma_layout(args.v, "v", varlen);
+  check_tma_layout(args.out, "out", varlen);
+}
+
+void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
+  check_supported(args, opts);
+  const bool varlen = is_varlen(args);
+  const int device = args.q.device().index;
+  DeviceGuard guard(device);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  const bool bf16 = args.q.dtype() == DType::kBF16;
+  if (args.q.size(-1) == 64) {
+    bf16 ? run_config<FwdBf16Hd64>(args, opts, varlen, device, s)
+         : run_config<FwdFp16Hd64>(args, opts, varlen, device, s);
+  } else {
+    bf16 ? run_config<FwdBf16Hd128>(args, opts, varlen, device, s)
+         : run_config<FwdFp16Hd128>(args, opts, varlen, device, s);
+  }
 }
 
 }  // namespace hopattn::kernels::fwd

@@ -1,0 +1,30 @@
+// Launch of one fwd kernel configuration; explicitly instantiated once per configuration in the
+// launch_hd*.cu files (one line each) so that configurations compile in parallel, and declared
+// extern in launch.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/fwd/kernel.cuh"
+#include "kernels/fwd/traits.cuh"
+
+namespace hopattn::kernels::fwd {
+
+// Returns the launch error (cudaSuccess when queued).
+template <class Traits>
+cudaError_t launch_kernel(const FwdParams& params, int grid, cudaStream_t stream) {
+  const auto kernel = fwd_kernel<Traits>;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(Traits::kSmemAlloc));
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, Traits::kThreads, Traits::kSmemAlloc, stream>>>(params);
+  return cudaGetLastError();
+}
+
+// The configurations hopattn builds (head dims Dqk = Dv; bf16 and fp16 each).
+using FwdBf16Hd64 = FwdTraits<__nv_bfloat16, 64>;
+using FwdFp16Hd64 = FwdTraits<__half, 64>;
+using FwdBf16Hd128 = FwdTraits<__nv_bfloat16, 128>;
+using FwdFp16Hd128 = FwdTraits<__half, 128>;
+
+}  // namespace hopattn::kernels::fwd

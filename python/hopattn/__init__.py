@@ -52,6 +52,11 @@ def __getattr__(name):
 
 
 def _is_torch(x):
+    # The module name decides for torch tensors first: torch.compile traces this function, and
+    # reading sys.modules under its tracer is fragile. The isinstance check catches subclasses
+    # defined outside torch.
+    if type(x).__module__.split(".")[0] == "torch":
+        return True
     torch = _sys.modules.get("torch")
     return torch is not None and isinstance(x, torch.Tensor)
 

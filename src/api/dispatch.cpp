@@ -3,7 +3,9 @@
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
+#include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
+#include "kernels/merge/launch.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn {
@@ -40,11 +42,29 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream) {
   reference::attention_bwd(args, opts);
 }
 
-size_t decode_workspace_size(const DecodeArgs&, const DecodeOptions&) { return 0; }
+// Pure host function of the shapes (and the device's SM count): the validator calls it too, so
+// it must not validate (or read tensor data) itself.
+size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts) {
+  if (!args.q.is_cuda()) return 0;
+#ifdef HOPATTN_WITH_CUDA
+  return kernels::decode::plan(args, opts).workspace_bytes;
+#else
+  (void)opts;
+  no_gpu_kernel("decode");
+#endif
+}
 
-void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream) {
+void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   validate::decode(args, opts);
-  if (args.q.is_cuda()) no_gpu_kernel("decode");
+  if (args.q.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::decode::launch(args, opts, kernels::decode::plan(args, opts), stream);
+    return;
+#else
+    (void)stream;
+    no_gpu_kernel("decode");
+#endif
+  }
   reference::decode(args, opts);
 }
 
@@ -54,15 +74,31 @@ void mla(const MlaArgs& args, const MlaOptions& opts, Stream) {
   reference::mla(args, opts);
 }
 
-void merge_states(const MergeArgs& args, Stream) {
+void merge_states(const MergeArgs& args, Stream stream) {
   validate::merge_states(args);
-  if (args.o_a.is_cuda()) no_gpu_kernel("merge_states");
+  if (args.o_a.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::merge::launch_merge_states(args, stream);
+    return;
+#else
+    (void)stream;
+    no_gpu_kernel("merge_states");
+#endif
+  }
   reference::merge_states(args);
 }
 
-void merge_states_n(const MergeNArgs& args, Stream) {
+void merge_states_n(const MergeNArgs& args, Stream stream) {
   validate::merge_states_n(args);
-  if (args.o.is_cuda()) no_gpu_kernel("merge_states_n");
+  if (args.o.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::merge::launch_merge_states_n(args, stream);
+    return;
+#else
+    (void)stream;
+    no_gpu_kernel("merge_states_n");
+#endif
+  }
   reference::merge_states_n(args);
 }
 

@@ -1,0 +1,41 @@
+// Host entry points of the decode kernel; includable without CUDA headers. The definitions exist
+// only in CUDA builds (HOPATTN_WITH_CUDA). Arguments are expected to be validated
+// (src/api/validate_decode.cpp) and on one CUDA device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hopattn/options.hpp"
+
+namespace hopattn::kernels::decode {
+
+// How one decode call is cut into CTAs, and the workspace it needs. A pure function of the
+// shapes, the options and the device's SM count: no device memory is read.
+struct LaunchPlan {
+  int requests = 0;          // B / beam_width (beam_width 1 without shared_kv_lens)
+  int beam_width = 1;        // beams whose rows share one CTA (and one prefix read)
+  int rows_per_request = 0;  // beam_width * q_len * (Hq / Hkv)
+  int rows_per_cta = 0;      // 16, 32 or 64
+  int row_tiles = 0;         // ceil(rows_per_request / rows_per_cta)
+  int num_splits = 1;
+  int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
+  size_t semaphore_bytes = 0;  // at the workspace's start
+  size_t partial_o_offset = 0;
+  size_t partial_lse_offset = 0;
+  size_t workspace_bytes = 0;  // 0 when num_splits == 1
+};
+
+LaunchPlan plan(const DecodeArgs& args, const DecodeOptions& opts);
+
+// The split heuristic: enough CTAs for about one full wave of `slots` (SMs x CTAs per SM), each
+// split keeping at least kMinTilesPerSplit tiles of the longest possible sequence.
+int choose_num_splits(int64_t ctas, int64_t max_kv_len, int64_t slots);
+
+// Launches on `stream` (no allocation, no synchronization; CUDA-graph capturable). With
+// num_splits > 1 the semaphores at the workspace's start are zeroed on the stream first (the
+// workspace may be uninitialized), and the kernel's last blocks leave them zero again.
+void launch(const DecodeArgs& args, const DecodeOptions& opts, const LaunchPlan& plan,
+            Stream stream);
+
+}  // namespace hopattn::kernels::decode

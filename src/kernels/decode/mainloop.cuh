@@ -1,0 +1,344 @@
+// Decode kernel, part 2 of 3: the main loop's pieces. Loads: the page gather (one page lookup
+// per key, one tile ahead; 16-byte cp.async pieces into swizzled smem). Block math: one warp's
+// QK^T, mask, online softmax and PV over 16 keys with mma.sync m16n8k16, 8-bit KV dequantized
+// in registers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/decode/schedule.cuh"
+#include "ptx/cp_async.cuh"
+#include "ptx/dequant.cuh"
+#include "ptx/fast_math.cuh"
+#include "ptx/ldmatrix.cuh"
+#include "ptx/mma_sync.cuh"
+#include "ptx/pack.cuh"
+
+namespace hopattn::kernels::decode {
+
+// ------------------------------------------------------------------------------ loads
+
+// Page of one key of a tile, held by lane l < 16 of warp w for key 16w + l. Looked up one
+// iteration before its copies are issued, so the page-table latency hides behind a tile's math.
+struct PageRef {
+  int page;  // < 0: no key (past the segment end, or no such tile): the copies zero-fill
+  int slot;
+};
+
+__device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& cs, int k, int warp,
+                                              int lane) {
+  PageRef ref{-1, 0};
+  if (k < cs.tile_count && lane < kLoadTokensPerWarp) {
+    const TileInfo t = tile_info(cs, k);
+    const int key = t.start + warp * kLoadTokensPerWarp + lane;
+    if (key < t.end) {
+      const int index = key / p.page_size;
+      ref.slot = key - index * p.page_size;
+      const int64_t at = cs.seg_pages[t.segment];
+      ref.page = p.block_table != nullptr ? __ldg(p.block_table + at + index * p.bt_stride_page)
+                                          : __ldg(p.indices + (at + index) * p.indices_stride);
+    }
+  }
+  return ref;
+}
+
+// Issues this warp's 16 K rows and 16 V rows of one tile: consecutive lanes copy consecutive
+// 16-byte pieces of a row, so each instruction reads whole rows (coalesced).
+template <class T>
+__device__ __forceinline__ void issue_tile(const Params& p, char* stage, const PageRef& ref,
+                                           const char* k_head, const char* v_head, int warp,
+                                           int lane) {
+  constexpr int kChunks = T::kChunksPerRow;
+  char* k_tile = stage;
+  char* v_tile = stage + T::kTileBytes;
+#pragma unroll
+  for (int j = 0; j < kChunks * kLoadTokensPerWarp / 32; ++j) {
+    const int linear = 32 * j + lane;
+    const int token = linear / kChunks;
+    const int chunk = linear % kChunks;
+    const int page = __shfl_sync(0xffffffffu, ref.page, token);
+    const int slot = __shfl_sync(0xffffffffu, ref.slot, token);
+    const int row = warp * kLoadTokensPerWarp + token;
+    const bool ok = page >= 0;
+    const char* k_src =
+        ok ? k_head + page * p.k_page_stride + slot * p.k_slot_stride + chunk * 16 : p.k_cache;
+    const char* v_src =
+        ok ? v_head + page * p.v_page_stride + slot * p.v_slot_stride + chunk * 16 : p.v_cache;
+    ptx::cp_async_16(k_tile + T::swizzled(row, chunk * 16, T::kRowBytes, T::k_mask(row)), k_src,
+                     ok ? 16 : 0);
+    ptx::cp_async_16(v_tile + T::swizzled(row, chunk * 16, T::kRowBytes, T::v_mask(row)), v_src,
+                     ok ? 16 : 0);
+  }
+}
+
+// q rows of this CTA into smem (zeros for padding rows), converted nowhere: q's dtype is the MMA
+// type. Row rr of the CTA = request row row_begin + rr = (beam, token, head in group).
+template <class T>
+__device__ __forceinline__ void load_q(const Params& p, char* q_smem, int request, int kv_head,
+                                       int row_begin, int rows_valid) {
+  constexpr int kChunks = T::kQRowBytes / 16;
+  const int rows_per_beam = p.q_len * p.group;
+  for (int idx = threadIdx.x; idx < p.rows_per_cta * kChunks; idx += kThreads) {
+    const int rr = idx / kChunks;
+    const int chunk = idx % kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (rr < rows_valid) {
+      const int row = row_begin + rr;
+      const int w = row / rows_per_beam;
+      const int i = (row / p.group) % p.q_len;
+      const int h = kv_head * p.group + row % p.group;
+      const int64_t offset =
+          (request * p.beam_width + w) * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
+      v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + offset) + chunk);
+    }
+    *reinterpret_cast<uint4*>(q_smem + T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr))) =
+        v;
+  }
+}
+
+// A fragments of q for the 4 k16 steps of 64-feature chunk c. Features are permuted within the
+// chunk: in step s, k indices 2qd+e and 2qd+8+e (e = 0, 1) of lane quad qd are features
+// 16qd+4s+e and 16qd+4s+2+e. Each lane's B fragments of K are then 16 contiguous features of one
+// key row (one or two 16-byte loads); QK^T sums over features, so permuting both operands the
+// same way leaves it unchanged.
+template <class T>
+__device__ __forceinline__ void load_q_chunk(const char* q_smem, int m_tile, int c, int lane,
+                                             uint32_t (&qa)[4][4]) {
+  const int g = lane / 4, qd = lane % 4;
+  const int r0 = m_tile * kMmaRows + g, r1 = r0 + 8;
+  const int byte = 128 * c + 32 * qd;
+  const uint4 a_lo =
+      *reinterpret_cast<const uint4*>(q_smem + T::swizzled(r0, byte, T::kQRowBytes, T::q_mask(r0)));
+  const uint4 a_hi = *reinterpret_cast<const uint4*>(
+      q_smem + T::swizzled(r0, byte + 16, T::kQRowBytes, T::q_mask(r0)));
+  const uint4 b_lo =
+      *reinterpret_cast<const uint4*>(q_smem + T::swizzled(r1, byte, T::kQRowBytes, T::q_mask(r1)));
+  const uint4 b_hi = *reinterpret_cast<const uint4*>(
+      q_smem + T::swizzled(r1, byte + 16, T::kQRowBytes, T::q_mask(r1)));
+  const uint32_t ra[8] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+  const uint32_t rb[8] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    qa[s][0] = ra[2 * s];
+    qa[s][1] = rb[2 * s];
+    qa[s][2] = ra[2 * s + 1];
+    qa[s][3] = rb[2 * s + 1];
+  }
+}
+
+// Four 8-bit values -> two 16-bit pairs of the MMA type: {(x0, x1), (x2, x3)}.
+template <class Elt, KvFormat kFormat>
+__device__ __forceinline__ uint2 dequant4(uint32_t four) {
+  uint32_t lo, hi;
+  if constexpr (kFormat == KvFormat::kE4M3) {
+    lo = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four & 0xffffu));
+    hi = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four >> 16));
+  } else if constexpr (kFormat == KvFormat::kE5M2) {
+    lo = ptx::cvt_f16x2_e5m2x2(static_cast<uint16_t>(four & 0xffffu));
+    hi = ptx::cvt_f16x2_e5m2x2(static_cast<uint16_t>(four >> 16));
+  } else {
+    static_assert(kFormat == KvFormat::kInt8, "8-bit formats only");
+    const uint2 h = ptx::int8x4_to_f16x2x2(four);
+    lo = h.x;
+    hi = h.y;
+  }
+  return make_uint2(ptx::f16x2_to<Elt>(lo), ptx::f16x2_to<Elt>(hi));
+}
+
+// ------------------------------------------------------------------------------ block math
+
+template <int kFeatures>
+struct WarpState {
+  float o[kFeatures / 8][4];  // 16 rows x this warp's features (fp32), n-tiles of 8 features
+  float m[2];                 // running max of rows g, g+8 (log2 domain; -inf: nothing seen)
+  float l[2];                 // this lane's part of the row sums
+};
+
+// Scores of a block in the log2 domain: s2 = log2(e) * softcap(scale * k_scale * q.k).
+struct LogitTransform {
+  float mul;   // no softcap: scale * k_scale * log2(e); softcap: scale * k_scale / c
+  float post;  // softcap: c * log2(e)
+  bool softcap;
+  __device__ __forceinline__ float operator()(float x) const {
+    if (!softcap) return x * mul;
+    // tanh(u) = 1 - 2 / (1 + e^2u): absolute error ~1e-7 (tanh.approx's 2^-11 relative error
+    // would move the logits by ~1e-2 at c = 30).
+    const float e = ptx::exp2_approx(2.f * kLog2e * (x * mul));
+    return post * (1.f - 2.f * __frcp_rn(1.f + e));
+  }
+};
+
+// One warp, one 16-key block (keys tb .. tb+15 of the stage): S = Q K^T (16 x 16), mask, online
+// softmax update, O += P V for the warp's features (half `half` of them at D = 256).
+template <class T, class Elt, KvFormat kFormat>
+__device__ __forceinline__ void attend_block(WarpState<T::kWarpFeatures>& st, const char* k_tile,
+                                             const char* v_tile, const char* q_smem,
+                                             const uint32_t (*q_regs)[4], int m_tile, int half,
+                                             int tb, int lane, int key0, bool masked, int tile_end,
+                                             int beam, const RowMask* rows,
+                                             const LogitTransform& logit) {
+  constexpr int kHeadDim = T::kHeadDimValue;
+  constexpr int kFeatures = T::kWarpFeatures;
+  const int g = lane / 4, qd = lane % 4;
+  float s[2][4] = {};
+  // D = 256 (q from smem) keeps one chunk's fragments live at a time: the o accumulator already
+  // takes 128 registers.
+#pragma unroll(T::kQInRegisters ? kHeadDim / 64 : 1)
+  for (int c = 0; c < kHeadDim / 64; ++c) {
+    uint32_t qa[4][4];
+    if constexpr (T::kQInRegisters) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) qa[i][r] = q_regs[4 * c + i][r];
+      }
+    } else {
+      load_q_chunk<T>(q_smem, m_tile, c, lane, qa);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int row = tb + 8 * nt + g;
+      uint32_t b[8];
+      if constexpr (kFormat == KvFormat::kNative16) {
+        const int byte = 128 * c + 32 * qd;
+        const uint4 lo = *reinterpret_cast<const uint4*>(
+            k_tile + T::swizzled(row, byte, T::kRowBytes, T::k_mask(row)));
+        const uint4 hi = *reinterpret_cast<const uint4*>(
+            k_tile + T::swizzled(row, byte + 16, T::kRowBytes, T::k_mask(row)));
+        b[0] = lo.x, b[1] = lo.y, b[2] = lo.z, b[3] = lo.w;
+        b[4] = hi.x, b[5] = hi.y, b[6] = hi.z, b[7] = hi.w;
+      } else {
+        const uint4 w = *reinterpret_cast<const uint4*>(
+            k_tile + T::swizzled(row, 64 * c + 16 * qd, T::kRowBytes, T::k_mask(row)));
+        const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint2 pr = dequant4<Elt, kFormat>(words[i]);
+          b[2 * i] = pr.x;
+          b[2 * i + 1] = pr.y;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ptx::mma_m16n8k16<Elt>(s[nt], qa[i], b[2 * i], b[2 * i + 1]);
+    }
+  }
+
+  // Logits, mask. Element e of n-tile nt: row g (e < 2) or g + 8, key tb + 8nt + 2qd + (e & 1).
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = logit(s[nt][e]);
+      if (masked) {
+        const int key = key0 + 8 * nt + 2 * qd + (e & 1);
+        const RowMask& rm = rows[m_tile * kMmaRows + g + (e < 2 ? 0 : 8)];
+        const bool ok = key < tile_end && key_visible(rm, key, beam);
+        if (!ok) x = -INFINITY;
+      }
+      s[nt][e] = x;
+    }
+  }
+
+  // Online softmax. A row spans one lane quad: reduce over qd with two xor-shuffles.
+  float mx[2] = {fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])),
+                 fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]))};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    mx[r] = fmaxf(mx[r], st.m[r]);
+  }
+  // Rescale only when some row's max grew (rare once the first blocks have been seen).
+  const bool grew = mx[0] > st.m[0] || mx[1] > st.m[1];
+  if (__any_sync(0xffffffffu, grew)) {
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // Old max -inf: nothing accumulated yet (o = l = 0), alpha = 0 avoids -inf - -inf.
+      alpha[r] = st.m[r] == -INFINITY ? 0.f : ptx::exp2_approx(st.m[r] - mx[r]);
+      st.l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kFeatures / 8; ++n) {
+      st.o[n][0] *= alpha[0];
+      st.o[n][1] *= alpha[0];
+      st.o[n][2] *= alpha[1];
+      st.o[n][3] *= alpha[1];
+    }
+  }
+  st.m[0] = mx[0];
+  st.m[1] = mx[1];
+  // A fully masked row so far keeps max -inf: subtract 0 instead, exp2(-inf) = 0.
+  const float base[2] = {mx[0] == -INFINITY ? 0.f : mx[0], mx[1] == -INFINITY ? 0.f : mx[1]};
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nt][e] = ptx::exp2_approx(s[nt][e] - base[e >> 1]);
+      st.l[e >> 1] += s[nt][e];
+    }
+  }
+  // P as the A fragment of the PV MMA (k = the 16 keys): same layout as the S accumulator.
+  const uint32_t pa[4] = {ptx::pack2<Elt>(s[0][0], s[0][1]), ptx::pack2<Elt>(s[0][2], s[0][3]),
+                          ptx::pack2<Elt>(s[1][0], s[1][1]), ptx::pack2<Elt>(s[1][2], s[1][3])};
+
+  if constexpr (kFormat == KvFormat::kNative16) {
+    // ldmatrix.trans of V [key][feature]: matrices (keys 0-7 | 8-15) x (features +0 | +8).
+    const int mi = lane >> 3;
+    const int row = tb + (lane & 7) + 8 * (mi & 1);
+    const uint32_t mask = T::v_mask(row);
+#pragma unroll
+    for (int i = 0; i < kFeatures / 16; ++i) {
+      const int pp = half * (kFeatures / 16) + i;  // 16-feature group of V
+      uint32_t b[4];
+      ptx::ldmatrix_x4_trans(
+          b, v_tile + T::swizzled(row, 32 * pp + 16 * (mi >> 1), T::kRowBytes, mask));
+      ptx::mma_m16n8k16<Elt>(st.o[2 * i], pa, b[0], b[1]);
+      ptx::mma_m16n8k16<Elt>(st.o[2 * i + 1], pa, b[2], b[3]);
+    }
+  } else {
+    // 8-bit V: lane (g, qd) reads 8 features (64c + 8g ..) of keys 2qd, 2qd+1, 2qd+8, 2qd+9 and
+    // uses feature 64c + 8g + j as column g of n-tile 8c + j: the output features are permuted
+    // (undone in the epilogue), the key order is the MMA's.
+    const int r0 = tb + 2 * qd;
+    const int vrows[4] = {r0, r0 + 1, r0 + 8, r0 + 9};
+#pragma unroll
+    for (int cl = 0; cl < kFeatures / 64; ++cl) {
+      const int c = half * (kFeatures / 64) + cl;  // 64-feature chunk of V
+      uint2 w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        w[i] = *reinterpret_cast<const uint2*>(
+            v_tile + T::swizzled(vrows[i], 64 * c + 8 * g, T::kRowBytes, T::v_mask(vrows[i])));
+      }
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        // Bytes j, j+1 of keys (2qd, 2qd+1) and of keys (2qd+8, 2qd+9).
+        const int jj = j & 3;
+        const uint32_t sel = jj | (4 + jj) << 4 | (jj + 1) << 8 | (5 + jj) << 12;
+        const uint32_t k01 = ptx::prmt(j < 4 ? w[0].x : w[0].y, j < 4 ? w[1].x : w[1].y, sel);
+        const uint32_t k89 = ptx::prmt(j < 4 ? w[2].x : w[2].y, j < 4 ? w[3].x : w[3].y, sel);
+        const uint2 b0 = dequant4<Elt, kFormat>(k01);  // b0 of n-tiles j, j+1
+        const uint2 b1 = dequant4<Elt, kFormat>(k89);  // b1 of n-tiles j, j+1
+        ptx::mma_m16n8k16<Elt>(st.o[8 * cl + j], pa, b0.x, b1.x);
+        ptx::mma_m16n8k16<Elt>(st.o[8 * cl + j + 1], pa, b0.y, b1.y);
+      }
+    }
+  }
+}
+
+// Feature of accumulator element (n-tile n, column 2qd + e) of a warp whose features start at
+// `first`.
+template <KvFormat kFormat>
+__device__ __forceinline__ int out_feature(int first, int n, int qd, int e) {
+  if constexpr (kFormat == KvFormat::kNative16) {
+    return first + 8 * n + 2 * qd + e;
+  } else {
+    return first + 64 * (n / 8) + 8 * (2 * qd + e) + n % 8;
+  }
+}
+
+}  // namespace hopattn::kernels::decode

@@ -1,0 +1,248 @@
+// Decode kernel, part 1 of 3: the launch parameters and the CTA's schedule: which keys it reads
+// (segments of the shared beam prefix and per-beam tails, cut into 64-key tiles and split across
+// CTAs), and which of them each query row sees (masks). See README.md for the whole schedule.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+
+#include "kernels/decode/traits.cuh"
+
+namespace hopattn::kernels::decode {
+
+// Which keys a query row sees (DESIGN.md): bottom-right causal, sliding window, tree mask.
+struct MaskOptions {
+  bool causal = true;
+  int window_left = -1;  // -1 = unbounded
+  int window_right = -1;
+};
+
+struct Params {
+  // q [B, q_len, Hq, D] and out (same shape, q's dtype): innermost stride 1, 16-byte aligned rows.
+  const void* q;
+  int64_t q_stride[3];  // batch, token, head (elements)
+  void* out;
+  int64_t out_stride[3];
+  float* lse;  // optional fp32 [B, q_len, Hq]
+  int64_t lse_stride[3];
+
+  // Paged caches as bytes (NHD and HND differ only in the slot and head strides).
+  const char* k_cache;
+  const char* v_cache;
+  int64_t k_page_stride, k_slot_stride, k_head_stride;
+  int64_t v_page_stride, v_slot_stride, v_head_stride;
+  int page_size;
+
+  // Page list of page-table row b: block_table[b][i] or indices[indptr[b] + i].
+  const int32_t* block_table;  // null: CSR
+  int64_t bt_stride_row, bt_stride_page;
+  int max_pages;
+  const int32_t* indptr;
+  int64_t indptr_stride;
+  const int32_t* indices;
+  int64_t indices_stride;
+  const int32_t* kv_lens;
+  int64_t kv_lens_stride;
+
+  // Beams: rows r*W .. r*W+W-1 share their first shared_kv_lens[r] tokens (read through row
+  // r*W's pages). Without shared_kv_lens every row is its own request (W = 1).
+  const int32_t* shared_kv_lens;
+  int64_t shared_stride;
+  int beam_width;
+
+  const uint8_t* tree_mask;  // optional bool [B, q_len, q_len]
+  int64_t tree_stride[3];
+  const float* sinks;  // optional fp32 [Hq]
+  int64_t sinks_stride;
+  const float* k_scale_per_head;  // optional fp32 [Hkv], else k_scale
+  int64_t k_scale_stride;
+  float k_scale;
+  const float* v_scale_per_head;
+  int64_t v_scale_stride;
+  float v_scale;
+
+  float softmax_scale;
+  float softcap;  // 0: off
+  MaskOptions mask;
+
+  int q_len, num_kv_heads, group;
+  int rows_per_request;  // beam_width * q_len * group: (beam, token, head) rows of one KV head
+  int rows_per_cta;      // 16, 32 or 64
+  int row_tiles;
+  int num_splits;
+
+  // num_splits > 1: partials of every (request, KV head, row tile) = "problem" and split, and one
+  // semaphore per problem (zero between launches).
+  float* partial_o;    // [problems][splits][rows_per_cta][D], normalized
+  float* partial_lse;  // [problems][splits][rows_per_cta], log2 domain, sink excluded
+  uint32_t* semaphores;
+};
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// ------------------------------------------------------------------------------ CTA setup
+
+// Visibility of keys for one query row (one per CTA row, in shared memory).
+struct RowMask {
+  int lo, hi;     // visible key range (inclusive); lo > hi: nothing
+  int draft;      // first draft key (tree mask), INT_MAX without a tree mask
+  int beam;       // the row's beam
+  uint32_t bits;  // tree-mask row: bit t = draft key t visible
+};
+
+// The keys of one CTA as segments, each read through one page-table row. Without beams: one
+// segment. With beams: the shared prefix through the first beam's pages (visible to every beam's
+// rows), then each beam's own tail (visible to that beam's rows only).
+struct CtaShared {
+  int seg_row[kMaxSegments];        // page-table row
+  int seg_lo[kMaxSegments];         // first token
+  int seg_hi[kMaxSegments];         // one past the last token
+  int seg_beam[kMaxSegments];       // -1: every beam
+  int64_t seg_pages[kMaxSegments];  // element offset of the row's page list
+  int seg_first_tile[kMaxSegments + 1];
+  int num_segments;
+  int tile_begin, tile_count;  // this split's tiles (global tile numbering over the segments)
+  int kv_len[kMaxBeams];
+  int beam_lo, beam_hi;  // beams with rows in this CTA
+  // Conservative bounds over the CTA's rows: a 16-key block inside them needs no mask.
+  int full_lo, full_hi, draft_min;
+  uint32_t is_last;
+  RowMask rows[kMaxRowsPerCta];      // visibility of each CTA row (read by masked blocks only)
+  float row_lse2[kMaxRowsPerCta];    // log2-domain lse without the sink
+  float row_factor[kMaxRowsPerCta];  // output scale of each row
+};
+
+__device__ __forceinline__ int min_i64_to_int(int64_t a, int64_t b) {
+  const int64_t m = a < b ? a : b;
+  return static_cast<int>(m > INT_MAX ? INT_MAX : (m < INT_MIN ? INT_MIN : m));
+}
+
+// Tokens row b's page list can address; kv_lens beyond it (invalid input) are clamped, so the
+// kernel never reads past the page list.
+__device__ __forceinline__ int kv_len_of(const Params& p, int row) {
+  const int64_t len = p.kv_lens[row * p.kv_lens_stride];
+  const int64_t pages = p.block_table != nullptr ? p.max_pages
+                                                 : int64_t(p.indptr[(row + 1) * p.indptr_stride]) -
+                                                       p.indptr[row * p.indptr_stride];
+  const int64_t cap = pages * p.page_size;
+  return len < 0 ? 0 : min_i64_to_int(len, cap);
+}
+
+// First key any query of a request of `kv_len` keys sees (sliding window); keys before it are
+// never loaded, so evicted pages are never dereferenced.
+__device__ __forceinline__ int window_first_key(const Params& p, int kv_len) {
+  if (p.mask.window_left < 0) return 0;
+  const int64_t lo = int64_t(kv_len) - p.q_len - p.mask.window_left;
+  return lo < 0 ? 0 : static_cast<int>(lo);
+}
+
+__device__ inline void setup_cta(const Params& p, CtaShared& cs, int request, int row_begin,
+                                 int rows_valid, int split) {
+  const int width = p.beam_width;
+  const int rows_per_beam = p.q_len * p.group;
+  cs.beam_lo = row_begin / rows_per_beam;
+  cs.beam_hi = (row_begin + rows_valid - 1) / rows_per_beam;
+  int shortest = INT_MAX;
+  for (int w = 0; w < width; ++w) {
+    cs.kv_len[w] = kv_len_of(p, request * width + w);
+    shortest = min(shortest, cs.kv_len[w]);
+  }
+
+  int n = 0, tiles = 0;
+  auto add_segment = [&](int row, int lo, int hi, int beam) {
+    if (hi <= lo) return;
+    cs.seg_row[n] = row;
+    cs.seg_lo[n] = lo;
+    cs.seg_hi[n] = hi;
+    cs.seg_beam[n] = beam;
+    cs.seg_pages[n] =
+        p.block_table != nullptr ? row * p.bt_stride_row : int64_t(p.indptr[row * p.indptr_stride]);
+    cs.seg_first_tile[n] = tiles;
+    tiles += (hi - lo + kTileTokens - 1) / kTileTokens;
+    ++n;
+  };
+  if (width == 1) {
+    add_segment(request, window_first_key(p, cs.kv_len[0]), cs.kv_len[0], -1);
+  } else {
+    int shared = p.shared_kv_lens[request * p.shared_stride];
+    shared = max(0, min(shared, shortest));
+    int lo = INT_MAX;
+    for (int w = cs.beam_lo; w <= cs.beam_hi; ++w) lo = min(lo, window_first_key(p, cs.kv_len[w]));
+    add_segment(request * width, lo, shared, -1);
+    for (int w = cs.beam_lo; w <= cs.beam_hi; ++w) {
+      add_segment(request * width + w, max(shared, window_first_key(p, cs.kv_len[w])), cs.kv_len[w],
+                  w);
+    }
+  }
+  cs.num_segments = n;
+  cs.seg_first_tile[n] = tiles;
+  const int64_t begin = int64_t(split) * tiles / p.num_splits;
+  const int64_t end = int64_t(split + 1) * tiles / p.num_splits;
+  cs.tile_begin = static_cast<int>(begin);
+  cs.tile_count = static_cast<int>(end - begin);
+
+  // Mask-free bounds: every row sees [full_lo, full_hi] below draft_min (rows of any query token
+  // i of any of the CTA's beams; a row's diagonal is kv_len - q_len + i).
+  int64_t full_lo = 0, full_hi = INT_MAX, draft_min = INT_MAX;
+  for (int w = cs.beam_lo; w <= cs.beam_hi; ++w) {
+    const int64_t kv_len = cs.kv_len[w];
+    const int64_t first_diag = kv_len - p.q_len, last_diag = kv_len - 1;
+    if (p.mask.window_left >= 0) full_lo = max(full_lo, last_diag - p.mask.window_left);
+    int64_t hi = kv_len - 1;
+    if (p.tree_mask == nullptr && p.mask.causal) hi = min(hi, first_diag);
+    if (p.mask.window_right >= 0) hi = min(hi, first_diag + p.mask.window_right);
+    full_hi = min(full_hi, hi);
+    if (p.tree_mask != nullptr) draft_min = min(draft_min, first_diag);
+  }
+  cs.full_lo = min_i64_to_int(full_lo, INT_MAX);
+  cs.full_hi = min_i64_to_int(full_hi, INT_MAX);
+  cs.draft_min = min_i64_to_int(draft_min, INT_MAX);
+}
+
+// One tile (up to 64 keys) of the CTA's key stream.
+struct TileInfo {
+  int segment;
+  int start, end;  // key positions [start, end) in the row's sequence
+  int beam;
+};
+
+__device__ __forceinline__ TileInfo tile_info(const CtaShared& cs, int k) {
+  const int t = cs.tile_begin + k;
+  int s = 0;
+  while (s + 1 < cs.num_segments && cs.seg_first_tile[s + 1] <= t) ++s;
+  const int start = cs.seg_lo[s] + (t - cs.seg_first_tile[s]) * kTileTokens;
+  return {s, start, min(start + kTileTokens, cs.seg_hi[s]), cs.seg_beam[s]};
+}
+
+__device__ inline RowMask row_mask(const Params& p, const CtaShared& cs, int request, int row) {
+  RowMask m{1, 0, INT_MAX, -2, 0u};
+  if (row >= p.rows_per_request) return m;  // padding row of the last row tile
+  const int w = row / (p.q_len * p.group);
+  const int i = (row / p.group) % p.q_len;
+  const int64_t kv_len = cs.kv_len[w];
+  const int64_t diag = kv_len - p.q_len + i;
+  int64_t hi = kv_len - 1;
+  if (p.tree_mask == nullptr && p.mask.causal) hi = min(hi, diag);
+  if (p.mask.window_right >= 0) hi = min(hi, diag + p.mask.window_right);
+  const int64_t lo = p.mask.window_left >= 0 ? max(int64_t(0), diag - p.mask.window_left) : 0;
+  m.lo = min_i64_to_int(lo, INT_MAX);
+  m.hi = min_i64_to_int(hi, INT_MAX);
+  m.beam = w;
+  if (p.tree_mask != nullptr) {
+    m.draft = static_cast<int>(kv_len - p.q_len);
+    const uint8_t* t =
+        p.tree_mask + (request * p.beam_width + w) * p.tree_stride[0] + i * p.tree_stride[1];
+    for (int j = 0; j < p.q_len; ++j) m.bits |= (t[j * p.tree_stride[2]] != 0 ? 1u : 0u) << j;
+  }
+  return m;
+}
+
+__device__ __forceinline__ bool key_visible(const RowMask& m, int key, int beam) {
+  if (key < m.lo || key > m.hi) return false;
+  if (beam >= 0 && beam != m.beam) return false;
+  if (key >= m.draft && ((m.bits >> (key - m.draft)) & 1u) == 0) return false;
+  return true;
+}
+
+}  // namespace hopattn::kernels::decode

@@ -1,0 +1,128 @@
+// Host side of the merge kernels: TensorViews -> Params, dtype dispatch, launch.
+#include <cuda_runtime.h>
+
+#include "hopattn/error.hpp"
+#include "kernels/merge/kernel.cuh"
+#include "kernels/merge/launch.hpp"
+
+namespace hopattn::kernels::merge {
+namespace {
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw Error(ErrorKind::kRuntime, detail::concat("hopattn.merge_states: ", what,
+                                                    " failed: ", cudaGetErrorName(status), ": ",
+                                                    cudaGetErrorString(status)));
+  }
+}
+
+// Switches to `device` for the scope (tensors' device, not necessarily the current one).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+template <class In, class Out>
+void launch_typed(const Params& p, cudaStream_t stream) {
+  const int64_t rows = int64_t(p.tokens) * p.heads;
+  const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+  merge_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(p);
+}
+
+template <class In>
+void launch_out(const Params& p, DType out, cudaStream_t stream) {
+  switch (out) {
+    case DType::kBF16:
+      return launch_typed<In, __nv_bfloat16>(p, stream);
+    case DType::kFP16:
+      return launch_typed<In, __half>(p, stream);
+    default:
+      return launch_typed<In, float>(p, stream);
+  }
+}
+
+void launch(const Params& p, DType in, DType out, int device, Stream stream) {
+  if (int64_t(p.tokens) * p.heads == 0) return;
+  DeviceGuard guard(device);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  switch (in) {
+    case DType::kBF16:
+      launch_out<__nv_bfloat16>(p, out, s);
+      break;
+    case DType::kFP16:
+      launch_out<__half>(p, out, s);
+      break;
+    default:
+      launch_out<float>(p, out, s);
+      break;
+  }
+  check_cuda(cudaGetLastError(), "kernel launch");
+}
+
+// o [T, n, H, D] (or [T, H, D]: one state) and lse [T, n, H] (or [T, H]).
+Source source(const TensorView& o, const TensorView& lse, bool has_state_dim) {
+  Source s{};
+  s.o = o.data();
+  s.lse = lse.data_as<const float>();
+  if (has_state_dim) {
+    s.n = static_cast<int>(o.size(1));
+    for (int i = 0; i < 3; ++i) {
+      s.o_stride[i] = o.stride(i);
+      s.lse_stride[i] = lse.stride(i);
+    }
+  } else {
+    s.n = 1;
+    s.o_stride[0] = o.stride(0);
+    s.o_stride[2] = o.stride(1);
+    s.lse_stride[0] = lse.stride(0);
+    s.lse_stride[2] = lse.stride(1);
+  }
+  return s;
+}
+
+void set_output(Params& p, const TensorView& out, const TensorView& lse) {
+  p.out = out.data();
+  p.out_stride[0] = out.stride(0);
+  p.out_stride[1] = out.stride(1);
+  if (lse.defined()) {
+    p.lse = lse.data_as<float>();
+    p.lse_stride[0] = lse.stride(0);
+    p.lse_stride[1] = lse.stride(1);
+  }
+}
+
+}  // namespace
+
+void launch_merge_states(const MergeArgs& a, Stream stream) {
+  Params p{};
+  p.src[0] = source(a.o_a, a.lse_a, false);
+  p.src[1] = source(a.o_b, a.lse_b, false);
+  p.num_sources = 2;
+  p.tokens = static_cast<int>(a.o_a.size(0));
+  p.heads = static_cast<int>(a.o_a.size(1));
+  p.dim = static_cast<int>(a.o_a.size(2));
+  set_output(p, a.out, a.lse);
+  launch(p, a.o_a.dtype(), a.out.dtype(), a.o_a.device().index, stream);
+}
+
+void launch_merge_states_n(const MergeNArgs& a, Stream stream) {
+  Params p{};
+  p.src[0] = source(a.o, a.lse, true);
+  p.num_sources = 1;
+  p.tokens = static_cast<int>(a.o.size(0));
+  p.heads = static_cast<int>(a.o.size(2));
+  p.dim = static_cast<int>(a.o.size(3));
+  set_output(p, a.out, a.lse_out);
+  launch(p, a.o.dtype(), a.out.dtype(), a.o.device().index, stream);
+}
+
+}  // namespace hopattn::kernels::merge

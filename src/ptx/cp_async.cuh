@@ -1,0 +1,30 @@
+// Ampere-style asynchronous global -> shared copies: the decode kernel's page gather, where every
+// 16-byte piece of a KV row may come from a different page (no tensor map can describe that).
+#pragma once
+
+#include <cstdint>
+
+namespace hopattn::ptx {
+
+// PTX ISA "cp.async" (cp.async.cg.shared.global, 16 bytes, L2 only). src_bytes < 16 zero-fills
+// the rest; src_bytes = 0 reads nothing and writes 16 zero bytes (out-of-range KV rows).
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
+               "r"(src_bytes)
+               : "memory");
+}
+
+// PTX ISA "cp.async.commit_group": closes the group of this thread's copies issued so far.
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// PTX ISA "cp.async.wait_group": waits until at most `kPending` of this thread's groups are in
+// flight. Other threads' copies become visible only after a barrier that follows this wait.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+}  // namespace hopattn::ptx

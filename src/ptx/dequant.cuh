@@ -1,0 +1,61 @@
+// Unpacking of 8-bit KV values (fp8 e4m3 / e5m2, int8) into 16-bit MMA operands. Every 8-bit
+// value is exactly representable in fp16 (and then in bf16), so the unpacking itself is exact;
+// the dequantization scale is applied elsewhere (to the logits for K, to the output for V).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace hopattn::ptx {
+
+// PTX ISA "cvt" (cvt.rn.f16x2.e4m3x2): the low byte becomes the low half.
+__device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"(two));
+  return r;
+}
+
+// PTX ISA "cvt" (cvt.rn.f16x2.e5m2x2): the low byte becomes the low half.
+__device__ __forceinline__ uint32_t cvt_f16x2_e5m2x2(uint16_t two) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(r) : "h"(two));
+  return r;
+}
+
+// PTX ISA "prmt" (prmt.b32): byte k of the result is byte (selector nibble k) of {b:a}.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// int8 pairs to fp16 pairs without integer-to-float conversions: a biased byte u = x + 128 under
+// the fp16 exponent of 1024 reads as 1024 + u (fp16 is exact on [1024, 2048)); subtracting 1152
+// (0x6480) leaves x.
+__device__ __forceinline__ uint2 int8x4_to_f16x2x2(uint32_t four) {
+  const uint32_t biased = four ^ 0x80808080u;
+  const uint32_t lo = prmt(biased, 0x64646464u, 0x5140u);  // bytes 0, 1 under 0x64 exponents
+  const uint32_t hi = prmt(biased, 0x64646464u, 0x5342u);  // bytes 2, 3
+  const __half2 bias = __halves2half2(__ushort_as_half(0x6480), __ushort_as_half(0x6480));
+  const __half2 a = __hsub2(*reinterpret_cast<const __half2*>(&lo), bias);
+  const __half2 b = __hsub2(*reinterpret_cast<const __half2*>(&hi), bias);
+  return make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
+}
+
+// fp16 pair to the MMA element type (exact for every value an 8-bit KV format can hold).
+template <class Elt>
+__device__ __forceinline__ uint32_t f16x2_to(uint32_t h) {
+  if constexpr (std::is_same_v<Elt, __half>) {
+    return h;
+  } else {
+    static_assert(std::is_same_v<Elt, __nv_bfloat16>, "f16x2_to: bf16 or fp16");
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const uint32_t*>(&b);
+  }
+}
+
+}  // namespace hopattn::ptx

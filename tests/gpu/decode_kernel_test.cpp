@@ -1,0 +1,481 @@
+// The decode kernel (src/kernels/decode) through the public hopattn::decode against the CPU
+// reference (double precision, fp32 output) on fresh seeded random data. Problems come from the
+// shared decode builder (tests/cpu/decode_case.hpp): poisoned unused pages, slots and block-table
+// entries (a read past kv_len or through a wrong page shows up as NaN), strided block tables,
+// every KV dtype with per-tensor and per-head scales. Outputs are poisoned (0xff) first; every
+// case runs twice on the same workspace (bitwise-identical results, semaphores back at zero).
+//
+// Error bounds. Inputs are exact in both computations (16-bit q and V, 8-bit KV dequantized
+// exactly to q's dtype, scales applied in fp32); the kernel rounds P to q's dtype before PV and
+// rounds the output. With u the unit roundoff of q's dtype (bf16 2^-8, fp16 2^-11) and vmax the
+// largest |real V|: |o - o_exact| <= u * vmax (P rounding: sum |p~ - p| |v| / l) + u * vmax
+// (output rounding), which is what a plain 16-bit implementation (fp32 softmax, 16-bit P, fp32
+// accumulation, 16-bit output) achieves too. The bound used is twice that: 4 u vmax (bf16 with
+// the builder's |v| <= 2: 3.1e-2). 8-bit KV also meets relative L2 <= 2e-2 (the bound),
+// lse |err| <= 1e-3 (-inf must match exactly), and NaN never passes.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/decode_case.hpp"
+#include "gpu_test_support.hpp"
+#include "hopattn/api.hpp"
+#include "kernels/decode/launch.hpp"
+#include "reference/reference.hpp"
+
+namespace hopattn::testing {
+namespace {
+
+using decode_case::DecodeCase;
+using decode_case::ScaleKind;
+
+struct KernelCase {
+  std::string name;
+  DecodeCase c;
+  int num_splits = 0;  // 0: the library's heuristic
+};
+
+void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
+
+// Defaults: 17 requests, one new token, GQA 8 on 2 KV heads, D = 128, bf16, pages of 16; lengths
+// with an idle slot (0) in the middle, 1 and 113, then random.
+KernelCase make(std::string name, DType kv = DType::kBF16, int page_size = 16) {
+  KernelCase k{std::move(name), DecodeCase{}};
+  k.c.batch = 17;
+  k.c.q_len = 1;
+  k.c.kv_heads = 2;
+  k.c.group = 8;
+  k.c.head_dim = 128;
+  k.c.cache.dtype = kv;
+  k.c.cache.page_size = page_size;
+  k.c.kv_lens = {57, 0, 113, 1};
+  return k;
+}
+
+// Long sequences for the split grid (several tiles per split).
+const std::vector<int> kLongLens = {2047, 1000, 0, 113, 1, 65, 640};
+
+std::vector<KernelCase> kernel_cases() {
+  std::vector<KernelCase> cases;
+  auto add = [&](KernelCase k, int max_len = 130) {
+    std::mt19937_64 rng(cases.size() + 7);
+    std::uniform_int_distribution<int> len(k.c.q_len, max_len);
+    while (static_cast<int>(k.c.kv_lens.size()) < k.c.batch) k.c.kv_lens.push_back(len(rng));
+    k.c.kv_lens.resize(k.c.batch);
+    cases.push_back(std::move(k));
+  };
+  using K = KVLayout;
+
+  // Every KV dtype x scale kind, both q dtypes.
+  for (DType kv : {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    for (ScaleKind sk : {ScaleKind::kTensor, ScaleKind::kHead}) {
+      auto k = make(std::string("q_bf16_kv_") + dtype_name(kv) +
+                        (sk == ScaleKind::kHead ? "_per_head" : "_per_tensor"),
+                    kv);
+      k.c.scale_kind = sk;
+      add(k);
+    }
+  }
+  for (DType kv : {DType::kFP16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    auto k = make(std::string("q_fp16_kv_") + dtype_name(kv) + "_per_head", kv);
+    k.c.q_dtype = DType::kFP16;
+    k.c.scale_kind = ScaleKind::kHead;
+    add(k);
+  }
+
+  // Page sizes x layouts (an odd page size too), block table and CSR.
+  for (int ps : {1, 16, 64, 128, 37}) {
+    for (K layout : {K::kNHD, K::kHND}) {
+      auto k = make("page" + std::to_string(ps) + (layout == K::kNHD ? "_nhd" : "_hnd"),
+                    ps == 37 ? DType::kFP8E4M3 : DType::kBF16, ps);
+      k.c.cache.layout = layout;
+      k.c.cache.csr = ps == 64 || ps == 37;
+      add(k, 400);
+    }
+  }
+  {
+    // Pool rows with 16-byte gaps (poisoned): page, slot and head strides != contiguous.
+    auto k = make("page16_padded_pool_int8", DType::kInt8);
+    k.c.cache.pad = 16;
+    add(k);
+  }
+
+  // Draft tokens: q_len 1 / 3 / 16, causal or random tree masks.
+  for (int q_len : {1, 3, 16}) {
+    for (bool tree : {false, true}) {
+      auto k = make("q" + std::to_string(q_len) + (tree ? "_tree" : "_causal"));
+      k.c.q_len = q_len;
+      k.c.tree = tree;
+      k.c.kv_lens = {q_len + 40, 0, q_len, 113};
+      add(k);
+    }
+  }
+
+  // Beams with random shared prefixes (whole, none, page-aligned, anywhere).
+  for (int width : {1, 2, 4}) {
+    auto k = make("beams" + std::to_string(width) + "_shared");
+    k.c.batch = 4 * width;
+    k.c.beam_width = width;
+    k.c.shared_prefix = true;
+    k.c.kv_lens = {};
+    add(k, 300);
+  }
+  {
+    auto k = make("beams4_e4m3_page1_hnd", DType::kFP8E4M3, 1);
+    k.c.batch = 12;
+    k.c.beam_width = 4;
+    k.c.shared_prefix = true;
+    k.c.cache.layout = K::kHND;
+    k.c.kv_lens = {};
+    add(k, 200);
+  }
+  {
+    auto k = make("beams2_tree_q3_gqa5");
+    k.c.batch = 10;
+    k.c.beam_width = 2;
+    k.c.shared_prefix = true;
+    k.c.q_len = 3;
+    k.c.tree = true;
+    k.c.group = 5;
+    k.c.kv_lens = {};
+    add(k, 300);
+  }
+  {
+    // 2 beams x 3 tokens x 8 heads = 48 rows in one 64-row CTA: both beams share a CTA, so
+    // each beam's own tail must be masked for the other beam's rows.
+    auto k = make("beams2_q3_gqa8_split7");
+    k.c.batch = 6;
+    k.c.beam_width = 2;
+    k.c.shared_prefix = true;
+    k.c.q_len = 3;
+    k.c.kv_lens = {};
+    k.num_splits = 7;
+    add(k, 900);
+  }
+  {
+    // 4 beams x 16 tokens x 2 heads = 128 rows: two row tiles, each with two beams.
+    auto k = make("beams4_q16_gqa2_rowtiles");
+    k.c.batch = 8;
+    k.c.beam_width = 4;
+    k.c.shared_prefix = true;
+    k.c.q_len = 16;
+    k.c.group = 2;
+    k.c.kv_lens = {};
+    add(k, 300);
+  }
+
+  // Forced split counts (1 = single-pass epilogue; 64 > tiles leaves empty splits).
+  for (int splits : {1, 2, 7, 64}) {
+    auto k = make("splits" + std::to_string(splits));
+    k.c.batch = static_cast<int>(kLongLens.size());
+    k.c.kv_lens = kLongLens;
+    k.num_splits = splits;
+    add(k);
+  }
+  {
+    auto k = make("splits_auto_batch1_long", DType::kFP8E4M3);
+    k.c.batch = 1;
+    k.c.kv_lens = {3000};
+    add(k);
+  }
+  {
+    auto k = make("splits13_e5m2_tree_q4_window", DType::kFP8E5M2);
+    k.c.batch = 5;
+    k.c.q_len = 4;
+    k.c.tree = true;
+    k.c.window = {300, -1};
+    k.c.kv_lens = {1500, 4, 0, 700, 301};
+    k.num_splits = 13;
+    add(k);
+  }
+
+  // GQA ratios, batch 1 and 17, kv_len 1 and 113.
+  for (int group : {1, 5, 8}) {
+    auto k = make("gqa" + std::to_string(group));
+    k.c.group = group;
+    k.c.kv_heads = group == 1 ? 8 : 3;
+    add(k);
+  }
+  {
+    auto k = make("gqa128_mqa");
+    k.c.kv_heads = 1;
+    k.c.group = 128;
+    k.c.batch = 3;
+    add(k);
+  }
+  {
+    auto k = make("gqa7_q16_rowtiles");  // 112 rows: two row tiles of 64
+    k.c.group = 7;
+    k.c.q_len = 16;
+    k.c.kv_lens = {16, 0, 113, 200};
+    add(k);
+  }
+  {
+    auto k = make("batch1_kv1");
+    k.c.batch = 1;
+    k.c.kv_lens = {1};
+    add(k);
+  }
+  {
+    auto k = make("batch1_kv113");
+    k.c.batch = 1;
+    k.c.kv_lens = {113};
+    add(k);
+  }
+
+  // Head dims 64 and 256 (256: warp pairs split the output features; 32-row CTAs).
+  for (int d : {64, 256}) {
+    for (DType kv : {DType::kBF16, DType::kFP8E4M3, DType::kInt8}) {
+      auto k = make("d" + std::to_string(d) + "_" + dtype_name(kv), kv);
+      k.c.head_dim = d;
+      k.c.group = 5;
+      add(k, 300);
+    }
+  }
+  {
+    auto k = make("d256_fp16_q16_gqa5_split7");  // 80 rows: three 32-row tiles
+    k.c.head_dim = 256;
+    k.c.q_dtype = DType::kFP16;
+    k.c.cache.dtype = DType::kFP16;
+    k.c.q_len = 16;
+    k.c.group = 5;
+    k.c.kv_lens = {16, 0, 500, 113};
+    k.num_splits = 7;
+    add(k);
+  }
+  {
+    auto k = make("d64_e5m2_beams2_hnd", DType::kFP8E5M2);
+    k.c.head_dim = 64;
+    k.c.batch = 8;
+    k.c.beam_width = 2;
+    k.c.shared_prefix = true;
+    k.c.cache.layout = K::kHND;
+    k.c.kv_lens = {};
+    add(k, 300);
+  }
+
+  // Masks and logits: windows, non-causal, sinks, softcap, custom scale.
+  {
+    auto k = make("window64_causal_long");
+    k.c.window = {64, -1};
+    k.c.batch = 5;
+    k.c.kv_lens = {2047, 1000, 113, 1, 65};
+    add(k);
+  }
+  {
+    auto k = make("noncausal_q4_window8_8_gqa5");
+    k.c.q_len = 4;
+    k.c.causal = false;
+    k.c.window = {8, 8};
+    k.c.group = 5;
+    k.c.kv_lens = {4, 113, 60, 0};
+    add(k);
+  }
+  {
+    auto k = make("noncausal_q3_full");
+    k.c.q_len = 3;
+    k.c.causal = false;
+    add(k);
+  }
+  {
+    auto k = make("sinks_softcap_int8_head", DType::kInt8);
+    k.c.scale_kind = ScaleKind::kHead;
+    k.c.sinks = true;
+    k.c.softcap = 2.f;
+    add(k);
+  }
+  {
+    auto k = make("sinks_softcap30_split7");
+    k.c.sinks = true;
+    k.c.softcap = 30.f;
+    k.c.batch = static_cast<int>(kLongLens.size());
+    k.c.kv_lens = kLongLens;
+    k.num_splits = 7;
+    add(k);
+  }
+  {
+    auto k = make("scale0p3_d64", DType::kBF16);
+    k.c.head_dim = 64;
+    k.c.scale = 0.3f;
+    add(k);
+  }
+  return cases;
+}
+
+double unit_roundoff(DType t) {
+  return t == DType::kFP16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+}
+
+// Largest |real V| any query can see (stored * per-head scale).
+double max_abs_value(const decode_case::DecodeRun& r) {
+  double m = 0;
+  for (size_t b = 0; b < r.stored_v.size(); ++b) {
+    for (size_t h = 0; h < r.stored_v[b].size(); ++h) {
+      for (const auto& tok : r.stored_v[b][h]) {
+        for (double x : tok) m = std::max(m, std::fabs(x * r.v_scale[h]));
+      }
+    }
+  }
+  return m;
+}
+
+struct Outputs {
+  HostTensor out, lse;
+};
+
+class DecodeKernel : public GpuTestWithParam<KernelCase> {};
+
+TEST_P(DecodeKernel, MatchesReference) {
+  const KernelCase& kc = GetParam();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  auto r = decode_case::random_run(kc.c, rng);
+  decode_case::assemble(*r, rng);
+  DecodeOptions opts = r->opts;
+  opts.num_splits = kc.num_splits;
+  const DecodeArgs& host = r->args;
+
+  // The oracle: the reference with fp32 outputs (no 16-bit rounding on its side).
+  const int64_t B = kc.c.batch, L = kc.c.q_len, H = r->q_heads, D = kc.c.head_dim;
+  HostTensor want_out(DType::kFP32, {B, L, H, D});
+  HostTensor want_lse(DType::kFP32, {B, L, H});
+  {
+    DecodeArgs ref = host;
+    ref.out = want_out;
+    ref.lse = want_lse;
+    reference::decode(ref, opts);
+  }
+
+  DeviceSet dev;
+  DecodeArgs gpu = host;
+  gpu.q = dev.put(r->q_buf, host.q);
+  gpu.out = dev.put(r->out_buf, host.out);
+  gpu.lse = dev.put(r->lse_buf, host.lse);
+  gpu.k_cache = dev.put(r->kv->k_buf, host.k_cache);
+  gpu.v_cache = dev.put(r->kv->v_buf, host.v_cache);
+  gpu.pages.block_table = dev.put(r->kv->table, host.pages.block_table);
+  gpu.pages.indptr = dev.put(r->kv->indptr, host.pages.indptr);
+  gpu.pages.indices = dev.put(r->kv->indices, host.pages.indices);
+  gpu.pages.kv_lens = dev.put(r->kv->lens, host.pages.kv_lens);
+  gpu.k_scale.per_head = dev.put(r->k_heads, host.k_scale.per_head);
+  gpu.v_scale.per_head = dev.put(r->v_heads, host.v_scale.per_head);
+  gpu.sinks = dev.put(r->sinks_buf, host.sinks);
+  gpu.tree_mask = dev.put(r->tree_buf, host.tree_mask);
+  gpu.shared_kv_lens = dev.put(r->shared_buf, host.shared_kv_lens);
+
+  const size_t ws_bytes = decode_workspace_size(gpu, opts);
+  const kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
+  ASSERT_EQ(ws_bytes, plan.workspace_bytes);
+  if (kc.num_splits > 0) ASSERT_EQ(plan.num_splits, kc.num_splits);
+  DeviceAllocation ws(ws_bytes);
+  // Garbage, not zeros: the call must not rely on a zeroed workspace.
+  check_cuda(cudaMemset(ws.data(), 0x5a, ws_bytes > 0 ? ws_bytes : 16), "cudaMemset");
+  gpu.workspace = {ws_bytes > 0 ? ws.data() : nullptr, ws_bytes};
+
+  auto run = [&](Outputs& got) {
+    dev.poison(r->out_buf);
+    dev.poison(r->lse_buf);
+    ::hopattn::decode(gpu, opts, nullptr);
+    check_cuda(cudaDeviceSynchronize(), "decode kernel");
+    got.out = HostTensor(r->out_buf.dtype(), r->out_buf.shape());
+    got.lse = HostTensor(r->lse_buf.dtype(), r->lse_buf.shape());
+    dev.download(r->out_buf, got.out);
+    dev.download(r->lse_buf, got.lse);
+  };
+  Outputs first, second;
+  run(first);
+  if (plan.num_splits > 1) {
+    // Every semaphore back at zero after the launch (the last block of each problem reset it).
+    std::vector<uint32_t> sem(plan.problems);
+    check_cuda(
+        cudaMemcpy(sem.data(), ws.data(), sem.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost),
+        "cudaMemcpy(semaphores)");
+    size_t dirty = 0;
+    for (uint32_t s : sem) dirty += s != 0;
+    EXPECT_EQ(dirty, 0u) << "semaphores not reset by the last block of their problem";
+  }
+  run(second);
+
+  const std::vector<double> got = gather(rebase(host.out, r->out_buf, first.out));
+  const std::vector<double> got_lse = gather(rebase(host.lse, r->lse_buf, first.lse));
+  const std::vector<double> want = gather(want_out);
+  const std::vector<double> want_l = gather(want_lse);
+  const std::vector<double> again = gather(rebase(host.out, r->out_buf, second.out));
+  const std::vector<double> again_lse = gather(rebase(host.lse, r->lse_buf, second.lse));
+
+  const double vmax = std::max(max_abs_value(*r), 1e-3);
+  const double tol = 4.0 * unit_roundoff(kc.c.q_dtype) * vmax;
+  int64_t bad = 0, nan = 0;
+  double max_err = 0;
+  std::string first_bad;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(got[i] - want[i]);
+    if (!std::isfinite(got[i])) ++nan;
+    if (!(err <= tol)) {
+      if (bad++ == 0) {
+        first_bad = "out[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", want " +
+                    std::to_string(want[i]);
+      }
+    }
+    if (std::isnan(err) || err > max_err) max_err = err;
+  }
+  int64_t bad_lse = 0;
+  double max_lse_err = 0;
+  for (size_t i = 0; i < want_l.size(); ++i) {
+    const bool ok = want_l[i] == -INFINITY ? got_lse[i] == -INFINITY
+                                           : std::fabs(got_lse[i] - want_l[i]) <= 1e-3;
+    if (!ok) {
+      if (bad_lse++ == 0) {
+        first_bad += "; lse[" + std::to_string(i) + "] = " + std::to_string(got_lse[i]) +
+                     ", want " + std::to_string(want_l[i]);
+      }
+    }
+    if (std::isfinite(want_l[i]))
+      max_lse_err = std::max(max_lse_err, std::fabs(got_lse[i] - want_l[i]));
+  }
+  const double l2 = rel_l2(got, want);
+  std::printf(
+      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d: max err %.3g (tol %.3g), "
+      "rel L2 %.3g, lse max err %.3g\n",
+      kc.name.c_str(), static_cast<unsigned long long>(seed), plan.num_splits, plan.rows_per_cta,
+      plan.row_tiles, max_err, tol, l2, max_lse_err);
+  EXPECT_EQ(nan, 0) << "non-finite outputs (poison left, or NaN leaked)";
+  EXPECT_EQ(bad, 0) << bad << " outputs beyond " << tol << "; first: " << first_bad;
+  EXPECT_EQ(bad_lse, 0) << bad_lse << " lse values beyond 1e-3; " << first_bad;
+  if (dtype_size(kc.c.cache.dtype) == 1) EXPECT_LE(l2, 2e-2);
+
+  // Bitwise-identical second run on the same (now used) workspace.
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    differ += std::memcmp(&got[i], &again[i], sizeof(double)) != 0;
+  for (size_t i = 0; i < got_lse.size(); ++i) {
+    differ += std::memcmp(&got_lse[i], &again_lse[i], sizeof(double)) != 0;
+  }
+  EXPECT_EQ(differ, 0u) << "second run on the same workspace differs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, DecodeKernel, ::testing::ValuesIn(kernel_cases()),
+                         [](const ::testing::TestParamInfo<KernelCase>& info) {
+                           return info.param.name;
+                         });
+
+// The split heuristic: one wave of CTAs, never more splits than the longest sequence's tiles
+// allow, at most kMaxAutoSplits. Host-only (runs without a GPU too, but lives with the kernel).
+TEST(DecodeSplitHeuristic, Bounds) {
+  using kernels::decode::choose_num_splits;
+  EXPECT_EQ(choose_num_splits(264, 1 << 20, 264), 1);  // a full wave already
+  EXPECT_EQ(choose_num_splits(1000, 1 << 20, 264), 1);
+  EXPECT_EQ(choose_num_splits(8, 8192, 264), 33);     // batch 1, 8 KV heads, kv 8k
+  EXPECT_EQ(choose_num_splits(8, 256, 264), 2);       // 4 tiles, 2 a split at least
+  EXPECT_EQ(choose_num_splits(8, 64, 264), 1);        // one tile
+  EXPECT_EQ(choose_num_splits(1, 1 << 20, 264), 64);  // capped
+}
+
+}  // namespace
+}  // namespace hopattn::testing

@@ -1,0 +1,181 @@
+// The merge_states / merge_states_n kernels (src/kernels/merge) through the public API against
+// the CPU reference (double, fp32 outputs) on fresh seeded random states: every input/output
+// float type, strided (row-padded) views, empty states (lse = -inf) and rows where every state
+// is empty (out 0, lse -inf). Outputs are poisoned first.
+//
+// Error bound: inputs are exact on both sides; the kernel's weights e^(lse_k - lse) come from
+// fp32 expf/logf (relative error ~1e-7 each) and it accumulates in fp32, so before the final
+// rounding |err| <= ~1e-6 * max|o|; the bound is one unit in the last place of the output dtype
+// at the result's magnitude plus 1e-5 * max|o|. lse: |err| <= 1e-5 (the DESIGN bound is 1e-3).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpu_test_support.hpp"
+#include "hopattn/api.hpp"
+#include "reference/reference.hpp"
+
+namespace hopattn::testing {
+namespace {
+
+struct MergeCase {
+  std::string name;
+  DType in = DType::kBF16, out = DType::kBF16;
+  int tokens = 37, heads = 5, dim = 128;
+  int states = 2;  // 2 with n_way = false: merge_states(a, b)
+  bool n_way = false;
+};
+
+void PrintTo(const MergeCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<MergeCase> merge_cases() {
+  std::vector<MergeCase> cases;
+  auto add = [&](std::string name, DType in, DType out, int dim, int states, bool n_way) {
+    MergeCase c;
+    c.name = std::move(name);
+    c.in = in;
+    c.out = out;
+    c.dim = dim;
+    c.states = states;
+    c.n_way = n_way;
+    cases.push_back(c);
+  };
+  add("pair_bf16", DType::kBF16, DType::kBF16, 128, 2, false);
+  add("pair_fp16_d64", DType::kFP16, DType::kFP16, 64, 2, false);
+  add("pair_fp32_to_bf16_d512", DType::kFP32, DType::kBF16, 512, 2, false);
+  add("pair_fp32_d96", DType::kFP32, DType::kFP32, 96, 2, false);
+  add("n1_bf16_to_fp32", DType::kBF16, DType::kFP32, 128, 1, true);
+  add("n2_fp16", DType::kFP16, DType::kFP16, 256, 2, true);
+  add("n7_fp32_to_fp16", DType::kFP32, DType::kFP16, 128, 7, true);
+  add("n40_bf16_d576", DType::kBF16, DType::kBF16, 576, 40, true);
+  return cases;
+}
+
+// Spacing of `dtype` at |x| (fp32 included).
+double ulp(DType dtype, double x) {
+  const int man = dtype == DType::kBF16 ? 7 : (dtype == DType::kFP16 ? 10 : 23);
+  const int min_exp = dtype == DType::kFP16 ? -14 : -126;
+  int e = 0;
+  std::frexp(std::fabs(x), &e);
+  return std::ldexp(1.0, std::max(e - 1, min_exp) - man);
+}
+
+// lse values: mostly finite, some empty states, and whole rows of empty states.
+void fill_lse(const TensorView& lse, std::mt19937_64& rng, int64_t rows_per_state, int states) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int64_t row = 0; row < rows_per_state; ++row) {
+    const bool all_empty = row % 11 == 3;
+    for (int k = 0; k < states; ++k) {
+      const double v =
+          all_empty || u(rng) < 0.2 ? -std::numeric_limits<double>::infinity() : 8.0 * u(rng) - 4.0;
+      // row = t * heads + h; element (t, k, h) or (t, h) for a single state.
+      store_element(lse, row * states + k, v);
+    }
+  }
+}
+
+class MergeKernel : public GpuTestWithParam<MergeCase> {};
+
+TEST_P(MergeKernel, MatchesReference) {
+  const MergeCase& c = GetParam();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t T = c.tokens, H = c.heads, D = c.dim, n = c.states;
+  const int64_t pad = 16;  // 16-byte aligned row gaps in every dtype
+
+  std::vector<TestTensor> o, lse;  // n_way: one [T, n, H, D]; pair: a and b [T, H, D]
+  if (c.n_way) {
+    o.push_back(padded_tensor(c.in, {T, n, H, D}, pad));
+    lse.emplace_back(HostTensor(DType::kFP32, {T, n, H}));
+  } else {
+    for (int k = 0; k < 2; ++k) {
+      o.push_back(padded_tensor(c.in, {T, H, D}, pad));
+      lse.emplace_back(HostTensor(DType::kFP32, {T, H}));
+    }
+  }
+  for (auto& t : o) fill_uniform(t.view, rng, -1.0, 1.0);
+  if (c.n_way) {
+    // lse [T, n, H] contiguous: element (t, k, h) at (t * n + k) * H + h.
+    HostTensor tmp(DType::kFP32, {T * H, n});
+    fill_lse(tmp, rng, T * H, static_cast<int>(n));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t k = 0; k < n; ++k) {
+          lse[0].storage.set((t * n + k) * H + h, tmp.get((t * H + h) * n + k));
+        }
+      }
+    }
+  } else {
+    HostTensor tmp(DType::kFP32, {T * H, 2});
+    fill_lse(tmp, rng, T * H, 2);
+    for (int64_t i = 0; i < T * H; ++i) {
+      lse[0].storage.set(i, tmp.get(i * 2));
+      lse[1].storage.set(i, tmp.get(i * 2 + 1));
+    }
+  }
+  TestTensor out = padded_tensor(c.out, {T, H, D}, pad);
+  TestTensor out_lse(HostTensor(DType::kFP32, {T, H}));
+  HostTensor want(DType::kFP32, {T, H, D});
+  HostTensor want_lse(DType::kFP32, {T, H});
+
+  DeviceSet dev;
+  const TensorView d_out = dev.put(out);
+  const TensorView d_lse = dev.put(out_lse);
+  dev.poison(out.storage);
+  dev.poison(out_lse.storage);
+  if (c.n_way) {
+    MergeNArgs ref{o[0].view, lse[0].view, want, want_lse};
+    reference::merge_states_n(ref);
+    MergeNArgs gpu{dev.put(o[0]), dev.put(lse[0]), d_out, d_lse};
+    ::hopattn::merge_states_n(gpu, nullptr);
+  } else {
+    MergeArgs ref{o[0].view, lse[0].view, o[1].view, lse[1].view, want, want_lse};
+    reference::merge_states(ref);
+    MergeArgs gpu{dev.put(o[0]), dev.put(lse[0]), dev.put(o[1]), dev.put(lse[1]), d_out, d_lse};
+    ::hopattn::merge_states(gpu, nullptr);
+  }
+  check_cuda(cudaDeviceSynchronize(), "merge kernel");
+  HostTensor got_out(out.storage.dtype(), out.storage.shape());
+  HostTensor got_lse(DType::kFP32, {T, H});
+  dev.download(out.storage, got_out);
+  dev.download(out_lse.storage, got_lse);
+
+  const std::vector<double> g = gather(rebase(out.view, out.storage, got_out));
+  const std::vector<double> w = gather(want);
+  const std::vector<double> gl = gather(got_lse);
+  const std::vector<double> wl = gather(want_lse);
+  int64_t bad = 0;
+  double max_err = 0;
+  std::string first;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const double err = std::fabs(g[i] - w[i]);
+    if (!(err <= ulp(c.out, w[i]) + 1e-5)) {
+      if (bad++ == 0) first = "out[" + std::to_string(i) + "] = " + std::to_string(g[i]);
+    }
+    if (std::isnan(err) || err > max_err) max_err = err;
+  }
+  for (size_t i = 0; i < wl.size(); ++i) {
+    const bool ok = wl[i] == -INFINITY ? gl[i] == -INFINITY : std::fabs(gl[i] - wl[i]) <= 1e-5;
+    if (!ok && bad++ == 0) {
+      first = "lse[" + std::to_string(i) + "] = " + std::to_string(gl[i]) + ", want " +
+              std::to_string(wl[i]);
+    }
+  }
+  std::printf("[ %s ] seed %llu: max out err %.3g\n", c.name.c_str(),
+              static_cast<unsigned long long>(seed), max_err);
+  EXPECT_EQ(bad, 0) << "first: " << first;
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, MergeKernel, ::testing::ValuesIn(merge_cases()),
+                         [](const ::testing::TestParamInfo<MergeCase>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace hopattn::testing

@@ -46,6 +46,7 @@ constexpr size_t kGuardBytes = 4096;
 struct FwdCase {
   DType dtype = DType::kBF16;
   int hq = 1, hkv = 1, d = 128;
+  int dv = 0;  // 0: same as d
   bool varlen = false;
   std::vector<int> q_lens, kv_lens;  // per request; dense: all equal
   AttentionOptions opts;
@@ -54,9 +55,11 @@ struct FwdCase {
   double qk_range = 2.0;    // q, k uniform in [-qk_range, qk_range); v in [-1, 1)
 
   int batch() const { return static_cast<int>(q_lens.size()); }
+  int d_v() const { return dv > 0 ? dv : d; }
   std::string describe() const {
-    std::string s = std::string(dtype_name(dtype)) + (varlen ? " varlen" : " dense") + " hq " +
-                    std::to_string(hq) + " hkv " + std::to_string(hkv) + " lens";
+    std::string s = std::string(dtype_name(dtype)) + (varlen ? " varlen" : " dense") + " d " +
+                    std::to_string(d) + "/" + std::to_string(d_v()) + " hq " + std::to_string(hq) +
+                    " hkv " + std::to_string(hkv) + " lens";
     for (int b = 0; b < batch() && b < 6; ++b) {
       s += " " + std::to_string(q_lens[b]) + "x" + std::to_string(kv_lens[b]);
     }
@@ -154,28 +157,28 @@ struct Tensors {
     }
     total_q = cu_q.back();
     total_k = cu_k.back();
-    const int64_t B = c.batch(), D = c.d;
+    const int64_t B = c.batch(), D = c.d, DV = c.d_v();
     const int64_t sq = c.varlen ? 0 : c.q_lens[0], sk = c.varlen ? 0 : c.kv_lens[0];
-    const auto rows_shape = [&](int64_t rows_dense, int64_t total, int64_t heads) {
-      return c.varlen ? std::vector<int64_t>{total, heads, D}
-                      : std::vector<int64_t>{B, rows_dense, heads, D};
+    const auto rows_shape = [&](int64_t rows_dense, int64_t total, int64_t heads, int64_t dim) {
+      return c.varlen ? std::vector<int64_t>{total, heads, dim}
+                      : std::vector<int64_t>{B, rows_dense, heads, dim};
     };
     if (c.packed_qkv) {
       const int64_t ht = c.hq + 2 * c.hkv;
-      qkv_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sq, total_q, ht));
+      qkv_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sq, total_q, ht, D));
       const std::vector<int64_t> st = contiguous_strides(qkv_storage->host.shape());
       qkv_storage->host.fill_uniform(rng, -c.qk_range, c.qk_range);  // v shares q/k's range
       for (int side = 0; side < 2; ++side) {
         const bool dev = side == 1;
-        q[side] = qkv_storage->view(dev, 0, rows_shape(sq, total_q, c.hq), st);
-        k[side] = qkv_storage->view(dev, c.hq * D, rows_shape(sk, total_k, c.hkv), st);
-        v[side] = qkv_storage->view(dev, (c.hq + c.hkv) * D, rows_shape(sk, total_k, c.hkv), st);
+        q[side] = qkv_storage->view(dev, 0, rows_shape(sq, total_q, c.hq, D), st);
+        k[side] = qkv_storage->view(dev, c.hq * D, rows_shape(sk, total_k, c.hkv, D), st);
+        v[side] = qkv_storage->view(dev, (c.hq + c.hkv) * D, rows_shape(sk, total_k, c.hkv, D), st);
       }
       qkv_storage->upload();
     } else {
-      q_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sq, total_q, c.hq));
-      k_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sk, total_k, c.hkv));
-      v_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sk, total_k, c.hkv));
+      q_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sq, total_q, c.hq, D));
+      k_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sk, total_k, c.hkv, D));
+      v_storage = std::make_unique<Mirrored>(c.dtype, rows_shape(sk, total_k, c.hkv, DV));
       q_storage->host.fill_uniform(rng, -c.qk_range, c.qk_range);
       k_storage->host.fill_uniform(rng, -c.qk_range, c.qk_range);
       v_storage->host.fill_uniform(rng, -1.0, 1.0);
@@ -186,7 +189,7 @@ struct Tensors {
         v[side] = v_storage->whole(side == 1);
       }
     }
-    out = std::make_unique<Mirrored>(c.dtype, rows_shape(sq, total_q, c.hq));
+    out = std::make_unique<Mirrored>(c.dtype, rows_shape(sq, total_q, c.hq, DV));
     lse = std::make_unique<Mirrored>(DType::kFP32, c.varlen ? std::vector<int64_t>{total_q, c.hq}
                                                             : std::vector<int64_t>{B, sq, c.hq});
     if (c.sinks) {
@@ -250,15 +253,16 @@ void emulate_head(const Tensors& t, const TensorView& out, int b, int h) {
   const double scale = reference::default_scale(c.opts.scale, c.d);
   const int kvh = h / (c.hq / c.hkv);
   const int q_len = c.q_lens[b], kv_len = c.kv_lens[b];
-  std::vector<float> kk(static_cast<size_t>(kv_len) * c.d), vv(kk.size());
+  const int dv = c.d_v();
+  std::vector<float> kk(static_cast<size_t>(kv_len) * c.d), vv(static_cast<size_t>(kv_len) * dv);
   for (int j = 0; j < kv_len; ++j) {
-    for (int d = 0; d < c.d; ++d) {
+    for (int d = 0; d < c.d; ++d)
       kk[j * c.d + d] = static_cast<float>(t.at(t.k[0], b, j, kvh, d, true));
-      vv[j * c.d + d] = static_cast<float>(t.at(t.v[0], b, j, kvh, d, true));
-    }
+    for (int d = 0; d < dv; ++d)
+      vv[j * dv + d] = static_cast<float>(t.at(t.v[0], b, j, kvh, d, true));
   }
   const double sink = c.sinks ? t.sinks->host.get(h) : -kInf;
-  std::vector<float> qq(c.d), logit(kv_len), p(kv_len), o(c.d);
+  std::vector<float> qq(c.d), logit(kv_len), p(kv_len), o(dv);
   std::vector<char> visible(kv_len);
   for (int i = 0; i < q_len; ++i) {
     for (int d = 0; d < c.d; ++d) qq[d] = static_cast<float>(t.at(t.q[0], b, i, h, d, false));
@@ -282,9 +286,9 @@ void emulate_head(const Tensors& t, const TensorView& out, int b, int h) {
     for (int j = 0; j < kv_len && denom > 0.f; ++j) {
       if (!visible[j]) continue;
       const float pj = static_cast<float>(round_to(c.dtype, p[j] / denom));
-      for (int d = 0; d < c.d; ++d) o[d] += pj * vv[j * c.d + d];
+      for (int d = 0; d < dv; ++d) o[d] += pj * vv[j * dv + d];
     }
-    for (int d = 0; d < c.d; ++d) {
+    for (int d = 0; d < dv; ++d) {
       store_element(out, t.out_offset(out, b, i, h, d), round_to(c.dtype, o[d]));
     }
   }
@@ -358,7 +362,7 @@ void check_case(const FwdCase& c, uint64_t seed) {
   for (int b = 0; b < c.batch(); ++b) {
     for (int i = 0; i < c.q_lens[b]; ++i) {
       for (int h = 0; h < c.hq; ++h) {
-        for (int d = 0; d < c.d; ++d) {
+        for (int d = 0; d < c.d_v(); ++d) {
           const int64_t off = t.out_offset(got_out, b, i, h, d);
           const double g = load_element(got_out, off), w = load_element(want_out, off);
           const double e = std::fabs(g - w);
@@ -384,7 +388,7 @@ void check_case(const FwdCase& c, uint64_t seed) {
     for (int b = 0; b < c.batch(); ++b) {
       for (int i = 0; i < c.q_lens[b]; ++i) {
         for (int h = 0; h < c.hq; ++h) {
-          for (int d = 0; d < c.d; ++d) {
+          for (int d = 0; d < c.d_v(); ++d) {
             const int64_t off = t.out_offset(got_out, b, i, h, d);
             const double e = std::fabs(load_element(got_out, off) - load_element(want_out, off));
             if (!(e <= bound)) ++bad[{b, h, i / 64}];
@@ -572,6 +576,26 @@ TEST(FwdKernel, HeadDim64) {
   FwdCase v = varlen_case(DType::kBF16, {1, 239, 64, 130}, {113, 0, 500, 257}, 2, 4, true);
   v.d = 64;
   v.opts.softcap = 20.f;
+  check_case(v, test_seed());
+}
+
+TEST(FwdKernel, HeadDim256And192x128) {
+  SKIP_WITHOUT_HOPPER();
+  for (bool causal : {false, true}) {
+    FwdCase c = dense_case(DType::kBF16, 3, 239, 300, 1, 2, causal);
+    c.d = 256;
+    check_case(c, test_seed());
+    FwdCase m = dense_case(DType::kFP16, 2, 239, 300, 2, 4, causal);
+    m.d = 192;
+    m.dv = 128;
+    check_case(m, test_seed());
+  }
+  FwdCase v = varlen_case(DType::kBF16, {1, 239, 64, 130}, {113, 0, 500, 257}, 1, 3, true);
+  v.d = 256;
+  check_case(v, test_seed());
+  v.d = 192;
+  v.dv = 128;
+  v.sinks = true;
   check_case(v, test_seed());
 }
 

@@ -40,19 +40,25 @@ struct FwdEpilogue {
     ptx::named_barrier_sync(barrier, 128);
 
     // Register i holds column 8 * (i >> 2) + 2 * (lane % 4) + (i & 1) of row half (i >> 1) & 1.
-    // One 4-byte pair per store; a warp's 32 stores of one (i >> 2, half) hit 8 rows with 8
-    // distinct swizzled 16-B chunks: all 32 banks once.
+    // Columns 8c..8c+7 of a row are the 16-B chunk c % 8 of panel c / 8, stored at chunk
+    // (c % 8) ^ (row % 8); both rows of a thread have row % 8 = lane / 4. One 4-byte pair per
+    // store: a warp's 32 stores of one (c, half) hit 8 rows in 8 distinct chunks, all 32 banks
+    // once. The thread's address parts go through opaque() so that the compiler computes the
+    // addresses here rather than keeping all of them live (and spilled) through the mainloop.
+    const uint32_t lane_bits = ptx::opaque(static_cast<uint32_t>(lane));
+    const uint32_t row_addr = smem_o_addr +
+                              ((tid / 32) * 16 + (lane_bits >> 2)) * Traits::kRowBytes +
+                              (lane_bits & 3u) * 4u;
+    const uint32_t swizzle = lane_bits >> 2;  // row % 8
 #pragma unroll
     for (int c = 0; c < Traits::kORegs / 4; ++c) {
+      const uint32_t chunk_addr = row_addr + (c / 8) * Traits::kOPanelBytes +
+                                  ((static_cast<uint32_t>(c % 8) ^ swizzle) << 4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = warp_row + 8 * h;
-        const int col = 8 * c + 2 * (lane % 4);
         const uint32_t packed =
             ptx::pack2<Elt>(o[4 * c + 2 * h] * out_scale[h], o[4 * c + 2 * h + 1] * out_scale[h]);
-        const uint32_t offset = (col / Traits::kPanelCols) * Traits::kOPanelBytes +
-                                ptx::swizzle_128b_offset(row, (col % Traits::kPanelCols) * 2);
-        ptx::st_shared_u32(smem_o_addr + offset, packed);
+        ptx::st_shared_u32(chunk_addr + h * 8 * Traits::kRowBytes, packed);
       }
     }
     ptx::fence_proxy_async_shared();  // generic-proxy writes, read next by the TMA engine

@@ -17,6 +17,10 @@ extern template cudaError_t launch_kernel<FwdBf16Hd64>(const FwdParams&, int, cu
 extern template cudaError_t launch_kernel<FwdFp16Hd64>(const FwdParams&, int, cudaStream_t);
 extern template cudaError_t launch_kernel<FwdBf16Hd128>(const FwdParams&, int, cudaStream_t);
 extern template cudaError_t launch_kernel<FwdFp16Hd128>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdBf16Hd192x128>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdFp16Hd192x128>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdBf16Hd256>(const FwdParams&, int, cudaStream_t);
+extern template cudaError_t launch_kernel<FwdFp16Hd256>(const FwdParams&, int, cudaStream_t);
 
 namespace {
 
@@ -185,7 +189,19 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, bool varlen, 
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
 }
 
-bool built_head_dims(int64_t dqk, int64_t dv) { return dqk == dv && (dqk == 64 || dqk == 128); }
+bool built_head_dims(int64_t dqk, int64_t dv) {
+  return (dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
+}
+
+template <class Bf16Config, class Fp16Config>
+void run_dtype(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int device,
+               cudaStream_t stream) {
+  if (args.q.dtype() == DType::kBF16) {
+    run_config<Bf16Config>(args, opts, varlen, device, stream);
+  } else {
+    run_config<Fp16Config>(args, opts, varlen, device, stream);
+  }
+}
 
 }  // namespace
 
@@ -193,8 +209,9 @@ void check_supported(const FwdArgs& args, const AttentionOptions&) {
   if (args.pages.defined()) unsupported("a paged KV cache is not implemented yet");
   const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
   if (!built_head_dims(dqk, dv)) {
-    unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
-                               ") are not built yet; built: (64, 64), (128, 128)"));
+    unsupported(
+        detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
+                       ") are not built; built: (64, 64), (128, 128), (192, 128), (256, 256)"));
   }
   if (args.q.dtype() != DType::kBF16 && args.q.dtype() != DType::kFP16) {
     unsupported(detail::concat("dtype ", args.q.dtype(), "; built: bf16, fp16"));
@@ -221,13 +238,15 @@ void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
   const int device = args.q.device().index;
   DeviceGuard guard(device);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  const bool bf16 = args.q.dtype() == DType::kBF16;
-  if (args.q.size(-1) == 64) {
-    bf16 ? run_config<FwdBf16Hd64>(args, opts, varlen, device, s)
-         : run_config<FwdFp16Hd64>(args, opts, varlen, device, s);
-  } else {
-    bf16 ? run_config<FwdBf16Hd128>(args, opts, varlen, device, s)
-         : run_config<FwdFp16Hd128>(args, opts, varlen, device, s);
+  switch (args.q.size(-1)) {
+    case 64:
+      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(args, opts, varlen, device, s);
+    case 128:
+      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(args, opts, varlen, device, s);
+    case 192:
+      return run_dtype<FwdBf16Hd192x128, FwdFp16Hd192x128>(args, opts, varlen, device, s);
+    default:
+      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(args, opts, varlen, device, s);
   }
 }
 

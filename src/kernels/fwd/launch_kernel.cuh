@@ -21,10 +21,16 @@ cudaError_t launch_kernel(const FwdParams& params, int grid, cudaStream_t stream
   return cudaGetLastError();
 }
 
-// The configurations hopattn builds (head dims Dqk = Dv; bf16 and fp16 each).
+// The configurations hopattn builds, bf16 and fp16 each. KV tiles are as long as the 227 KB of
+// shared memory allow with two stages and a separate output staging buffer: 128 keys up to head
+// dim 128, 112 for (Dqk 192, Dv 128), 48 for 256.
 using FwdBf16Hd64 = FwdTraits<__nv_bfloat16, 64>;
 using FwdFp16Hd64 = FwdTraits<__half, 64>;
 using FwdBf16Hd128 = FwdTraits<__nv_bfloat16, 128>;
 using FwdFp16Hd128 = FwdTraits<__half, 128>;
+using FwdBf16Hd192x128 = FwdTraits<__nv_bfloat16, 192, 128, 112>;
+using FwdFp16Hd192x128 = FwdTraits<__half, 192, 128, 112>;
+using FwdBf16Hd256 = FwdTraits<__nv_bfloat16, 256, 256, 48>;
+using FwdFp16Hd256 = FwdTraits<__half, 256, 256, 48>;
 
 }  // namespace hopattn::kernels::fwd

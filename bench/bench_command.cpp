@@ -28,8 +28,9 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
   }
   const bool on_gpu = impls.front() != Impl::kCpu;
   if (on_gpu && !gpu.usable) {
-    throw Error(ErrorKind::kRuntime,
-                std::string("--impl ") + impl_name(flags.impl) + " needs a GPU: " + gpu.why_not);
+    throw Error(ErrorKind::kRuntime, std::string("--impl ") +
+                                         (flags.impl == Impl::kNaive ? "naive" : "kernel") +
+                                         " needs a GPU: " + gpu.why_not);
   }
   // Default shapes: the model's on a GPU; the short CPU one for the CPU reference.
   const Shape shape = apply_flags(on_gpu ? model_shape(family) : cpu_shape(family), flags);
@@ -38,8 +39,10 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
     RunRequest r;
     r.shape = shape;
     r.impl = impl;
-    r.warmup = flags.warmup.value_or(on_gpu ? 3 : 1);
-    r.iters = flags.iters.value_or(on_gpu ? 20 : 3);
+    // The naive reference takes up to seconds per call on model shapes: fewer default iterations.
+    const bool slow = !on_gpu || impl == Impl::kNaive;
+    r.warmup = flags.warmup.value_or(slow ? 1 : 3);
+    r.iters = flags.iters.value_or(slow ? 3 : 20);
     r.check = flags.check;
     r.seed = flags.seed.value_or(kDefaultSeed);
     requests.push_back(r);

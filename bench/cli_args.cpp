@@ -308,8 +308,9 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only)
-  --iters N           timed iterations (default 20 on a GPU, 3 on the CPU); the median is shown
-  --warmup N          untimed iterations first (default 3 on a GPU, 1 on the CPU)
+  --iters N           timed iterations (default 20 for GPU kernels, 3 for the references);
+                      the median is shown
+  --warmup N          untimed iterations first (default 3 for GPU kernels, 1 for references)
   --seed N            seed of the random inputs (default: fixed)
   --no-check          skip the correctness check
   --csv               print the table as CSV

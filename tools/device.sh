@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# Build, test, sanitize and benchmark hopattn on the GPU machine, from the repository root.
+#
+#   tools/device.sh prepare                  on the development machine, before the first device
+#                                            run: copies GoogleTest's sources to .third_party/
+#                                            (the device has no GoogleTest and no network; carry
+#                                            .third_party with the run)
+#   tools/device.sh [STEP ...]               on the device; STEP is one of
+#     build      configure (cmake --preset default, CUDA required) and build on every core
+#     test       ctest -L gpu: every GPU test, with its output
+#     sanitize   compute-sanitizer memcheck and racecheck over a subset of the GPU tests
+#     bench      the CLI tour, then per-family benchmarks
+#     ceilings   copy/read/write bandwidth and bf16/fp8 GEMM rate of this GPU
+#     all        build test sanitize bench ceilings (default)
+#
+# Every step after `build` builds first when it has not run yet (a no-op on a built tree). A
+# failed build stops the run; any other failing step is recorded and the next one runs. Each step
+# writes $OUT/<step>.log (OUT defaults to out/device); a summary table (step, status, seconds) is
+# printed last and written to $OUT/summary.txt. Exit code: 0 when every step passed.
+#
+# Environment: OUT, JOBS (default nproc), MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters),
+# <STEP>_TIMEOUT in seconds (BUILD_TIMEOUT, TEST_TIMEOUT, SANITIZE_TIMEOUT, BENCH_TIMEOUT,
+# CEILINGS_TIMEOUT), GTEST_SRC (prepare: default /usr/src/googletest).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+OUT_DIR=${OUT:-$ROOT/out/device}
+BUILD_DIR=$ROOT/build  # the binaryDir of CMakePresets.json's "default" preset
+JOBS=${JOBS:-$(nproc)}
+GPU_TESTS=$BUILD_DIR/tests/hopattn_gpu_tests
+CLI=$BUILD_DIR/bench/hopattn
+
+# Small enough to finish under the sanitizers in a few minutes: the naive reference's grid, the
+# single-shape kernel tests and the PTX unit tests (memcheck); a handful of each for racecheck.
+MEMCHECK_FILTER=${MEMCHECK_FILTER:-'Grid/Naive*:FwdKernel.*:Ptx*:Grid/DecodeKernel.*:Grid/MergeKernel.*'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'Grid/NaiveFwd.MatchesReference/b1_q1_kv113*:Grid/NaiveFwd.MatchesReference/paged16_hnd_csr*:Grid/NaiveDecode.MatchesReference/tree_q4_bf16:Grid/NaiveDecode.MatchesReference/beams3_ps16:FwdKernel.SingleTile:FwdKernel.Sinks:PtxPipeline.*'}
+
+SUMMARY=()
+BUILD_STATUS=""  # "", ok or failed
+
+usage() {
+  sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+print_summary() {
+  [[ ${#SUMMARY[@]} -gt 0 ]] || return 0
+  mkdir -p "$OUT_DIR"
+  {
+    printf '\n%-20s %-28s %8s\n' step status seconds
+    printf '%-20s %-28s %8s\n' -------------------- ---------------------------- --------
+    local row
+    for row in "${SUMMARY[@]}"; do
+      IFS='|' read -r name status secs <<<"$row"
+      printf '%-20s %-28s %8s\n' "$name" "$status" "$secs"
+    done
+  } | tee "$OUT_DIR/summary.txt"
+}
+trap print_summary EXIT
+
+record() { SUMMARY+=("$1|$2|$3"); }
+
+status_of() {  # exit code -> status word (timeout(1) exits 124 on expiry, 137 after KILL)
+  case $1 in
+    0) echo ok ;;
+    124 | 137) echo "TIMEOUT" ;;
+    *) echo "FAILED (exit $1)" ;;
+  esac
+}
+
+# run_part NAME LOG TIMEOUT CMD...: runs one command with a time limit, appending its output to
+# LOG and to the terminal, and records it in the summary. Returns the command's exit code.
+run_part() {
+  local name=$1 log=$2 limit=$3
+  shift 3
+  local start=$SECONDS rc=0
+  echo "=== $name: $*" | tee -a "$log"
+  set +e
+  timeout --kill-after=15 "$limit" "$@" 2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  record "$name" "$(status_of "$rc")" $((SECONDS - start))
+  return "$rc"
+}
+
+find_tool() {  # find_tool NAME: on PATH, else in the CUDA toolkit
+  local name=$1 dir
+  if command -v "$name" >/dev/null 2>&1; then
+    command -v "$name"
+    return 0
+  fi
+  for dir in /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer /usr/local/cuda-13.0/bin; do
+    if [[ -x $dir/$name ]]; then
+      echo "$dir/$name"
+      return 0
+    fi
+  done
+  return 1
+}
+
+step_prepare() {
+  local src=${GTEST_SRC:-/usr/src/googletest}
+  if [[ ! -f $src/CMakeLists.txt ]]; then
+    echo "prepare: no GoogleTest sources at $src (install googletest, or set GTEST_SRC)" >&2
+    return 1
+  fi
+  rm -rf .third_party/googletest
+  mkdir -p .third_party
+  cp -r "$src" .third_party/googletest
+  echo "prepare: copied $src to .third_party/googletest ($(du -sh .third_party | cut -f1))."
+  echo "prepare: .third_party is git-ignored: carry it with the device run (carry: [\".third_party\"])."
+}
+
+step_build() {
+  local log=$OUT_DIR/build.log
+  : >"$log"
+  if ! command -v nvcc >/dev/null 2>&1; then
+    local nvcc
+    if nvcc=$(find_tool nvcc); then
+      PATH="$(dirname "$nvcc"):$PATH"
+      export PATH
+    fi
+  fi
+  {
+    echo "=== machine"
+    date -u
+    nvidia-smi || echo "(nvidia-smi failed)"
+    nvcc --version || echo "(no nvcc on PATH)"
+    cmake --version | head -1
+    echo "cores: $(nproc), jobs: $JOBS"
+  } 2>&1 | tee -a "$log"
+  local gtest=()
+  if [[ -f .third_party/googletest/CMakeLists.txt ]]; then
+    gtest=(-DHOPATTN_GTEST_SOURCE_DIR="$ROOT/.third_party/googletest")
+  fi
+  local rc=0
+  run_part configure "$log" "${BUILD_TIMEOUT:-900}" \
+    cmake --preset default -DHOPATTN_CUDA=ON "${gtest[@]}" || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    run_part build "$log" "${BUILD_TIMEOUT:-900}" cmake --build "$BUILD_DIR" -j"$JOBS" || rc=$?
+  fi
+  BUILD_STATUS=$([[ $rc -eq 0 ]] && echo ok || echo failed)
+  return "$rc"
+}
+
+ensure_built() {
+  [[ -z $BUILD_STATUS ]] && { step_build || true; }
+  [[ $BUILD_STATUS == ok ]]
+}
+
+step_test() {
+  local log=$OUT_DIR/test.log
+  : >"$log"
+  # Several test processes share the GPU; each one's CPU reference uses every core anyway.
+  run_part test "$log" "${TEST_TIMEOUT:-420}" \
+    ctest --test-dir "$BUILD_DIR" -L gpu -j 8 -V --timeout 300
+}
+
+step_sanitize() {
+  local log=$OUT_DIR/sanitize.log rc=0 sanitizer
+  : >"$log"
+  if ! sanitizer=$(find_tool compute-sanitizer); then
+    echo "sanitize: compute-sanitizer not found" | tee -a "$log"
+    record sanitize "FAILED (no compute-sanitizer)" 0
+    return 1
+  fi
+  run_part sanitize:memcheck "$log" "${SANITIZE_TIMEOUT:-300}" \
+    "$sanitizer" --tool memcheck --error-exitcode 99 --print-limit 20 \
+    "$GPU_TESTS" --gtest_filter="$MEMCHECK_FILTER" || rc=$?
+  run_part sanitize:racecheck "$log" "${SANITIZE_TIMEOUT:-300}" \
+    "$sanitizer" --tool racecheck --error-exitcode 99 --print-limit 20 \
+    "$GPU_TESTS" --gtest_filter="$RACECHECK_FILTER" || rc=$?
+  return "$rc"
+}
+
+step_bench() {
+  local log=$OUT_DIR/bench.log rc=0
+  : >"$log"
+  local limit=${BENCH_TIMEOUT:-240}
+  run_part bench:tour "$log" "$limit" "$CLI" || rc=$?
+  run_part bench:fwd-8k "$log" "$limit" \
+    "$CLI" bench fwd --batch 1 --q-len 8192 --kv-len 8192 --heads 32:8 --causal || rc=$?
+  run_part bench:fwd-paged "$log" "$limit" \
+    "$CLI" bench fwd --batch 4 --q-len 2048 --kv-len 2048 --heads 32:8 --causal --page-size 64 ||
+    rc=$?
+  run_part bench:decode-fp8 "$log" "$limit" \
+    "$CLI" bench decode --batch 64 --kv-len 8192 --heads 32:8 --kv-dtype fp8_e4m3 || rc=$?
+  run_part bench:decode-spec "$log" "$limit" \
+    "$CLI" bench decode --batch 32 --q-len 4 --kv-len 4096 --heads 32:8 --page-size 64 || rc=$?
+  run_part bench:mla "$log" "$limit" "$CLI" bench mla || rc=$?
+  run_part bench:merge "$log" "$limit" "$CLI" bench merge || rc=$?
+  return "$rc"
+}
+
+step_ceilings() {
+  local log=$OUT_DIR/ceilings.log
+  : >"$log"
+  run_part ceilings "$log" "${CEILINGS_TIMEOUT:-180}" "$BUILD_DIR/bench/hopattn_ceilings"
+}
+
+main() {
+  local steps=("$@") failed=0 step
+  [[ ${#steps[@]} -gt 0 ]] || steps=(all)
+  if [[ " ${steps[*]} " == *" all "* ]]; then steps=(build test sanitize bench ceilings); fi
+  for step in "${steps[@]}"; do
+    case $step in
+      prepare | build | test | sanitize | bench | ceilings) ;;
+      -h | --help | help)
+        usage
+        exit 0
+        ;;
+      *)
+        echo "device.sh: unknown step '$step' (expected prepare, build, test, sanitize, bench," \
+          "ceilings or all)" >&2
+        exit 2
+        ;;
+    esac
+  done
+  mkdir -p "$OUT_DIR"
+  for step in "${steps[@]}"; do
+    if [[ $step == prepare ]]; then
+      step_prepare || failed=1
+      continue
+    fi
+    if [[ $step == build ]]; then
+      step_build || failed=1
+    elif ! ensure_built; then
+      record "$step" "skipped (build failed)" 0
+      failed=1
+      continue
+    else
+      "step_$step" || failed=1
+    fi
+  done
+  if [[ $BUILD_STATUS == failed ]]; then
+    echo "device.sh: the build failed, so nothing ran on the GPU (see $OUT_DIR/build.log)" >&2
+  fi
+  return "$failed"
+}
+
+main "$@"

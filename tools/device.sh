@@ -129,9 +129,11 @@ step_build() {
     cmake --version | head -1
     echo "cores: $(nproc), jobs: $JOBS"
   } 2>&1 | tee -a "$log"
+  # The carried GoogleTest sources when present, even where a package exists: one path everywhere.
   local gtest=()
   if [[ -f .third_party/googletest/CMakeLists.txt ]]; then
-    gtest=(-DHOPATTN_GTEST_SOURCE_DIR="$ROOT/.third_party/googletest")
+    gtest=(-DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
+      -DHOPATTN_GTEST_SOURCE_DIR="$ROOT/.third_party/googletest")
   fi
   local rc=0
   run_part configure "$log" "${BUILD_TIMEOUT:-900}" \

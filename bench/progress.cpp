@@ -34,14 +34,16 @@ Progress::~Progress() {
   }
 }
 
-void Progress::set_detail(std::string detail) {
+void Progress::set_detail(std::string detail, double within_step) {
   std::lock_guard<std::mutex> lock(mutex_);
   detail_ = std::move(detail);
+  within_ = within_step;
 }
 
 void Progress::step_done() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++done_;
+  within_ = 0.0;
 }
 
 void Progress::ticker() {
@@ -57,7 +59,7 @@ void Progress::draw() {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (elapsed < kShowAfterSeconds) return;
-  const int filled = done_ * kBarWidth / total_;
+  const int filled = static_cast<int>((done_ + within_) * kBarWidth / total_);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(kBarWidth, '.');
   std::fprintf(stderr, "\r\033[K%s [%s] %d/%d %5.1fs  %s", title_.c_str(), bar.c_str(), done_,

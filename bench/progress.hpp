@@ -18,7 +18,8 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  void set_detail(std::string detail);  // what the current step is doing
+  // What the current step is doing, and how far into it (0..1) the bar should show.
+  void set_detail(std::string detail, double within_step = 0.0);
   void step_done();
 
  private:
@@ -34,6 +35,7 @@ class Progress {
   bool stop_ = false;
   bool drawn_ = false;
   int done_ = 0;
+  double within_ = 0.0;
   std::string detail_;
   std::thread thread_;
 };

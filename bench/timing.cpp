@@ -21,9 +21,11 @@ Timing summarize(std::vector<double> ms) {
   return t;
 }
 
-void report(Progress* progress, const char* what, int i, int n) {
+// The timed iterations fill the bar's current step (the first run and the check precede them).
+void report(Progress* progress, const char* what, int i, int n, bool timed) {
   if (progress != nullptr) {
-    progress->set_detail(std::string(what) + " " + std::to_string(i + 1) + "/" + std::to_string(n));
+    progress->set_detail(std::string(what) + " " + std::to_string(i + 1) + "/" + std::to_string(n),
+                         timed ? double(i) / n : 0.0);
   }
 }
 
@@ -31,12 +33,12 @@ void report(Progress* progress, const char* what, int i, int n) {
 
 Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress) {
   for (int i = 0; i < warmup; ++i) {
-    report(progress, "warmup", i, warmup);
+    report(progress, "warmup", i, warmup, false);
     fn();
   }
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
-    report(progress, "timing", i, iters);
+    report(progress, "timing", i, iters, true);
     const auto start = std::chrono::steady_clock::now();
     fn();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -47,14 +49,14 @@ Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress
 
 Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress) {
   for (int i = 0; i < warmup; ++i) {
-    report(progress, "warmup", i, warmup);
+    report(progress, "warmup", i, warmup, false);
     fn();
   }
   device_synchronize();
   GpuTimer timer;
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
-    report(progress, "timing", i, iters);
+    report(progress, "timing", i, iters, true);
     flush_l2();
     timer.start();
     fn();

@@ -113,14 +113,14 @@ struct CtaShared {
   float row_factor[kMaxRowsPerCta];  // output scale of each row
 };
 
-__device__ __forceinline__ int min_i64_to_int(int64_t a, int64_t b) {
+HOPATTN_HOST_DEVICE int min_i64_to_int(int64_t a, int64_t b) {
   const int64_t m = a < b ? a : b;
   return static_cast<int>(m > INT_MAX ? INT_MAX : (m < INT_MIN ? INT_MIN : m));
 }
 
 // Tokens row b's page list can address; kv_lens beyond it (invalid input) are clamped, so the
 // kernel never reads past the page list.
-__device__ __forceinline__ int kv_len_of(const Params& p, int row) {
+HOPATTN_HOST_DEVICE int kv_len_of(const Params& p, int row) {
   const int64_t len = p.kv_lens[row * p.kv_lens_stride];
   const int64_t pages = p.block_table != nullptr ? p.max_pages
                                                  : int64_t(p.indptr[(row + 1) * p.indptr_stride]) -
@@ -131,14 +131,14 @@ __device__ __forceinline__ int kv_len_of(const Params& p, int row) {
 
 // First key any query of a request of `kv_len` keys sees (sliding window); keys before it are
 // never loaded, so evicted pages are never dereferenced.
-__device__ __forceinline__ int window_first_key(const Params& p, int kv_len) {
+HOPATTN_HOST_DEVICE int window_first_key(const Params& p, int kv_len) {
   if (p.mask.window_left < 0) return 0;
   const int64_t lo = int64_t(kv_len) - p.q_len - p.mask.window_left;
   return lo < 0 ? 0 : static_cast<int>(lo);
 }
 
-__device__ inline void setup_cta(const Params& p, CtaShared& cs, int request, int row_begin,
-                                 int rows_valid, int split) {
+HOPATTN_HOST_DEVICE void setup_cta(const Params& p, CtaShared& cs, int request, int row_begin,
+                                   int rows_valid, int split) {
   const int width = p.beam_width;
   const int rows_per_beam = p.q_len * p.group;
   cs.beam_lo = row_begin / rows_per_beam;
@@ -146,7 +146,7 @@ __device__ inline void setup_cta(const Params& p, CtaShared& cs, int request, in
   int shortest = INT_MAX;
   for (int w = 0; w < width; ++w) {
     cs.kv_len[w] = kv_len_of(p, request * width + w);
-    shortest = min(shortest, cs.kv_len[w]);
+    shortest = smaller(shortest, cs.kv_len[w]);
   }
 
   int n = 0, tiles = 0;
@@ -166,13 +166,14 @@ __device__ inline void setup_cta(const Params& p, CtaShared& cs, int request, in
     add_segment(request, window_first_key(p, cs.kv_len[0]), cs.kv_len[0], -1);
   } else {
     int shared = p.shared_kv_lens[request * p.shared_stride];
-    shared = max(0, min(shared, shortest));
+    shared = larger(0, smaller(shared, shortest));
     int lo = INT_MAX;
-    for (int w = cs.beam_lo; w <= cs.beam_hi; ++w) lo = min(lo, window_first_key(p, cs.kv_len[w]));
+    for (int w = cs.beam_lo; w <= cs.beam_hi; ++w)
+      lo = smaller(lo, window_first_key(p, cs.kv_len[w]));
     add_segment(request * width, lo, shared, -1);
     for (int w = cs.beam_lo; w <= cs.beam_hi; ++w) {
-      add_segment(request * width + w, max(shared, window_first_key(p, cs.kv_len[w])), cs.kv_len[w],
-                  w);
+      add_segment(request * width + w, larger(shared, window_first_key(p, cs.kv_len[w])),
+                  cs.kv_len[w], w);
     }
   }
   cs.num_segments = n;
@@ -188,12 +189,12 @@ __device__ inline void setup_cta(const Params& p, CtaShared& cs, int request, in
   for (int w = cs.beam_lo; w <= cs.beam_hi; ++w) {
     const int64_t kv_len = cs.kv_len[w];
     const int64_t first_diag = kv_len - p.q_len, last_diag = kv_len - 1;
-    if (p.mask.window_left >= 0) full_lo = max(full_lo, last_diag - p.mask.window_left);
+    if (p.mask.window_left >= 0) full_lo = larger(full_lo, last_diag - p.mask.window_left);
     int64_t hi = kv_len - 1;
-    if (p.tree_mask == nullptr && p.mask.causal) hi = min(hi, first_diag);
-    if (p.mask.window_right >= 0) hi = min(hi, first_diag + p.mask.window_right);
-    full_hi = min(full_hi, hi);
-    if (p.tree_mask != nullptr) draft_min = min(draft_min, first_diag);
+    if (p.tree_mask == nullptr && p.mask.causal) hi = smaller(hi, first_diag);
+    if (p.mask.window_right >= 0) hi = smaller(hi, first_diag + p.mask.window_right);
+    full_hi = smaller(full_hi, hi);
+    if (p.tree_mask != nullptr) draft_min = smaller(draft_min, first_diag);
   }
   cs.full_lo = min_i64_to_int(full_lo, INT_MAX);
   cs.full_hi = min_i64_to_int(full_hi, INT_MAX);
@@ -207,15 +208,15 @@ struct TileInfo {
   int beam;
 };
 
-__device__ __forceinline__ TileInfo tile_info(const CtaShared& cs, int k) {
+HOPATTN_HOST_DEVICE TileInfo tile_info(const CtaShared& cs, int k) {
   const int t = cs.tile_begin + k;
   int s = 0;
   while (s + 1 < cs.num_segments && cs.seg_first_tile[s + 1] <= t) ++s;
   const int start = cs.seg_lo[s] + (t - cs.seg_first_tile[s]) * kTileTokens;
-  return {s, start, min(start + kTileTokens, cs.seg_hi[s]), cs.seg_beam[s]};
+  return {s, start, smaller(start + kTileTokens, cs.seg_hi[s]), cs.seg_beam[s]};
 }
 
-__device__ inline RowMask row_mask(const Params& p, const CtaShared& cs, int request, int row) {
+HOPATTN_HOST_DEVICE RowMask row_mask(const Params& p, const CtaShared& cs, int request, int row) {
   RowMask m{1, 0, INT_MAX, -2, 0u};
   if (row >= p.rows_per_request) return m;  // padding row of the last row tile
   const int w = row / (p.q_len * p.group);
@@ -223,9 +224,9 @@ __device__ inline RowMask row_mask(const Params& p, const CtaShared& cs, int req
   const int64_t kv_len = cs.kv_len[w];
   const int64_t diag = kv_len - p.q_len + i;
   int64_t hi = kv_len - 1;
-  if (p.tree_mask == nullptr && p.mask.causal) hi = min(hi, diag);
-  if (p.mask.window_right >= 0) hi = min(hi, diag + p.mask.window_right);
-  const int64_t lo = p.mask.window_left >= 0 ? max(int64_t(0), diag - p.mask.window_left) : 0;
+  if (p.tree_mask == nullptr && p.mask.causal) hi = smaller(hi, diag);
+  if (p.mask.window_right >= 0) hi = smaller(hi, diag + p.mask.window_right);
+  const int64_t lo = p.mask.window_left >= 0 ? larger(int64_t(0), diag - p.mask.window_left) : 0;
   m.lo = min_i64_to_int(lo, INT_MAX);
   m.hi = min_i64_to_int(hi, INT_MAX);
   m.beam = w;
@@ -238,7 +239,7 @@ __device__ inline RowMask row_mask(const Params& p, const CtaShared& cs, int req
   return m;
 }
 
-__device__ __forceinline__ bool key_visible(const RowMask& m, int key, int beam) {
+HOPATTN_HOST_DEVICE bool key_visible(const RowMask& m, int key, int beam) {
   if (key < m.lo || key > m.hi) return false;
   if (beam >= 0 && beam != m.beam) return false;
   if (key >= m.draft && ((m.bits >> (key - m.draft)) & 1u) == 0) return false;

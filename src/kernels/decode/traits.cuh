@@ -5,7 +5,23 @@
 #include <cstddef>
 #include <cstdint>
 
+// The schedule (schedule.cuh) also compiles as plain C++, so the CPU tests can check it.
+#if defined(__CUDACC__)
+#define HOPATTN_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define HOPATTN_HOST_DEVICE inline
+#endif
+
 namespace hopattn::kernels::decode {
+
+template <class T>
+HOPATTN_HOST_DEVICE constexpr T smaller(T a, T b) {
+  return a < b ? a : b;
+}
+template <class T>
+HOPATTN_HOST_DEVICE constexpr T larger(T a, T b) {
+  return a < b ? b : a;
+}
 
 inline constexpr int kThreads = 128;  // 4 warps
 inline constexpr int kWarps = kThreads / 32;

@@ -46,7 +46,7 @@ struct Command {
   enum class Kind { kTour, kBench, kHelp, kBenchHelp };
   Kind kind = Kind::kTour;
   Family family = Family::kFwd;
-  BenchFlags flags;  // bench; the tour reads csv, seed and check only
+  BenchFlags flags;  // bench; the tour reads csv and seed only
 };
 
 Command parse_command(int argc, const char* const* argv);

@@ -3,6 +3,7 @@
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
+#include "kernels/bwd/launch.hpp"
 #include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/merge/launch.hpp"
@@ -34,11 +35,24 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
   reference::attention_fwd(args, opts);
 }
 
-size_t attention_bwd_workspace_size(const BwdArgs&, const AttentionOptions&) { return 0; }
+// Pure host function of the shapes (no CUDA call, also in builds without CUDA): the validator
+// and the Python support probes call it too, so it must not validate or read tensor data.
+size_t attention_bwd_workspace_size(const BwdArgs& args, const AttentionOptions&) {
+  if (!args.fwd.q.is_cuda()) return 0;
+  return kernels::bwd::workspace_size(args);
+}
 
-void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream) {
+void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream stream) {
   validate::attention_bwd(args, opts);
-  if (args.fwd.q.is_cuda()) no_gpu_kernel("attention_bwd");
+  if (args.fwd.q.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::bwd::run(args, opts, stream);
+    return;
+#else
+    (void)stream;
+    no_gpu_kernel("attention_bwd");
+#endif
+  }
   reference::attention_bwd(args, opts);
 }
 

@@ -741,6 +741,9 @@ TEST(ValidateBwd, CudaGradientsNeedTmaLayouts) {
   for (TensorView* t : {&b.args.dout, &b.args.dq, &b.args.dk, &b.args.dv, &b.args.dsinks}) {
     *t = on_cuda(*t);
   }
+  // CUDA calls need the workspace attention_bwd_workspace_size reports (never read here).
+  std::vector<uint8_t> workspace(hopattn::attention_bwd_workspace_size(b.args, b.fwd.opts));
+  b.args.workspace = {workspace.data(), workspace.size()};
   EXPECT_TRUE(passes([&] { validate_bwd(b); }));
   b.args.dq = with_strides(b.args.dq, {5 * 8 * 64, 8 * 64, 64, 3});
   EXPECT_TRUE(throws_error([&] { validate_bwd(b); }, ErrorKind::kValue,

@@ -1,0 +1,119 @@
+// The main bwd kernel: one CTA per (KV block, KV head, request); warpgroup 0 is the producer
+// (warp 0 loads, warp 1 reduce-adds dQ; their registers go to the MMA warpgroups), warpgroups 1
+// and 2 each own 64 of the block's 128 keys and keep their dK and dV in registers across every
+// q head of the GQA group and every q tile. See README.md in this folder.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bwd/mainloop.cuh"
+#include "kernels/bwd/traits.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/pack.cuh"
+#include "ptx/setmaxnreg.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/warpgroup.cuh"
+
+namespace hopattn::kernels::bwd {
+
+// dK (scaled) and dV of one MMA warpgroup's 64 keys, straight from the accumulators: register i
+// holds key row half (i >> 1) & 1 and column 8 (i >> 2) + 2 (lane % 4) + (i & 1), so each 4-byte
+// store writes a column pair. Keys past kv_len are not written.
+template <class Traits, int kRegs>
+__device__ __forceinline__ void store_key_rows(void* out, int64_t batch_stride, int64_t row_stride,
+                                               int64_t head_stride, const CtaWork& w, int wg,
+                                               int tid, const float (&acc)[kRegs], float scale) {
+  using Elt = typename Traits::Elt;
+  const int lane = tid % 32;
+  const int key0 = w.n_block * Traits::kBlockN + wg * 64 + (tid / 32) * 16 + lane / 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + 8 * h;
+    if (key >= w.seq.seqlen_k) continue;
+    Elt* row = static_cast<Elt*>(out) + w.batch * batch_stride +
+               static_cast<int64_t>(w.seq.row_k + key) * row_stride + w.kv_head * head_stride +
+               2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < kRegs / 4; ++c) {
+      *reinterpret_cast<uint32_t*>(row + 8 * c) =
+          ptx::pack2<Elt>(acc[4 * c + 2 * h] * scale, acc[4 * c + 2 * h + 1] * scale);
+    }
+  }
+}
+
+// Softcap is a compile-time choice of the MMA code (the kernel branches once at the top): as a
+// run-time test inside the score loops it keeps both variants' values live and costs registers.
+template <class Traits, bool kSoftcap>
+__device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
+                        int wg) {
+  using Mainloop = BwdMainloop<Traits>;
+  float dk[Traits::kDkRegs];
+  float dv[Traits::kDvRegs];
+#pragma unroll
+  for (int i = 0; i < Traits::kDkRegs; ++i) dk[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < Traits::kDvRegs; ++i) dv[i] = 0.f;
+  const typename Mainloop::MmaThread t{wg};
+  if (w.has_steps()) {
+    wait_barrier(sm.kv_full(), 0);
+    typename Mainloop::Steps st;
+    for (int r = 0; r < p.group; ++r) {
+      for (int m = w.m_begin; m < w.m_end; ++m) {
+        Mainloop::template step<kSoftcap>(p, sm, w, t, m, st, dk, dv);
+        st.advance();
+      }
+    }
+  }
+  // Keys no query sees (or a request without queries) get zero gradients.
+  store_key_rows<Traits>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, w, wg, t.tid(),
+                         dk, p.scale);
+  store_key_rows<Traits>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, w, wg, t.tid(),
+                         dv, 1.f);
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    bwd_kernel(const __grid_constant__ BwdParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const CtaWork w = make_cta_work<Traits>(p);
+  if (!w.has_keys()) return;  // a varlen request shorter than this block: nothing to do
+
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(sm.kv_full(), 1);
+    for (int s = 0; s < Traits::kStages; ++s) {
+      ptx::mbarrier_init(sm.q_full(s), 1);
+      ptx::mbarrier_init(sm.q_empty(s), Traits::kMmaThreads);
+      ptx::mbarrier_init(sm.do_full(s), 1);
+      ptx::mbarrier_init(sm.do_empty(s), Traits::kMmaThreads);
+    }
+    for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
+      ptx::mbarrier_init(sm.dq_full(g), 128);
+      ptx::mbarrier_init(sm.dq_empty(g), 1);
+    }
+  }
+  __syncthreads();
+
+  const int warpgroup = ptx::warpgroup_index();
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
+    if (!w.has_steps()) return;
+    if (threadIdx.x == 0) {
+      ptx::prefetch_tensor_map(&p.tm_k);
+      ptx::prefetch_tensor_map(&p.tm_v);
+      BwdMainloop<Traits>::load(p, sm, w);
+    } else if (threadIdx.x == 32) {
+      BwdMainloop<Traits>::store_dq(p, sm, w);
+    }
+  } else {
+    ptx::setmaxnreg_inc<Traits::kMmaRegisters>();
+    if (p.softcap_scale > 0.f) {
+      run_mma<Traits, true>(p, sm, w, warpgroup - 1);
+    } else {
+      run_mma<Traits, false>(p, sm, w, warpgroup - 1);
+    }
+  }
+}
+
+}  // namespace hopattn::kernels::bwd

@@ -1,0 +1,477 @@
+// Mainloop of the bwd kernel. A CTA owns one KV block (kBlockN keys of one KV head and request)
+// and walks, for each q head of the KV head's GQA group, the q tiles whose rows see those keys.
+// Three roles, each walking that same (head, q tile) sequence:
+//
+//   loader (producer warp 0, one thread): K and V once (kv_full); per step Q + lse_log2 into
+//       q ring stage s (q_full/q_empty) and dO + delta into dO stage s (do_full/do_empty).
+//   MMA warpgroup w (keys 64w..64w+63 of the block), per step, operands swapped so that the keys
+//       are the wgmma M dimension and P^T, dS^T stay in registers as A fragments:
+//         S^T = K_w Q^T,  dP^T = V_w dO^T                         (SS, async)
+//         P^T = 2^(S^T scale_log2 - lse_log2),  dS^T = P^T (dP^T - delta)   (softcap: * (1 - t^2))
+//         dS^T -> shared memory (both warpgroups: the full kBlockN x kBlockM dS)
+//         dQ_w = dS K[:, cols of w] (SS, both operands MN-major)   -> fp32 staging buffer w
+//         dV += P^T dO,  dK += dS^T Q                              (RS, registers across steps)
+//   dQ writer (producer warp 1, one thread): bulk reduce-adds each staging buffer into the fp32
+//       dq_accum tile in global memory; in deterministic mode it first waits until the tile's
+//       semaphore says every lower KV block has added, and bumps it after its own add landed.
+#pragma once
+
+#include <climits>
+#include <cmath>
+
+#include "kernels/bwd/traits.cuh"
+#include "ptx/bulk_copy.cuh"
+#include "ptx/fast_math.cuh"
+#include "ptx/fence.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/named_barrier.cuh"
+#include "ptx/pack.cuh"
+#include "ptx/shared_memory.cuh"
+#include "ptx/shared_vector.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+namespace hopattn::kernels::bwd {
+
+// A wait that has not completed in this long is a pipeline bug (parity, count, byte count) or, in
+// deterministic mode, a KV block that never arrived: trap, so the host gets a launch failure
+// instead of a hung device (no printf: it would serialize the wgmma pipeline).
+inline constexpr uint64_t kHangTimeoutNs = 20'000'000'000ull;
+
+__device__ __forceinline__ void wait_barrier(uint64_t* bar, uint32_t parity) {
+  if (!ptx::mbarrier_wait_parity_for(bar, parity, kHangTimeoutNs)) __trap();
+}
+
+// What one CTA works on; computed identically by every role from blockIdx alone.
+struct CtaWork {
+  int n_block, kv_head, batch;
+  SeqInfo seq;
+  BlockGeometry geo;
+  int m_begin, m_end;  // q tiles meeting the KV block (same for every head of the group)
+
+  __device__ bool has_keys() const { return n_block * kBlockN < seq.seqlen_k; }
+  __device__ bool has_steps() const { return has_keys() && m_begin < m_end; }
+};
+
+template <class Traits>
+__device__ __forceinline__ CtaWork make_cta_work(const BwdParams& p) {
+  CtaWork w;
+  w.n_block = static_cast<int>(blockIdx.x);
+  w.kv_head = static_cast<int>(blockIdx.y);
+  w.batch = static_cast<int>(blockIdx.z);
+  w.seq = seq_info(p.seq, p.ws, Traits::kBlockM, w.batch);
+  w.geo = BlockGeometry{w.seq.seqlen_q, w.seq.seqlen_k,  p.window_left,
+                        p.window_right, Traits::kBlockM, Traits::kBlockN};
+  const BlockGeometry::MRange r =
+      w.has_keys() ? w.geo.m_range(w.n_block) : BlockGeometry::MRange{0, 0};
+  w.m_begin = r.begin;
+  w.m_end = r.end;
+  return w;
+}
+
+// Position in the CTA's step sequence (all heads' q tiles in order): ring stage and phase of the
+// Q/dO rings, dS buffer and dQ hand-over parity.
+template <int kStages>
+struct StepCounter {
+  uint32_t step = 0;
+  __device__ uint32_t stage() const { return step % kStages; }
+  __device__ uint32_t phase() const { return (step / kStages) & 1u; }
+  __device__ uint32_t parity() const { return step & 1u; }  // dS buffer, dQ staging hand-over
+  __device__ void advance() { ++step; }
+};
+
+template <class Traits>
+struct BwdMainloop {
+  using Elt = typename Traits::Elt;
+  using Steps = StepCounter<Traits::kStages>;
+  static constexpr int kM = Traits::kBlockM;
+  static constexpr int kQKPanels = Traits::kHeadDim / Traits::kPanelCols;
+  static constexpr int kVPanels = Traits::kHeadDimV / Traits::kPanelCols;
+
+  // ---------------------------------------------------------------------------- loader
+  __device__ static void load(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w) {
+    ptx::prefetch_tensor_map(&p.tm_q);
+    ptx::prefetch_tensor_map(&p.tm_do);
+    const int key_row = w.seq.row_k + w.n_block * Traits::kBlockN;
+    ptx::mbarrier_arrive_expect_tx(sm.kv_full(), Traits::kKBytes + Traits::kVBytes);
+#pragma unroll
+    for (int i = 0; i < kQKPanels; ++i) {
+      ptx::tma_load_4d(sm.k() + i * Traits::kKVPanelBytes, &p.tm_k, sm.kv_full(),
+                       i * Traits::kPanelCols, w.kv_head, key_row, w.seq.batch_coord);
+    }
+#pragma unroll
+    for (int i = 0; i < kVPanels; ++i) {
+      ptx::tma_load_4d(sm.v() + i * Traits::kKVPanelBytes, &p.tm_v, sm.kv_full(),
+                       i * Traits::kPanelCols, w.kv_head, key_row, w.seq.batch_coord);
+    }
+    Steps st;
+    for (int r = 0; r < p.group; ++r) {
+      const int head = w.kv_head * p.group + r;
+      const int64_t stat_row0 = head * p.ws.rows + w.seq.ws_row0;
+      for (int m = w.m_begin; m < w.m_end; ++m) {
+        const uint32_t s = st.stage();
+        const int q_row = w.seq.row_q + m * kM;
+        wait_barrier(sm.q_empty(s), st.phase() ^ 1);
+        ptx::mbarrier_arrive_expect_tx(sm.q_full(s), Traits::kQStageBytes + Traits::kRowStatBytes);
+#pragma unroll
+        for (int i = 0; i < kQKPanels; ++i) {
+          ptx::tma_load_4d(sm.q(s) + i * Traits::kQPanelBytes, &p.tm_q, sm.q_full(s),
+                           i * Traits::kPanelCols, head, q_row, w.seq.batch_coord);
+        }
+        ptx::bulk_load(sm.lse(s), p.ws.lse_log2 + stat_row0 + m * kM, Traits::kRowStatBytes,
+                       sm.q_full(s));
+        wait_barrier(sm.do_empty(s), st.phase() ^ 1);
+        ptx::mbarrier_arrive_expect_tx(sm.do_full(s),
+                                       Traits::kDoStageBytes + Traits::kRowStatBytes);
+#pragma unroll
+        for (int i = 0; i < kVPanels; ++i) {
+          ptx::tma_load_4d(sm.dout(s) + i * Traits::kQPanelBytes, &p.tm_do, sm.do_full(s),
+                           i * Traits::kPanelCols, head, q_row, w.seq.batch_coord);
+        }
+        ptx::bulk_load(sm.delta(s), p.ws.delta + stat_row0 + m * kM, Traits::kRowStatBytes,
+                       sm.do_full(s));
+        st.advance();
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------- dQ writer
+  __device__ static void store_dq(const BwdParams& p, const SharedPlan<Traits>& sm,
+                                  const CtaWork& w) {
+    constexpr int kTileFloats = kM * Traits::kHeadDim;
+    Steps st;
+    for (int r = 0; r < p.group; ++r) {
+      const int head = w.kv_head * p.group + r;
+      const int64_t tile0 = (head * p.ws.rows + w.seq.ws_row0) / kM;  // tile index of m = 0
+      for (int m = w.m_begin; m < w.m_end; ++m) {
+        float* dst = p.ws.dq_accum + (tile0 + m) * kTileFloats;
+        uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile0 + m : nullptr;
+        if (sem != nullptr) wait_turn(sem, w.n_block - w.geo.first_n_block(m));
+#pragma unroll
+        for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
+          wait_barrier(sm.dq_full(g), st.parity());
+          // By keys, both blocks add to the same floats: in deterministic mode the first sum must
+          // have landed before the second starts, so that the order is always 0 then 1.
+          constexpr DqSplit kSplit = Traits::kDqSplit;
+          if (kSplit.by_keys() && g > 0 && sem != nullptr) ptx::bulk_wait_all<0>();
+          ptx::bulk_reduce_add_f32(dst + kSplit.block_offset(g), sm.dq(g), Traits::kDqStageBytes);
+          ptx::bulk_commit();
+        }
+        ptx::bulk_wait_read<1>();
+        ptx::mbarrier_arrive(sm.dq_empty(0));
+        ptx::bulk_wait_read<0>();
+        ptx::mbarrier_arrive(sm.dq_empty(1));
+        if (sem != nullptr) {
+          // The sums must have landed in global memory before the next KV block may add.
+          ptx::bulk_wait_all<0>();
+          ptx::fence_proxy_async_all();
+          ptx::red_add_release_gpu(sem, 1);
+        }
+        st.advance();
+      }
+    }
+    ptx::bulk_wait_all<0>();  // nothing may be in flight when the CTA exits
+  }
+
+  // Deterministic order: KV block n adds to a dQ tile after exactly `turn` lower blocks did.
+  __device__ static void wait_turn(const uint32_t* sem, int turn) {
+    if (ptx::load_acquire_gpu(sem) != static_cast<uint32_t>(turn)) {
+      const uint64_t start = ptx::global_timer_ns();
+      while (ptx::load_acquire_gpu(sem) != static_cast<uint32_t>(turn)) {
+        ptx::nanosleep(64);
+        if (ptx::global_timer_ns() - start > kHangTimeoutNs) __trap();
+      }
+    }
+    ptx::fence_proxy_async_all();  // the bulk reduction that follows is ordered after the read
+  }
+
+  // ---------------------------------------------------------------------------- MMA warpgroups
+  using STile = float[Traits::kSRegs];
+  using Fragments = uint32_t[Traits::kMSteps][4];
+
+  // Identity of an MMA thread. Only the warpgroup index is kept; the thread's position is read
+  // again from threadIdx where it is needed (cheaper than the registers it would hold across the
+  // main loop, whose budget the dK/dV and score accumulators use up).
+  struct MmaThread {
+    int wg;  // 0 or 1: keys 64 wg .. 64 wg + 63 of the block
+    __device__ int tid() const { return static_cast<int>(threadIdx.x) % 128; }
+    __device__ int lane() const { return static_cast<int>(threadIdx.x) % 32; }
+  };
+
+  // Query rows [lo[h], hi[h]] that key row h of this thread (h = 0: block row
+  // 64 wg + 16 (tid / 32) + lane / 4; h = 1: 8 further) sees; empty (lo > hi) past kv_len.
+  struct KeyRows {
+    int lo[2], hi[2];
+  };
+  __device__ static KeyRows key_rows(const BwdParams& p, const CtaWork& w, const MmaThread& t) {
+    constexpr int64_t kFar = int64_t{1} << 30;
+    KeyRows k;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t key = int64_t{w.n_block} * Traits::kBlockN + t.wg * 64 + (t.tid() / 32) * 16 +
+                          t.lane() / 4 + 8 * h;
+      int64_t lo = p.window_right >= 0 ? key - w.geo.diag() - p.window_right : -1;
+      const int64_t hi = p.window_left >= 0 ? key - w.geo.diag() + p.window_left : kFar;
+      if (key >= w.seq.seqlen_k) lo = kFar;
+      k.lo[h] = static_cast<int>(lo < -1 ? -1 : (lo > kFar ? kFar : lo));
+      k.hi[h] = static_cast<int>(hi < -1 ? -1 : (hi > kFar ? kFar : hi));
+    }
+    return k;
+  }
+
+  // Register i of an m64nN accumulator: row (key) half (i >> 1) & 1, column (query)
+  // 8 (i >> 2) + 2 (lane % 4) + (i & 1).
+  __device__ static int column_of(int i, int lane) {
+    return 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
+  }
+
+  // S^T = K_w Q^T (K-major both): k16 step j reads 16 columns of panel j / 4.
+  __device__ static void issue_s(STile& s, uint64_t k_desc, uint64_t q_desc) {
+#pragma unroll
+    for (int j = 0; j < Traits::kQKSteps; ++j) {
+      ptx::wgmma_ss<kM, Elt, 0, 0>(
+          s, ptx::desc_advance(k_desc, (j / 4) * Traits::kKVPanelBytes + (j % 4) * 32),
+          ptx::desc_advance(q_desc, (j / 4) * Traits::kQPanelBytes + (j % 4) * 32),
+          j > 0 ? 1u : 0u);
+    }
+  }
+
+  // dP^T = V_w dO^T (K-major both).
+  __device__ static void issue_dp(STile& dp, uint64_t v_desc, uint64_t do_desc) {
+#pragma unroll
+    for (int j = 0; j < Traits::kVSteps; ++j) {
+      ptx::wgmma_ss<kM, Elt, 0, 0>(
+          dp, ptx::desc_advance(v_desc, (j / 4) * Traits::kKVPanelBytes + (j % 4) * 32),
+          ptx::desc_advance(do_desc, (j / 4) * Traits::kQPanelBytes + (j % 4) * 32),
+          j > 0 ? 1u : 0u);
+    }
+  }
+
+  // dQ_w = dS K[:, cols]: A = dS^T stored [key][q] (MN-major, transposed A), B = K stored
+  // [key][d] (MN-major, transposed B); k16 step j = keys 16j..16j+15 = 2048 bytes further.
+  __device__ static void issue_dq(float (&dq)[Traits::kDqRegs], uint64_t ds_desc, uint64_t k_desc) {
+#pragma unroll
+    for (int j = 0; j < Traits::kNSteps; ++j) {
+      ptx::wgmma_ss<Traits::kDqCols, Elt, 1, 1>(dq, ptx::desc_advance(ds_desc, 2048 * j),
+                                                ptx::desc_advance(k_desc, 2048 * j),
+                                                j > 0 ? 1u : 0u);
+    }
+  }
+
+  // acc += A^T B over the q tile, A^T from registers (P^T or dS^T), B = dO or Q stored [q][d]
+  // (MN-major, transposed B).
+  template <int kN>
+  __device__ static void issue_rs(float (&acc)[kN / 2], const Fragments& a, uint64_t b_desc) {
+#pragma unroll
+    for (int j = 0; j < Traits::kMSteps; ++j) {
+      ptx::wgmma_rs<kN, Elt, 1>(acc, a[j], ptx::desc_advance(b_desc, 2048 * j), 1u);
+    }
+  }
+
+  // After S^T is ready: softcap (s becomes t = tanh), mask, and without softcap P itself.
+  template <bool kSoftcap>
+  __device__ static void scores_to_p(const BwdParams& p, const CtaWork& w, const MmaThread& t,
+                                     STile& s, const float* lse, int q0, bool masked) {
+    if constexpr (kSoftcap) {
+#pragma unroll
+      for (int i = 0; i < Traits::kSRegs; ++i) s[i] = ptx::tanh_approx(s[i] * p.softcap_scale);
+    }
+    if (masked) {
+      const KeyRows k = key_rows(p, w, t);
+      const int lane = t.lane();
+#pragma unroll
+      for (int i = 0; i < Traits::kSRegs; ++i) {
+        const int col = q0 + column_of(i, lane);
+        const int h = (i >> 1) & 1;
+        if (col < k.lo[h] || col > k.hi[h]) s[i] = -INFINITY;
+      }
+    }
+    if constexpr (!kSoftcap) {
+#pragma unroll
+      for (int c = 0; c < Traits::kSRegs / 4; ++c) {
+        const float2 l = *reinterpret_cast<const float2*>(lse + 8 * c + 2 * (t.lane() % 4));
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float lk = (k & 1) ? l.y : l.x;
+          s[4 * c + k] = ptx::exp2_approx(fmaf(s[4 * c + k], p.scale_log2, -lk));
+        }
+      }
+    }
+  }
+
+  // After dP^T is ready: s becomes P^T, dp becomes dS^T (unscaled: the softmax scale is applied
+  // to dK here at the end and to dQ in the postprocess).
+  template <bool kSoftcap>
+  __device__ static void grad_scores(const BwdParams& p, const MmaThread& t, STile& s, STile& dp,
+                                     const float* lse, const float* delta) {
+    const int col0 = 2 * (t.lane() % 4);
+    if constexpr (kSoftcap) {
+#pragma unroll
+      for (int c = 0; c < Traits::kSRegs / 4; ++c) {
+        const float2 d = *reinterpret_cast<const float2*>(delta + 8 * c + col0);
+        const float2 l = *reinterpret_cast<const float2*>(lse + 8 * c + col0);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int i = 4 * c + k;
+          const float tk = s[i];  // -inf where masked: P = 0, and the clamp keeps 1 - t^2 = 0
+          const float pk = ptx::exp2_approx(fmaf(tk, p.scale_log2, -((k & 1) ? l.y : l.x)));
+          const float tc = fmaxf(tk, -1.f);
+          dp[i] = pk * (dp[i] - ((k & 1) ? d.y : d.x)) * (1.f - tc * tc);
+          s[i] = pk;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < Traits::kSRegs / 4; ++c) {
+        const float2 d = *reinterpret_cast<const float2*>(delta + 8 * c + col0);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int i = 4 * c + k;
+          dp[i] = s[i] * (dp[i] - ((k & 1) ? d.y : d.x));
+        }
+      }
+    }
+  }
+
+  // The accumulator of a 64x16 block is in A-fragment order: k16 step j is registers 8j..8j+7.
+  __device__ static void to_fragments(const STile& x, Fragments& f) {
+#pragma unroll
+    for (int j = 0; j < Traits::kMSteps; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) f[j][r] = ptx::pack2<Elt>(x[8 * j + 2 * r], x[8 * j + 2 * r + 1]);
+    }
+  }
+
+  // dS^T of this warpgroup's 64 keys into the dS buffer ([key][64 q], 128B-swizzled): fragment
+  // (j, r) holds q columns 8 (2j + r / 2) + 2 (lane % 4), +1 of key row 64 wg + 16 (tid / 32) +
+  // lane / 4 + 8 (r % 2); the 16-byte chunk c of a row sits at c ^ (row % 8).
+  // A warp's 32 stores of one (j, r) cover 8 rows x 4 lanes on 32 distinct banks.
+  __device__ static void store_ds(uint32_t ds_addr, const MmaThread& t, const Fragments& f) {
+    const int lane = t.lane();
+    const uint32_t g = static_cast<uint32_t>(lane) / 4;  // row % 8
+    const uint32_t row_addr =
+        ds_addr + (t.wg * 64 + (t.tid() / 32) * 16 + static_cast<int>(g)) * Traits::kRowBytes +
+        (lane % 4) * 4;
+#pragma unroll
+    for (int j = 0; j < Traits::kMSteps; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const uint32_t c = 2 * j + r / 2;
+        const uint32_t addr = row_addr + (r % 2) * 8 * Traits::kRowBytes + ((c ^ g) << 4);
+        ptx::st_shared_u32(addr, f[j][r]);
+      }
+    }
+  }
+
+  // dQ block of this warpgroup into its staging buffer, in fragment order (workspace.hpp).
+  __device__ static void stage_dq(float* buf, int tid, const float (&dq)[Traits::kDqRegs]) {
+    const uint32_t base = ptx::smem_address(buf) + static_cast<uint32_t>(tid) * 16u;
+#pragma unroll
+    for (int c = 0; c < Traits::kDqRegs / 4; ++c) {
+      ptx::st_shared_v4_f32(base + c * 128 * 16, dq[4 * c], dq[4 * c + 1], dq[4 * c + 2],
+                            dq[4 * c + 3]);
+    }
+  }
+
+  // A descriptor the compiler must compute where it is used: without this it hoists every k-step's
+  // descriptor of every stage out of the loop and keeps them all live (spilled) across it.
+  __device__ static uint64_t fresh(uint64_t desc) {
+    asm volatile("" : "+l"(desc));
+    return desc;
+  }
+
+  // One step (one q tile of one head) of an MMA warpgroup: dK and dV accumulate in registers.
+  template <bool kSoftcap>
+  __device__ static void step(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
+                              const MmaThread& t, int m, const Steps& st,
+                              float (&dk)[Traits::kDkRegs], float (&dv)[Traits::kDvRegs]) {
+    const uint32_t s = st.stage();
+
+    float sacc[Traits::kSRegs];
+    float dp[Traits::kSRegs];
+    wait_barrier(sm.q_full(s), st.phase());
+    ptx::fence_operands(sacc);
+    ptx::wgmma_fence();
+    issue_s(sacc, fresh(ptx::make_kmajor_desc(sm.k() + t.wg * 64 * Traits::kRowBytes)),
+            fresh(ptx::make_kmajor_desc(sm.q(s))));
+    ptx::wgmma_commit_group();
+    wait_barrier(sm.do_full(s), st.phase());
+    ptx::fence_operands(dp);
+    ptx::wgmma_fence();  // the wait above is a loop: the fence must follow it
+    issue_dp(dp, fresh(ptx::make_kmajor_desc(sm.v() + t.wg * 64 * Traits::kRowBytes)),
+             fresh(ptx::make_kmajor_desc(sm.dout(s))));
+    ptx::wgmma_commit_group();
+
+    ptx::wgmma_wait_group<1>();  // S^T ready; dP^T may still run
+    ptx::fence_operands(sacc);
+    scores_to_p<kSoftcap>(p, w, t, sacc, sm.lse(s), m * kM, w.geo.needs_mask(m, w.n_block));
+    ptx::wgmma_wait_group<0>();
+    ptx::fence_operands(dp);
+    grad_scores<kSoftcap>(p, t, sacc, dp, sm.lse(s), sm.delta(s));
+
+    uint32_t pf[Traits::kMSteps][4], dsf[Traits::kMSteps][4];
+    to_fragments(sacc, pf);
+    to_fragments(dp, dsf);
+    uint8_t* ds_buf = sm.ds(static_cast<int>(st.parity()));
+    store_ds(ptx::smem_address(ds_buf), t, dsf);
+    ptx::fence_proxy_async_shared();  // generic stores, read next by wgmma
+    constexpr DqSplit kSplit = Traits::kDqSplit;
+    if constexpr (kSplit.by_keys()) {
+      // Constant ids (a computed one makes ptxas reserve all 16 barriers).
+      if (t.wg == 0) {
+        ptx::named_barrier_sync(kDsWrittenWg0, 128);
+      } else {
+        ptx::named_barrier_sync(kDsWrittenWg1, 128);
+      }
+    } else {
+      ptx::named_barrier_sync(kDsWritten, Traits::kMmaThreads);
+    }
+
+    // A = dS^T rows of the keys this warpgroup sums over; B = the same keys' rows of K, columns
+    // [col0, col0 + kDqCols) (one 64-column panel).
+    float dq[Traits::kDqRegs];
+    const uint32_t key_row0 = kSplit.by_keys() ? t.wg * 64 : 0;
+    const uint64_t ds_desc =
+        fresh(ptx::make_smem_desc(ds_buf + key_row0 * Traits::kRowBytes, Traits::kDsBytes, 1024));
+    const uint64_t kt_desc = fresh(ptx::make_mnmajor_desc(
+        sm.k() + (kSplit.col0(t.wg) / Traits::kPanelCols) * Traits::kKVPanelBytes +
+            key_row0 * Traits::kRowBytes,
+        Traits::kKVPanelBytes));
+    ptx::fence_operands(dq);
+    ptx::fence_operands(dk);
+    ptx::fence_operands(dv);
+#pragma unroll
+    for (int j = 0; j < Traits::kMSteps; ++j) {
+      ptx::fence_operands(pf[j]);
+      ptx::fence_operands(dsf[j]);
+    }
+    ptx::wgmma_fence();
+    issue_dq(dq, ds_desc, kt_desc);
+    ptx::wgmma_commit_group();
+    issue_rs<Traits::kHeadDimV>(dv, pf,
+                                fresh(ptx::make_mnmajor_desc(sm.dout(s), Traits::kQPanelBytes)));
+    issue_rs<Traits::kHeadDim>(dk, dsf,
+                               fresh(ptx::make_mnmajor_desc(sm.q(s), Traits::kQPanelBytes)));
+    ptx::wgmma_commit_group();
+
+    ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
+    ptx::fence_operands(dq);
+    wait_barrier(sm.dq_empty(t.wg), st.parity() ^ 1);
+    stage_dq(sm.dq(t.wg), t.tid(), dq);
+    ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
+    ptx::mbarrier_arrive(sm.dq_full(t.wg));
+
+    ptx::wgmma_wait_group<0>();
+    ptx::fence_operands(dk);
+    ptx::fence_operands(dv);
+#pragma unroll
+    for (int j = 0; j < Traits::kMSteps; ++j) {
+      ptx::fence_operands(pf[j]);
+      ptx::fence_operands(dsf[j]);
+    }
+    ptx::mbarrier_arrive(sm.q_empty(s));
+    ptx::mbarrier_arrive(sm.do_empty(s));
+  }
+};
+
+}  // namespace hopattn::kernels::bwd

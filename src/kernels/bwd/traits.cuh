@@ -1,0 +1,224 @@
+// Tile configuration, shared-memory plan, barrier names and kernel parameters of the bwd family.
+// Every constant the kernels and the host launcher need lives here (and, for the workspace and
+// the block geometry, in workspace.hpp, which host code without CUDA reads too).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/bwd/workspace.hpp"
+
+namespace hopattn::kernels::bwd {
+
+// Named barrier ids (0 is __syncthreads). The dS buffer of a step is complete: kDsWritten when
+// both MMA warpgroups' dQ GEMMs read all of it (256 threads); kDsWrittenWg0 + w when warpgroup w
+// reads only its own rows (head dim 64, 128 threads).
+enum NamedBarrier : uint32_t {
+  kDsWritten = 1,
+  kDsWrittenWg0 = 2,
+  kDsWrittenWg1 = 3,
+};
+
+// Elt: __nv_bfloat16 or __half. kHeadDim = Dqk, kHeadDimV = Dv (multiples of 64: one 128-byte
+// swizzled panel per 64 columns).
+template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kStages_ = 2>
+struct BwdTraits {
+  using Elt = Elt_;
+  static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
+                "bwd: bf16 or fp16");
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kHeadDimV = kHeadDimV_;
+  static constexpr int kStages = kStages_;  // depth of the Q/LSE and dO/delta rings
+  static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims: multiples of 64");
+
+  // One producer warpgroup (warp 0 loads, warp 1 writes dQ), two MMA warpgroups owning 64 of the
+  // CTA's kBlockN keys each. The main loop walks q tiles of kBlockM rows.
+  static constexpr int kBlockM = bwd::kBlockM;
+  static constexpr int kBlockN = bwd::kBlockN;
+  static constexpr int kMmaWarpgroups = 2;
+  static constexpr int kKeysPerWarpgroup = kBlockN / kMmaWarpgroups;  // the M of wgmma: 64
+  static constexpr int kMmaThreads = 128 * kMmaWarpgroups;
+  static constexpr int kThreads = 128 + kMmaThreads;
+  static_assert(kKeysPerWarpgroup == 64, "one m64 wgmma row block per MMA warpgroup");
+  static_assert(kBlockM == 64, "kBlockM: one 128-byte panel of dS^T per key row");
+  // 384 threads at one block per SM start at 168 registers: 128 * 24 + 256 * 240 = 168 * 384.
+  static constexpr uint32_t kProducerRegisters = 24;
+  static constexpr uint32_t kMmaRegisters = 240;
+
+  // Register tiles of one MMA thread (accumulators m64nN hold N / 2 floats per thread).
+  static constexpr int kSRegs = kBlockM / 2;      // S^T = K Q^T and dP^T = V dO^T, 64 x kBlockM
+  static constexpr int kDkRegs = kHeadDim / 2;    // dK, 64 keys x Dqk
+  static constexpr int kDvRegs = kHeadDimV / 2;   // dV, 64 keys x Dv
+  static constexpr int kMSteps = kBlockM / 16;    // k16 steps of dV += P^T dO and dK += dS^T Q
+  static constexpr int kQKSteps = kHeadDim / 16;  // k16 steps of S^T = K Q^T
+  static constexpr int kVSteps = kHeadDimV / 16;  // k16 steps of dP^T = V dO^T
+  static constexpr DqSplit kDqSplit{kHeadDim};
+  // k16 steps of dQ = dS K: over all the block's keys, or over the warpgroup's own (by keys).
+  static constexpr int kNSteps = (kDqSplit.by_keys() ? kKeysPerWarpgroup : kBlockN) / 16;
+  static constexpr int kDqCols = kDqSplit.cols();  // the N of the dQ GEMM
+  static constexpr int kDqRegs = kDqCols / 2;
+
+  // Shared memory: tiles are stored as 64-column panels of 128-byte rows, 128B-swizzled (by TMA,
+  // or by the MMA warpgroups for dS); each panel starts on a 1024-byte boundary.
+  static constexpr int kPanelCols = 64;
+  static constexpr uint32_t kRowBytes = 128;
+  static constexpr uint32_t kKVPanelBytes = kBlockN * kRowBytes;  // K, V: [key][64 cols]
+  static constexpr uint32_t kQPanelBytes = kBlockM * kRowBytes;   // Q, dO: [row][64 cols]
+  static constexpr uint32_t kDsBytes = kBlockN * kRowBytes;  // dS^T: [key][64 q rows], one panel
+  static constexpr uint32_t kKBytes = kKVPanelBytes * (kHeadDim / kPanelCols);
+  static constexpr uint32_t kVBytes = kKVPanelBytes * (kHeadDimV / kPanelCols);
+  static constexpr uint32_t kQStageBytes = kQPanelBytes * (kHeadDim / kPanelCols);
+  static constexpr uint32_t kDoStageBytes = kQPanelBytes * (kHeadDimV / kPanelCols);
+  static constexpr uint32_t kDqStageBytes = 4u * kDqSplit.block_floats();  // one warpgroup
+  static constexpr uint32_t kRowStatBytes = 4u * kBlockM;  // lse_log2 or delta of one q tile
+
+  static constexpr uint32_t kKOffset = 0;
+  static constexpr uint32_t kVOffset = kKOffset + kKBytes;
+  static constexpr uint32_t kQOffset = kVOffset + kVBytes;
+  static constexpr uint32_t kDoOffset = kQOffset + kStages * kQStageBytes;
+  static constexpr uint32_t kDsOffset = kDoOffset + kStages * kDoStageBytes;  // 2 buffers
+  static constexpr uint32_t kDqOffset = kDsOffset + 2 * kDsBytes;
+  static constexpr uint32_t kLseOffset = kDqOffset + kMmaWarpgroups * kDqStageBytes;
+  static constexpr uint32_t kDeltaOffset = kLseOffset + kStages * kRowStatBytes;
+  static constexpr uint32_t kBarrierOffset = kDeltaOffset + kStages * kRowStatBytes;
+  // kv_full, then q_full, q_empty, do_full, do_empty rings, then dq_full, dq_empty per warpgroup.
+  static constexpr int kNumBarriers = 1 + 4 * kStages + 2 * kMmaWarpgroups;
+  static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
+  // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
+  static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
+  static_assert(kSmemAlloc <= 227 * 1024, "bwd: shared-memory plan exceeds 227 KB");
+  static_assert(kDsOffset % 1024 == 0 && kDqOffset % 1024 == 0, "panels 1024-B aligned");
+};
+
+// Views of the shared-memory plan (addresses from a 1024-aligned base).
+template <class Traits>
+struct SharedPlan {
+  uint8_t* base;
+  __device__ uint8_t* k() const { return base + Traits::kKOffset; }
+  __device__ uint8_t* v() const { return base + Traits::kVOffset; }
+  __device__ uint8_t* q(int stage) const {
+    return base + Traits::kQOffset + stage * Traits::kQStageBytes;
+  }
+  __device__ uint8_t* dout(int stage) const {
+    return base + Traits::kDoOffset + stage * Traits::kDoStageBytes;
+  }
+  __device__ uint8_t* ds(int buffer) const {
+    return base + Traits::kDsOffset + buffer * Traits::kDsBytes;
+  }
+  __device__ float* dq(int warpgroup) const {
+    return reinterpret_cast<float*>(base + Traits::kDqOffset + warpgroup * Traits::kDqStageBytes);
+  }
+  __device__ float* lse(int stage) const {
+    return reinterpret_cast<float*>(base + Traits::kLseOffset + stage * Traits::kRowStatBytes);
+  }
+  __device__ float* delta(int stage) const {
+    return reinterpret_cast<float*>(base + Traits::kDeltaOffset + stage * Traits::kRowStatBytes);
+  }
+  __device__ uint64_t* barriers() const {
+    return reinterpret_cast<uint64_t*>(base + Traits::kBarrierOffset);
+  }
+  __device__ uint64_t* kv_full() const { return barriers(); }
+  __device__ uint64_t* q_full(int s) const { return barriers() + 1 + s; }
+  __device__ uint64_t* q_empty(int s) const { return barriers() + 1 + Traits::kStages + s; }
+  __device__ uint64_t* do_full(int s) const { return barriers() + 1 + 2 * Traits::kStages + s; }
+  __device__ uint64_t* do_empty(int s) const { return barriers() + 1 + 3 * Traits::kStages + s; }
+  __device__ uint64_t* dq_full(int w) const { return barriers() + 1 + 4 * Traits::kStages + w; }
+  __device__ uint64_t* dq_empty(int w) const {
+    return barriers() + 1 + 4 * Traits::kStages + Traits::kMmaWarpgroups + w;
+  }
+};
+
+// ------------------------------------------------------------------------------ parameters
+// Tensors are viewed as 4-D [B, S, H, D] by TMA (dims innermost first: D, H, S, B); varlen
+// tensors are [1, total, H, D] and a sequence's rows start at cu_seqlens[b] along S.
+struct SequenceParams {
+  int batch = 0;
+  int seqlen_q = 0, seqlen_k = 0;     // dense lengths
+  const int* cu_seqlens_q = nullptr;  // device int32 [B + 1]; null for dense
+  const int* cu_seqlens_k = nullptr;
+  int max_seqlen_q = 0;  // grid bounds (dense: the lengths)
+};
+
+// Row layout of the workspace (workspace.hpp): sequence b's padded rows start at
+// dense: b * dense_padded_len; varlen: floor((cu_q[b] + b M) / M) M.
+struct WorkspaceParams {
+  int64_t rows = 0;               // R, padded rows per head
+  int64_t dense_padded_len = 0;   // ceil(Sq / M) M
+  float* lse_log2 = nullptr;      // [Hq][R]
+  float* delta = nullptr;         // [Hq][R]
+  float* dsink = nullptr;         // [Hq][R / M]
+  float* dq_accum = nullptr;      // [Hq][R][Dqk]
+  uint32_t* semaphore = nullptr;  // [Hq][R / M]; null unless deterministic
+};
+
+// The main kernel's parameters.
+struct BwdParams {
+  CUtensorMap tm_q, tm_k, tm_v, tm_do;
+  SequenceParams seq;
+  WorkspaceParams ws;
+  int heads_q = 0, heads_kv = 0, group = 1;  // group = Hq / Hkv
+  int window_left = -1, window_right = -1;   // causal: right = 0
+  float scale_log2 = 0.f;                    // log2(e) * scale, or log2(e) * softcap with a softcap
+  float softcap_scale = 0.f;                 // > 0: logits are softcap * tanh(s * softcap_scale)
+  float scale = 0.f;                         // dK and dQ are scaled by it at the end
+  // dK / dV outputs (elements).
+  void* dk = nullptr;
+  void* dv = nullptr;
+  int64_t dk_batch_stride = 0, dk_row_stride = 0, dk_head_stride = 0;
+  int64_t dv_batch_stride = 0, dv_row_stride = 0, dv_head_stride = 0;
+};
+
+// Element strides of a query-side tensor (o, dout, dq: [B, S, H, D] or [total, H, D]) or of lse.
+struct RowTensor {
+  void* data = nullptr;
+  int64_t batch_stride = 0, row_stride = 0, head_stride = 0;
+};
+
+// Preprocess and postprocess parameters (one block per (q tile, head, batch)).
+struct RowKernelParams {
+  SequenceParams seq;
+  WorkspaceParams ws;
+  int block_m = 64;
+  int heads_q = 0, head_dim = 0, head_dim_v = 0;
+  RowTensor out, dout, lse, dq;
+  const float* sinks = nullptr;  // fp32 [Hq]; null: no sink gradient
+  float* dsinks = nullptr;       // output, element stride dsinks_stride
+  int64_t dsinks_stride = 1;
+  float scale = 0.f;  // dQ = scale * dq_accum
+};
+
+// ------------------------------------------------------------------------------ geometry
+// Sequence b's lengths and offsets, computed the same way by every kernel of the family.
+struct SeqInfo {
+  int seqlen_q, seqlen_k;
+  int row_q, row_k;  // first row of the sequence along S (varlen offset; dense 0)
+  int batch_coord;   // TMA's B coordinate (dense: b; varlen: 0)
+  int64_t ws_row0;   // first padded workspace row of the sequence
+};
+
+__device__ __forceinline__ SeqInfo seq_info(const SequenceParams& s, const WorkspaceParams& ws,
+                                            int block_m, int b) {
+  SeqInfo t;
+  if (s.cu_seqlens_q != nullptr) {
+    t.row_q = s.cu_seqlens_q[b];
+    t.seqlen_q = s.cu_seqlens_q[b + 1] - t.row_q;
+    t.row_k = s.cu_seqlens_k[b];
+    t.seqlen_k = s.cu_seqlens_k[b + 1] - t.row_k;
+    t.batch_coord = 0;
+    t.ws_row0 = ((int64_t{t.row_q} + int64_t{b} * block_m) / block_m) * block_m;
+  } else {
+    t.row_q = 0;
+    t.row_k = 0;
+    t.seqlen_q = s.seqlen_q;
+    t.seqlen_k = s.seqlen_k;
+    t.batch_coord = b;
+    t.ws_row0 = int64_t{b} * ws.dense_padded_len;
+  }
+  return t;
+}
+
+}  // namespace hopattn::kernels::bwd

@@ -1,0 +1,467 @@
+// The bwd kernels (hopattn::attention_bwd on CUDA tensors) against the CPU reference
+// (hopattn::reference::attention_bwd, double accumulation) on fresh seeded random data.
+//
+// Error bound, per gradient tensor t in {dq, dk, dv} (FlashAttention's rule):
+//   max |t - ref| <= 2 * max |emul - ref| + u * max(max |ref_t|, 0.01 * G)
+// where `emul` is the backward as a plain 16-bit PyTorch program computes it (bwd_kernel_test.hpp:
+// every op rounded to the dtype, matmuls accumulated in fp32), u is the dtype's unit roundoff
+// (2^-8 bf16, 2^-11 fp16) and G the largest |ref| over all three gradients. The absolute term
+// covers the final rounding of each output, and elements whose exact value is 0 where the
+// emulation is exact too (kv_len 1: P = 1, dS = 0, while the kernel's dP - D differs from 0 by
+// fp32 rounding). dsinks: |got - ref| <= 2 * |emul - ref| + 1e-3 * (1 + |ref|). NaN never passes.
+// Outputs and the workspace are poisoned (0xff) before every run. Every case runs twice: dk, dv
+// and dsinks must be bitwise identical (no atomics touch them); with deterministic = true, dq too.
+//
+// Run order: the host-only geometry checks, then the single-tile cases (which also check the
+// workspace stages: delta/lse from the preprocess, the fp32 dQ accumulator of the main kernel),
+// then growing problems. Filters: --gtest_filter='BwdGeometry*:BwdKernel*'.
+#include "bwd_kernel_test.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "hopattn/api.hpp"
+#include "hopattn/error.hpp"
+#include "kernels/bwd/workspace.hpp"
+
+namespace hopattn::testing::bwd {
+namespace {
+
+namespace kb = hopattn::kernels::bwd;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---------------------------------------------------------------------------- host-only checks
+// The block geometry the kernels schedule by (workspace.hpp) against brute force over elements.
+TEST(BwdGeometry, BlockRangesMatchBruteForce) {
+  const int lens[] = {0, 1, 5, 63, 64, 65, 113, 128, 129, 239, 300};
+  const int windows[][2] = {{-1, -1}, {-1, 0}, {0, 0}, {10, 0}, {64, 16}, {100, -1}, {-1, 7}};
+  int checked = 0;
+  for (int sq : lens) {
+    for (int sk : lens) {
+      for (const auto& w : windows) {
+        const kb::BlockGeometry g{sq, sk, w[0], w[1], kb::kBlockM, kb::kBlockN};
+        for (int n = 0; n < g.num_n_blocks(); ++n) {
+          const kb::BlockGeometry::MRange r = g.m_range(n);
+          for (int m = 0; m < g.num_m_blocks(); ++m) {
+            bool meet = false, all = true;
+            for (int i = m * kb::kBlockM; i < std::min(sq, (m + 1) * kb::kBlockM); ++i) {
+              for (int j = n * kb::kBlockN; j < (n + 1) * kb::kBlockN; ++j) {
+                // (causal is window right = 0 here, as the kernels see it)
+                const bool vis =
+                    j < sk && reference::key_visible(i, j, sq, sk, false, Window{w[0], w[1]});
+                meet |= vis;
+                all &= vis;
+              }
+            }
+            const bool in_range = m >= r.begin && m < r.end;
+            ASSERT_EQ(in_range, meet) << "sq " << sq << " sk " << sk << " window " << w[0] << ","
+                                      << w[1] << " m " << m << " n " << n;
+            if (meet) {
+              ASSERT_LE(g.first_n_block(m), n);
+              // Deterministic order: the blocks from first_n_block(m) to n all meet tile m.
+              for (int n2 = g.first_n_block(m); n2 < n; ++n2) {
+                const kb::BlockGeometry::MRange r2 = g.m_range(n2);
+                ASSERT_TRUE(m >= r2.begin && m < r2.end) << "gap at n " << n2;
+              }
+            }
+            if (!g.needs_mask(m, n)) {
+              ASSERT_TRUE(all) << "m " << m << " n " << n;
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(BwdGeometry, FragmentOrderIsAPermutation) {
+  for (int d : {64, 128}) {
+    const kb::DqSplit s{d};
+    std::vector<int> seen(kb::kBlockM * d, 0);
+    for (int r = 0; r < kb::kBlockM; ++r) {
+      for (int c = 0; c < d; ++c) ++seen[kb::dq_accum_index(s, r, c)];
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int x) { return x == 1; })) << d;
+  }
+}
+
+// ---------------------------------------------------------------------------- the check
+std::string skip_reason() { return hopper::gpu_skip_reason(); }
+#define SKIP_WITHOUT_HOPPER() \
+  if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why
+
+struct Run {
+  std::vector<uint8_t> dq, dk, dv, dsinks;
+};
+
+struct Gpu {
+  Problem& pb;
+  DeviceBuffer<uint8_t> workspace;
+  size_t workspace_bytes = 0;
+
+  BwdArgs args(bool device) {
+    BwdArgs a;
+    a.fwd = pb.fwd_args(device);
+    a.dout = pb.dout->view(device);
+    a.dq = pb.dq->view(device);
+    a.dk = pb.dk->view(device);
+    a.dv = pb.dv->view(device);
+    if (pb.dsinks) a.dsinks = pb.dsinks->view(device);
+    return a;
+  }
+
+  explicit Gpu(Problem& p) : pb(p) {
+    workspace_bytes = attention_bwd_workspace_size(args(true), pb.c.opts);
+    workspace = DeviceBuffer<uint8_t>(std::max<size_t>(workspace_bytes, 16));
+  }
+
+  Run run() {
+    for (Mirrored* m : {pb.dq.get(), pb.dk.get(), pb.dv.get(), pb.dsinks.get()}) {
+      if (m != nullptr) m->poison();
+    }
+    workspace.fill_bytes(0xFF);
+    BwdArgs a = args(true);
+    a.workspace = {workspace.get(), workspace_bytes};
+    attention_bwd(a, pb.c.opts, nullptr);
+    hopper::sync_or_die(nullptr, "hopattn bwd kernels");
+    Run r;
+    for (auto [m, dst] : {std::pair{pb.dq.get(), &r.dq}, std::pair{pb.dk.get(), &r.dk},
+                          std::pair{pb.dv.get(), &r.dv}, std::pair{pb.dsinks.get(), &r.dsinks}}) {
+      if (m == nullptr) continue;
+      m->download();
+      *dst = m->raw();
+    }
+    return r;
+  }
+};
+
+struct TensorCheck {
+  const char* name;
+  const Mirrored* got;
+  const std::vector<double>* want;
+  const std::vector<float>* emul;
+  bool kv;  // key-side tensor (rows = keys, heads = Hkv)
+};
+
+// Compares one gradient tensor; on failure prints where the bad elements sit: per request, head
+// and 64-row tile for dq, per request, KV head and 64-key half of a 128-key block for dk/dv (one
+// MMA warpgroup's keys).
+void check_tensor(const Problem& pb, const TensorCheck& t, double g_max) {
+  const BwdCase& c = pb.c;
+  const int heads = t.kv ? c.hkv : c.hq;
+  double err = 0, err_emul = 0, ref_max = 0;
+  int64_t nan_count = 0;
+  struct Worst {
+    double err = -1;
+    int b = 0, i = 0, h = 0, d = 0;
+    double got = 0, want = 0;
+  } worst;
+  for (int b = 0; b < c.batch(); ++b) {
+    const int len = t.kv ? c.kv_lens[b] : c.q_lens[b];
+    for (int i = 0; i < len; ++i) {
+      for (int h = 0; h < heads; ++h) {
+        for (int d = 0; d < c.d; ++d) {
+          const int64_t off = pb.offset(t.kv, b, i, h, d, heads);
+          const double g = t.got->host.get(off), w = (*t.want)[off];
+          const double e = std::fabs(g - w);
+          if (!std::isfinite(g)) ++nan_count;
+          if (!(e <= worst.err)) worst = {std::isnan(e) ? kInf : e, b, i, h, d, g, w};
+          err = std::isnan(e) ? kInf : std::max(err, e);
+          err_emul = std::max(err_emul, std::fabs((*t.emul)[off] - w));
+          ref_max = std::max(ref_max, std::fabs(w));
+        }
+      }
+    }
+  }
+  const double u = c.dtype == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double bound = 2 * err_emul + u * std::max(ref_max, 0.01 * g_max);
+  std::printf("  %s: max err %.3g, bound %.3g (emulation err %.3g, max |ref| %.3g)\n", t.name, err,
+              bound, err_emul, ref_max);
+  EXPECT_EQ(nan_count, 0) << t.name << ": non-finite values (unwritten elements stay 0xff = NaN)";
+  EXPECT_LE(err, bound) << t.name << ": worst at request " << worst.b << (t.kv ? " key " : " row ")
+                        << worst.i << " head " << worst.h << " dim " << worst.d << ": got "
+                        << worst.got << ", want " << worst.want;
+  if (err <= bound && nan_count == 0) return;
+  std::map<std::tuple<int, int, int>, int> bad;
+  for (int b = 0; b < c.batch(); ++b) {
+    const int len = t.kv ? c.kv_lens[b] : c.q_lens[b];
+    for (int i = 0; i < len; ++i) {
+      for (int h = 0; h < heads; ++h) {
+        for (int d = 0; d < c.d; ++d) {
+          const int64_t off = pb.offset(t.kv, b, i, h, d, heads);
+          const double e = std::fabs(t.got->host.get(off) - (*t.want)[off]);
+          if (!(e <= bound)) ++bad[{b, h, i / 64}];
+        }
+      }
+    }
+  }
+  int shown = 0;
+  for (const auto& [key, n] : bad) {
+    if (++shown > 12) break;
+    const int lo = 64 * std::get<2>(key);
+    std::printf("    %s bad elements: request %d head %d %s %d..%d: %d\n", t.name, std::get<0>(key),
+                std::get<1>(key), t.kv ? "keys" : "rows", lo, lo + 63, n);
+  }
+}
+
+std::vector<double> as_doubles(const Mirrored& m) { return m.host.to_double(); }
+
+// The workspace after a run: the preprocess's delta and lse_log2 of request 0, head 0 against the
+// host, and the main kernel's fp32 dQ accumulator (unscaled) against ref dq / scale.
+void check_workspace(Gpu& gpu, const std::vector<double>& ref_dq) {
+  const Problem& pb = gpu.pb;
+  const BwdCase& c = pb.c;
+  const kb::WorkspaceLayout lay = kb::workspace_layout(gpu.args(true));
+  std::vector<uint8_t> ws(gpu.workspace_bytes);
+  cuda_check(cudaMemcpy(ws.data(), gpu.workspace.get(), ws.size(), cudaMemcpyDeviceToHost),
+             "workspace download");
+  const auto* lse2 = reinterpret_cast<const float*>(ws.data() + lay.lse_offset);
+  const auto* delta = reinterpret_cast<const float*>(ws.data() + lay.delta_offset);
+  const auto* acc = reinterpret_cast<const float*>(ws.data() + lay.dq_accum_offset);
+  const double scale = reference::default_scale(c.opts.scale, c.d);
+  double delta_err = 0, lse_err = 0, acc_err = 0, acc_max = 0;
+  const int rows = std::min(c.q_lens[0], kb::kBlockM);
+  for (int i = 0; i < kb::kBlockM; ++i) {
+    double want_delta = 0, want_lse = kInf;
+    if (i < rows) {
+      for (int d = 0; d < c.d; ++d) {
+        const int64_t off = pb.offset(false, 0, i, 0, d, c.hq);
+        want_delta += pb.dout->host.get(off) * pb.out->host.get(off);
+      }
+      const double l = pb.lse->host.get(pb.offset(false, 0, i, 0, 0, c.hq) / c.d);
+      want_lse = l == -kInf ? kInf : l * 1.4426950408889634;
+    }
+    delta_err = std::max(delta_err, std::fabs(delta[i] - want_delta));
+    lse_err = std::max(
+        lse_err, want_lse == kInf ? (lse2[i] == kInf ? 0 : kInf) : std::fabs(lse2[i] - want_lse));
+    for (int d = 0; i < rows && d < c.d; ++d) {
+      const double want = ref_dq[pb.offset(false, 0, i, 0, d, c.hq)] / scale;
+      const double got = acc[kb::dq_accum_index(kb::DqSplit{c.d}, i, d)];
+      acc_err = std::isnan(got) ? kInf : std::max(acc_err, std::fabs(got - want));
+      acc_max = std::max(acc_max, std::fabs(want));
+    }
+  }
+  std::printf(
+      "  workspace (request 0, head 0, tile 0): delta max err %.3g, lse_log2 max err %.3g, "
+      "dq_accum max err %.3g (max |ref dq / scale| %.3g)\n",
+      delta_err, lse_err, acc_err, acc_max);
+  EXPECT_LE(delta_err, 1e-3 * c.d) << "preprocess: delta = rowsum(dO * O)";
+  EXPECT_LE(lse_err, 1e-3) << "preprocess: lse_log2 (rows past the end must be +inf)";
+  EXPECT_LE(acc_err, 0.05 * acc_max + 1e-3) << "main kernel: fp32 dQ accumulator (fragment order)";
+}
+
+void check_case(const BwdCase& c, uint64_t seed, bool inspect_workspace = false) {
+  SCOPED_TRACE(c.describe());
+  SCOPED_TRACE(seed_trace(seed));
+  std::printf("[ case ] %s\n", c.describe().c_str());
+  std::mt19937_64 rng(seed);
+  Problem pb(c, rng);
+
+  // Reference gradients in fp32 storage (double math inside).
+  Mirrored ref_dq(DType::kFP32, pb.dq->host.shape()), ref_dk(DType::kFP32, pb.dk->host.shape()),
+      ref_dv(DType::kFP32, pb.dv->host.shape());
+  std::unique_ptr<Mirrored> ref_dsinks;
+  BwdArgs ra;
+  ra.fwd = pb.fwd_args(false);
+  ra.dout = pb.dout->view(false);
+  ra.dq = ref_dq.view(false);
+  ra.dk = ref_dk.view(false);
+  ra.dv = ref_dv.view(false);
+  if (c.sinks) {
+    ref_dsinks = std::make_unique<Mirrored>(DType::kFP32, std::vector<int64_t>{c.hq});
+    ra.dsinks = ref_dsinks->view(false);
+  }
+  reference::attention_bwd(ra, c.opts);
+  const Emulated em = emulate_16bit(pb);
+
+  Gpu gpu(pb);
+  const Run first = gpu.run();
+  const std::vector<double> want_dq = as_doubles(ref_dq), want_dk = as_doubles(ref_dk),
+                            want_dv = as_doubles(ref_dv);
+  double g_max = 0;
+  for (const auto* v : {&want_dq, &want_dk, &want_dv}) {
+    for (double x : *v) g_max = std::max(g_max, std::fabs(x));
+  }
+  check_tensor(pb, {"dv", pb.dv.get(), &want_dv, &em.dv, true}, g_max);
+  check_tensor(pb, {"dk", pb.dk.get(), &want_dk, &em.dk, true}, g_max);
+  check_tensor(pb, {"dq", pb.dq.get(), &want_dq, &em.dq, false}, g_max);
+  if (c.sinks) {
+    for (int h = 0; h < c.hq; ++h) {
+      const double g = pb.dsinks->host.get(h), w = ref_dsinks->host.get(h);
+      const double bound = 2 * std::fabs(em.dsinks[h] - w) + 1e-3 * (1 + std::fabs(w));
+      EXPECT_LE(std::fabs(g - w), bound) << "dsinks[" << h << "]: got " << g << ", want " << w;
+    }
+  }
+  if (inspect_workspace && c.batch() > 0 && c.q_lens[0] > 0) check_workspace(gpu, want_dq);
+
+  const Run second = gpu.run();
+  EXPECT_TRUE(first.dk == second.dk && first.dv == second.dv && first.dsinks == second.dsinks)
+      << "two runs gave different dk/dv/dsinks bits (they use no atomics)";
+  if (c.opts.deterministic) {
+    EXPECT_TRUE(first.dq == second.dq) << "deterministic mode: two runs gave different dq bits";
+  }
+}
+
+// ---------------------------------------------------------------------------- single tiles first
+// One KV block, one q tile, one head: the smallest complete path through the three stages.
+TEST(BwdKernel, A_SingleTile) {
+  SKIP_WITHOUT_HOPPER();
+  check_case(dense_case(DType::kBF16, 1, 64, 128, 1, 1, false), test_seed(), true);
+}
+
+TEST(BwdKernel, B_SingleTileHeadDim64AndFp16) {
+  SKIP_WITHOUT_HOPPER();
+  check_case(dense_case(DType::kBF16, 1, 64, 128, 1, 1, false, 64), test_seed(), true);
+  check_case(dense_case(DType::kFP16, 1, 64, 128, 1, 1, false), test_seed(), true);
+}
+
+TEST(BwdKernel, C_SingleTileCausalAndShort) {
+  SKIP_WITHOUT_HOPPER();
+  check_case(dense_case(DType::kBF16, 1, 64, 64, 1, 1, true), test_seed(), true);
+  check_case(dense_case(DType::kBF16, 1, 37, 101, 1, 1, false), test_seed(), true);
+}
+
+// Several q tiles and KV blocks: the Q/dO ring wraps, dQ tiles get several KV blocks' sums.
+TEST(BwdKernel, D_ManyBlocks) {
+  SKIP_WITHOUT_HOPPER();
+  for (bool causal : {false, true}) {
+    check_case(dense_case(DType::kBF16, 1, 517, 517, 1, 1, causal), test_seed(), true);
+    check_case(dense_case(DType::kBF16, 2, 300, 700, 2, 2, causal, 64), test_seed());
+  }
+  check_case(dense_case(DType::kFP16, 2, 1031, 1031, 1, 2, true), test_seed());
+}
+
+TEST(BwdKernel, E_Deterministic) {
+  SKIP_WITHOUT_HOPPER();
+  for (int d : {128, 64}) {
+    BwdCase c = dense_case(DType::kBF16, 2, 700, 900, 2, 3, false, d);
+    c.opts.deterministic = true;
+    check_case(c, test_seed());
+    c.opts.causal = true;
+    check_case(c, test_seed());
+  }
+  BwdCase w = varlen_case(DType::kBF16, {1, 239, 64, 300}, {113, 0, 500, 257}, 1, 5, false);
+  w.opts.window = {100, 20};
+  w.opts.deterministic = true;
+  check_case(w, test_seed());
+}
+
+TEST(BwdKernel, F_SlidingWindow) {
+  SKIP_WITHOUT_HOPPER();
+  BwdCase c = dense_case(DType::kBF16, 2, 700, 700, 1, 4, false);
+  c.opts.window = {64, 16};
+  check_case(c, test_seed());
+  c.opts.causal = true;
+  c.opts.window = {100, -1};
+  check_case(c, test_seed());
+  BwdCase shifted = dense_case(DType::kFP16, 1, 200, 600, 2, 1, false, 64);
+  shifted.opts.window = {130, 0};
+  check_case(shifted, test_seed());
+}
+
+TEST(BwdKernel, G_Softcap) {
+  SKIP_WITHOUT_HOPPER();
+  BwdCase c = dense_case(DType::kBF16, 2, 333, 333, 2, 3, true);
+  c.opts.softcap = 30.f;
+  check_case(c, test_seed());
+  c.opts.causal = false;
+  c.opts.softcap = 5.f;
+  c.qk_range = 4.0;  // logits well into the tanh's saturation
+  c.d = 64;
+  check_case(c, test_seed());
+}
+
+TEST(BwdKernel, H_Sinks) {
+  SKIP_WITHOUT_HOPPER();
+  BwdCase c = dense_case(DType::kBF16, 2, 239, 113, 1, 4, true);  // some rows see no key
+  c.sinks = true;
+  check_case(c, test_seed());
+  BwdCase v = varlen_case(DType::kFP16, {5, 130, 64}, {300, 7, 0}, 2, 2, false, 64);
+  v.sinks = true;
+  v.opts.deterministic = true;
+  check_case(v, test_seed());
+}
+
+TEST(BwdKernel, I_VarlenOddLengths) {
+  SKIP_WITHOUT_HOPPER();
+  // Lengths ending inside a 64-row tile, on it, empty KV, q > kv.
+  const std::vector<int> q_lens{1, 239, 64, 128, 17, 300, 5, 130};
+  const std::vector<int> kv_lens{113, 1, 0, 128, 500, 300, 0, 257};
+  for (bool causal : {false, true}) {
+    check_case(varlen_case(DType::kBF16, q_lens, kv_lens, 1, 5, causal), test_seed());
+    check_case(varlen_case(DType::kFP16, q_lens, kv_lens, 2, 1, causal, 64), test_seed());
+  }
+}
+
+TEST(BwdKernel, J_VarlenRandomBatch17) {
+  SKIP_WITHOUT_HOPPER();
+  const uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed ^ 0x5eed);
+  std::uniform_int_distribution<int> q_len(1, 400), kv_len(0, 600);
+  std::vector<int> q_lens(17), kv_lens(17);
+  for (int b = 0; b < 17; ++b) {
+    q_lens[b] = q_len(rng);
+    kv_lens[b] = kv_len(rng) < 60 ? 0 : kv_len(rng);
+  }
+  BwdCase c = varlen_case(DType::kBF16, q_lens, kv_lens, 2, 8, true);
+  c.sinks = true;
+  check_case(c, seed);
+  c.sinks = false;
+  c.opts.causal = false;
+  c.opts.window = {200, 50};
+  check_case(c, seed);
+}
+
+// ---------------------------------------------------------------------------- odd-shape grid
+// (dtype, batch, q_len, kv_len, causal, GQA variant): GQA 0 = 2 kv heads x 1, 1 = 1 x 5, 2 = 2 x 8.
+using GridParam = std::tuple<DType, int, int, int, bool, int>;
+
+class BwdKernelGrid : public ::testing::TestWithParam<GridParam> {};
+
+TEST_P(BwdKernelGrid, MatchesReference) {
+  SKIP_WITHOUT_HOPPER();
+  const auto [dtype, batch, q_len, kv_len, causal, gqa] = GetParam();
+  constexpr int kHkv[] = {2, 1, 2}, kGroup[] = {1, 5, 8};
+  check_case(dense_case(dtype, batch, q_len, kv_len, kHkv[gqa], kGroup[gqa], causal), test_seed());
+}
+
+std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
+  constexpr const char* kGqa[] = {"mha", "gqa5", "gqa8"};
+  const GridParam& p = info.param;
+  return std::string(dtype_name(std::get<0>(p))) + "_b" + std::to_string(std::get<1>(p)) + "_q" +
+         std::to_string(std::get<2>(p)) + "_k" + std::to_string(std::get<3>(p)) +
+         (std::get<4>(p) ? "_causal_" : "_full_") + kGqa[std::get<5>(p)];
+}
+
+INSTANTIATE_TEST_SUITE_P(OddShapes, BwdKernelGrid,
+                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kFP16),
+                                            ::testing::Values(1, 17), ::testing::Values(1, 239),
+                                            ::testing::Values(1, 113), ::testing::Bool(),
+                                            ::testing::Values(0, 1, 2)),
+                         grid_name);
+
+// ---------------------------------------------------------------------------- unsupported
+TEST(BwdKernel, K_UnsupportedIsNotImplemented) {
+  SKIP_WITHOUT_HOPPER();
+  BwdCase c = dense_case(DType::kBF16, 1, 8, 8, 1, 1, false, 256);
+  std::mt19937_64 rng(1);
+  Problem pb(c, rng);
+  Gpu gpu(pb);
+  BwdArgs a = gpu.args(true);
+  a.workspace = {gpu.workspace.get(), gpu.workspace_bytes};
+  try {
+    attention_bwd(a, c.opts, nullptr);
+    ADD_FAILURE() << "head dim 256 backward on CUDA did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNotImplemented) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head dims"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hopattn::testing::bwd

@@ -220,7 +220,7 @@ int run() {
   std::printf("| ceiling | measured | how (median of %d after %d warm-up) |\n| --- | --- | --- |\n",
               kIters, kWarmup);
   for (const Result& r : results) {
-    std::printf("| %s | %.3g %s | %s |\n", r.name.c_str(), r.value, r.unit, r.how.c_str());
+    std::printf("| %s | %.4g %s | %s |\n", r.name.c_str(), r.value, r.unit, r.how.c_str());
   }
   return 0;
 }

@@ -1,6 +1,8 @@
 // Merging partial attention states: (o_k, lse_k) over disjoint key sets combine to
-// lse = log(sum_k e^lse_k), o = sum_k e^(lse_k - lse) o_k. Memory-bound: one warp per (token,
-// head) row, lanes over the features (coalesced), fp32 accumulation.
+// lse = log(sum_k e^lse_k), o = sum_k e^(lse_k - lse) o_k. Memory-bound. Two kernels:
+// merge_vec_kernel (16-byte aligned rows, the usual case): one thread per 16-byte piece of a row,
+// its first states' o loads issued before the lse math so that bytes are in flight from the
+// start; merge_kernel (any layout): one warp per row, one element per load.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,6 +17,11 @@ namespace hopattn::kernels::merge {
 inline constexpr int kThreads = 128;
 inline constexpr int kRowsPerBlock = kThreads / 32;  // one warp a row
 inline constexpr int kFeaturesPerLane = 4;           // per pass: 128 features a warp
+inline constexpr int kVecThreads = 256;
+inline constexpr int kVecPrefetch = 2;  // states whose o loads are issued before the lse math
+// 1536 threads an SM (<= 40 registers): merge_states keeps 2 x 16 B a thread, ~48 KB an SM, in
+// flight, above the ~35 KB that hides ~1 us of DRAM latency at 4.6 TB/s over 132 SMs.
+inline constexpr int kVecBlocksPerSm = 6;
 
 // States of one source: o [T, n, H, D] (n = 1 for merge_states' o_a / o_b), lse [T, n, H].
 struct Source {
@@ -119,6 +126,150 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const __grid_constant__
       if (d < p.dim) store_elt<Out>(p.out, out_row + d, nan ? NAN : acc[i]);
     }
   }
+}
+
+// ------------------------------------------------------------------------ 16-byte rows
+
+// Elements of one 16-byte load of In.
+template <class In>
+inline constexpr int kVec = 16 / static_cast<int>(sizeof(In));
+
+template <class In>
+__device__ __forceinline__ void unpack16(const uint4& raw, float (&f)[kVec<In>]) {
+  if constexpr (std::is_same_v<In, float>) {
+    f[0] = __uint_as_float(raw.x), f[1] = __uint_as_float(raw.y);
+    f[2] = __uint_as_float(raw.z), f[3] = __uint_as_float(raw.w);
+  } else {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 v;
+      if constexpr (std::is_same_v<In, __half>) {
+        v = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      } else {
+        v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+      }
+      f[2 * i] = v.x, f[2 * i + 1] = v.y;
+    }
+  }
+}
+
+// kN floats to kN Outs at `dst` (aligned to min(16, kN * sizeof(Out)) bytes), 16 bytes a store.
+template <class Out, int kN>
+__device__ __forceinline__ void store_vec(Out* dst, const float (&v)[kN]) {
+  if constexpr (std::is_same_v<Out, float>) {
+#pragma unroll
+    for (int i = 0; i < kN; i += 4) {
+      *reinterpret_cast<float4*>(dst + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+    }
+  } else {
+    uint32_t w[kN / 2];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) {
+      if constexpr (std::is_same_v<Out, __half>) {
+        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *reinterpret_cast<const uint32_t*>(&h);
+      } else {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *reinterpret_cast<const uint32_t*>(&b);
+      }
+    }
+    if constexpr (kN == 8) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      static_assert(kN == 4, "4 or 8 elements");
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+    }
+  }
+}
+
+__device__ __forceinline__ const void* state_o(const Params& p, int k, int t, int h,
+                                               int64_t& base) {
+  const Source& s = source_of(p, k);
+  base = t * s.o_stride[0] + k * s.o_stride[1] + h * s.o_stride[2];
+  return s.o;
+}
+
+// Thread i: row i / pieces, elements kVec * (i % pieces) .. + kVec - 1 of it. Same arithmetic, in
+// the same order, as merge_kernel.
+template <class In, class Out>
+__global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSm)
+    merge_vec_kernel(const __grid_constant__ Params p) {
+  constexpr int kN = kVec<In>;
+  const int pieces = p.dim / kN;
+  const int64_t i = int64_t(blockIdx.x) * kVecThreads + threadIdx.x;
+  const int64_t row = i / pieces;
+  if (row >= int64_t(p.tokens) * p.heads) return;
+  const int piece = static_cast<int>(i - row * pieces);
+  const int t = static_cast<int>(row / p.heads), h = static_cast<int>(row % p.heads);
+  const int n = p.src[0].n + (p.num_sources > 1 ? p.src[1].n : 0);
+
+  // The o of the first states does not depend on the weights: in flight during the lse math.
+  uint4 first[kVecPrefetch];
+#pragma unroll
+  for (int k = 0; k < kVecPrefetch; ++k) {
+    first[k] = make_uint4(0, 0, 0, 0);
+    if (k < n) {
+      int64_t base;
+      const In* o = static_cast<const In*>(state_o(p, k, t, h, base));
+      first[k] = __ldg(reinterpret_cast<const uint4*>(o + base + piece * kN));
+    }
+  }
+
+  float mmax = -INFINITY;
+  bool nan = false;
+  for (int k = 0; k < n; ++k) {
+    const float l = state_lse(p, k, t, h);
+    nan = nan || isnan(l);
+    mmax = fmaxf(mmax, l);
+  }
+  float total = 0.f;
+  if (mmax != -INFINITY) {
+    for (int k = 0; k < n; ++k) total += expf(state_lse(p, k, t, h) - mmax);
+  }
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+  if (p.lse != nullptr && piece == 0) {
+    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] =
+        nan ? NAN : (total > 0.f ? mmax + logf(total) : -INFINITY);
+  }
+
+  float acc[kN] = {};
+  auto add = [&](int k, const uint4& raw) {
+    const float l = state_lse(p, k, t, h);
+    // Empty states weigh 0 and their o is ignored, whatever it holds (0 * NaN would be NaN).
+    const float w = l == -INFINITY || total == 0.f ? 0.f : expf(l - mmax) * inv;
+    if (w == 0.f) return;
+    float f[kN];
+    unpack16<In>(raw, f);
+#pragma unroll
+    for (int e = 0; e < kN; ++e) acc[e] += w * f[e];
+  };
+#pragma unroll
+  for (int k = 0; k < kVecPrefetch; ++k) {
+    if (k < n) add(k, first[k]);
+  }
+  for (int k = kVecPrefetch; k < n; k += kVecPrefetch) {
+    uint4 raw[kVecPrefetch];
+#pragma unroll
+    for (int u = 0; u < kVecPrefetch; ++u) {
+      raw[u] = make_uint4(0, 0, 0, 0);
+      if (k + u < n) {
+        int64_t base;
+        const In* o = static_cast<const In*>(state_o(p, k + u, t, h, base));
+        raw[u] = __ldg(reinterpret_cast<const uint4*>(o + base + piece * kN));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kVecPrefetch; ++u) {
+      if (k + u < n) add(k + u, raw[u]);
+    }
+  }
+  if (nan) {
+#pragma unroll
+    for (int e = 0; e < kN; ++e) acc[e] = NAN;
+  }
+  store_vec<Out, kN>(
+      static_cast<Out*>(p.out) + t * p.out_stride[0] + h * p.out_stride[1] + piece * kN, acc);
 }
 
 }  // namespace hopattn::kernels::merge

@@ -1,6 +1,9 @@
 // Host side of the merge kernels: TensorViews -> Params, dtype dispatch, launch.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "hopattn/error.hpp"
 #include "kernels/merge/kernel.cuh"
 #include "kernels/merge/launch.hpp"
@@ -31,9 +34,34 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+bool aligned(const void* ptr, const int64_t* strides, int count, int64_t elem, int64_t bytes) {
+  bool ok = reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+  for (int i = 0; i < count; ++i) ok = ok && (strides[i] * elem) % bytes == 0;
+  return ok;
+}
+
+// Whether merge_vec_kernel applies: every row of every state starts 16-byte aligned, whole
+// 16-byte pieces per row, and output rows aligned for its stores.
+template <class In, class Out>
+bool vector_rows(const Params& p) {
+  constexpr int kN = kVec<In>;
+  if (p.dim % kN != 0) return false;
+  for (int s = 0; s < p.num_sources; ++s) {
+    if (!aligned(p.src[s].o, p.src[s].o_stride, 3, sizeof(In), 16)) return false;
+  }
+  const int64_t out_bytes = std::min<int64_t>(16, kN * int64_t(sizeof(Out)));
+  return aligned(p.out, p.out_stride, 2, sizeof(Out), out_bytes);
+}
+
 template <class In, class Out>
 void launch_typed(const Params& p, cudaStream_t stream) {
   const int64_t rows = int64_t(p.tokens) * p.heads;
+  if (vector_rows<In, Out>(p)) {
+    const int64_t threads = rows * (p.dim / kVec<In>);
+    const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
+    merge_vec_kernel<In, Out><<<blocks, kVecThreads, 0, stream>>>(p);
+    return;
+  }
   const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
   merge_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(p);
 }

@@ -15,6 +15,24 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
                : "memory");
 }
 
+// The same with a shared-window address (ptx/shared_memory.cuh): one register instead of two.
+__device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* gmem_src,
+                                            int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_dst), "l"(gmem_src),
+               "r"(src_bytes)
+               : "memory");
+}
+
+// PTX ISA "cp.async.mbarrier.arrive" (.noinc): an arrival on `bar` that fires once every
+// cp.async this thread issued so far has landed. `.noinc` leaves the pending count alone, so the
+// barrier's init count must include one arrival per thread that signals this way. The copies
+// are generic-proxy writes: a reader that hands the data to wgmma or TMA fences
+// (fence_proxy_async_shared) after its wait.
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+
 // PTX ISA "cp.async.commit_group": closes the group of this thread's copies issued so far.
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -42,6 +42,14 @@ __device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* m
                                   coords, bar);
 }
 
+__device__ __forceinline__ void tma_load_5d(void* smem_dst, const CUtensorMap* map, uint64_t* bar,
+                                            int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                            int32_t c4) {
+  const int32_t coords[5] = {c0, c1, c2, c3, c4};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_shared, cuda::ptx::space_global, smem_dst, map,
+                                  coords, bar);
+}
+
 // PTX ISA "cp.async.bulk.tensor" (.global.shared::cta.tile.bulk_group): shared -> global box
 // copy in the current bulk group. The source must have been written before a
 // fence_proxy_async_shared() + barrier. Issue from one thread, then tma_store_commit().

@@ -9,6 +9,8 @@
 // exactly -inf for rows that see no key. NaN never passes. Outputs are poisoned (0xff = NaN)
 // before every run, including a guard region after each output that must stay untouched; every
 // case runs twice and the two outputs must be bitwise identical.
+#include "fwd_kernel_test.hpp"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -28,6 +30,7 @@
 
 #include "common/element_access.hpp"
 #include "common/numeric.hpp"
+#include "gpu_test_support.hpp"
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
 #include "hopper_test_util.hpp"
@@ -35,46 +38,31 @@
 #include "reference/reference.hpp"
 #include "support/host_tensor.hpp"
 
-namespace hopattn::testing {
-namespace {
+namespace hopattn::testing::fwd_check {
 
-using namespace hopattn::testing::hopper;  // NOLINT: test helpers
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr size_t kGuardBytes = 4096;
-
-struct FwdCase {
-  DType dtype = DType::kBF16;
-  int hq = 1, hkv = 1, d = 128;
-  int dv = 0;  // 0: same as d
-  bool varlen = false;
-  std::vector<int> q_lens, kv_lens;  // per request; dense: all equal
-  AttentionOptions opts;
-  bool sinks = false;
-  bool packed_qkv = false;  // q, k, v are head slices of one [.., Hq + 2 Hkv, D] buffer
-  double qk_range = 2.0;    // q, k uniform in [-qk_range, qk_range); v in [-1, 1)
-
-  int batch() const { return static_cast<int>(q_lens.size()); }
-  int d_v() const { return dv > 0 ? dv : d; }
-  std::string describe() const {
-    std::string s = std::string(dtype_name(dtype)) + (varlen ? " varlen" : " dense") + " d " +
-                    std::to_string(d) + "/" + std::to_string(d_v()) + " hq " + std::to_string(hq) +
-                    " hkv " + std::to_string(hkv) + " lens";
-    for (int b = 0; b < batch() && b < 6; ++b) {
-      s += " " + std::to_string(q_lens[b]) + "x" + std::to_string(kv_lens[b]);
-    }
-    if (batch() > 6) s += " ... (" + std::to_string(batch()) + " requests)";
-    if (opts.causal) s += " causal";
-    if (opts.window.left >= 0 || opts.window.right >= 0) {
-      s += " window " + std::to_string(opts.window.left) + "," + std::to_string(opts.window.right);
-    }
-    if (opts.softcap > 0) s += " softcap " + std::to_string(opts.softcap);
-    if (opts.scale) s += " scale " + std::to_string(*opts.scale);
-    if (sinks) s += " sinks";
-    if (packed_qkv) s += " packed-qkv";
-    return s;
+std::string FwdCase::describe() const {
+  std::string s = std::string(dtype_name(dtype)) + (varlen ? " varlen" : " dense") + " d " +
+                  std::to_string(d) + "/" + std::to_string(d_v()) + " hq " + std::to_string(hq) +
+                  " hkv " + std::to_string(hkv) + " lens";
+  for (int b = 0; b < batch() && b < 6; ++b) {
+    s += " " + std::to_string(q_lens[b]) + "x" + std::to_string(kv_lens[b]);
   }
-};
+  if (batch() > 6) s += " ... (" + std::to_string(batch()) + " requests)";
+  if (opts.causal) s += " causal";
+  if (opts.window.left >= 0 || opts.window.right >= 0) {
+    s += " window " + std::to_string(opts.window.left) + "," + std::to_string(opts.window.right);
+  }
+  if (opts.softcap > 0) s += " softcap " + std::to_string(opts.softcap);
+  if (opts.scale) s += " scale " + std::to_string(*opts.scale);
+  if (sinks) s += " sinks";
+  if (packed_qkv) s += " packed-qkv";
+  if (poison_idle_requests || extra_kv_rows > 0) s += " NaN/Inf neighbour rows";
+  if (paged()) {
+    s += " paged " + std::to_string(page_size) + (layout == KVLayout::kNHD ? " NHD" : " HND") +
+         (csr ? " CSR" : " block-table");
+  }
+  return s;
+}
 
 FwdCase dense_case(DType dtype, int batch, int q_len, int kv_len, int hkv, int group, bool causal) {
   FwdCase c;
@@ -86,6 +74,26 @@ FwdCase dense_case(DType dtype, int batch, int q_len, int kv_len, int hkv, int g
   c.opts.causal = causal;
   return c;
 }
+
+FwdCase varlen_case(DType dtype, std::vector<int> q_lens, std::vector<int> kv_lens, int hkv,
+                    int group, bool causal) {
+  FwdCase c;
+  c.dtype = dtype;
+  c.varlen = true;
+  c.hkv = hkv;
+  c.hq = hkv * group;
+  c.q_lens = std::move(q_lens);
+  c.kv_lens = std::move(kv_lens);
+  c.opts.causal = causal;
+  return c;
+}
+
+namespace {
+
+using namespace hopattn::testing::hopper;  // NOLINT: test helpers
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kGuardBytes = 4096;
 
 // ---------------------------------------------------------------------------- buffers
 // Host bytes and a device copy with a poisoned guard region after the end.
@@ -146,7 +154,9 @@ struct Tensors {
   std::vector<int> cu_q, cu_k;
   std::unique_ptr<Mirrored> qkv_storage, q_storage, k_storage, v_storage, out, lse, sinks;
   std::unique_ptr<Mirrored> cu_q_t, cu_k_t;
-  TensorView q[2], k[2], v[2];  // [0] host, [1] device
+  std::unique_ptr<Mirrored> block_table, indptr, indices, kv_lens_t;  // paged
+  PagePlan plan;                                                      // paged
+  TensorView q[2], k[2], v[2];                                        // [0] host, [1] device
 
   explicit Tensors(const FwdCase& fc, std::mt19937_64& rng) : c(fc) {
     cu_q.push_back(0);
@@ -156,7 +166,69 @@ struct Tensors {
       cu_k.push_back(cu_k.back() + c.kv_lens[b]);
     }
     total_q = cu_q.back();
-    total_k = cu_k.back();
+    total_k = cu_k.back() + c.extra_kv_rows;
+    if (c.paged()) {
+      make_pools(rng);
+    } else {
+      make_qkv(rng);
+    }
+    make_outputs(rng);
+  }
+
+  // Index tensor on both sides from int32 values.
+  static std::unique_ptr<Mirrored> index_tensor(const HostTensor& values) {
+    auto m = std::make_unique<Mirrored>(DType::kInt32, values.shape());
+    std::memcpy(m->host.data(), const_cast<HostTensor&>(values).data(), m->bytes());
+    m->upload();
+    return m;
+  }
+
+  // Paged: q varlen; K and V in shuffled pages, NaN in every slot that holds no token.
+  void make_pools(std::mt19937_64& rng) {
+    const int64_t D = c.d, DV = c.d_v(), ps = c.page_size;
+    plan = PagePlan::fresh(std::vector<int32_t>(c.kv_lens.begin(), c.kv_lens.end()), c.page_size);
+    plan.shuffle(rng);
+    const auto pool_shape = [&](int64_t dim) {
+      return c.layout == KVLayout::kNHD ? std::vector<int64_t>{plan.num_pages, ps, c.hkv, dim}
+                                        : std::vector<int64_t>{plan.num_pages, c.hkv, ps, dim};
+    };
+    q_storage = std::make_unique<Mirrored>(c.dtype, std::vector<int64_t>{total_q, c.hq, D});
+    k_storage = std::make_unique<Mirrored>(c.dtype, pool_shape(D));
+    v_storage = std::make_unique<Mirrored>(c.dtype, pool_shape(DV));
+    q_storage->host.fill_uniform(rng, -c.qk_range, c.qk_range);
+    k_storage->host.fill_bytes(0xff);
+    v_storage->host.fill_bytes(0xff);
+    const TensorView kh = k_storage->whole(false), vh = v_storage->whole(false);
+    std::uniform_real_distribution<double> qk(-c.qk_range, c.qk_range), unit(-1.0, 1.0);
+    for (int b = 0; b < c.batch(); ++b) {
+      for (int j = 0; j < c.kv_lens[b]; ++j) {
+        for (int h = 0; h < c.hkv; ++h) {
+          const int32_t page = plan.page(b, j);
+          for (int d = 0; d < D; ++d) {
+            store_element(kh, pool_offset(kh, c.layout, page, j % ps, h, d), qk(rng));
+          }
+          for (int d = 0; d < DV; ++d) {
+            store_element(vh, pool_offset(vh, c.layout, page, j % ps, h, d), unit(rng));
+          }
+        }
+      }
+    }
+    for (Mirrored* m : {q_storage.get(), k_storage.get(), v_storage.get()}) m->upload();
+    for (int side = 0; side < 2; ++side) {
+      q[side] = q_storage->whole(side == 1);
+      k[side] = k_storage->whole(side == 1);
+      v[side] = v_storage->whole(side == 1);
+    }
+    if (c.csr) {
+      indptr = index_tensor(plan.csr_indptr());
+      indices = index_tensor(plan.csr_indices());
+    } else {
+      block_table = index_tensor(plan.block_table());
+    }
+    kv_lens_t = index_tensor(int_tensor(std::vector<int32_t>(c.kv_lens.begin(), c.kv_lens.end())));
+  }
+
+  void make_qkv(std::mt19937_64& rng) {
     const int64_t B = c.batch(), D = c.d, DV = c.d_v();
     const int64_t sq = c.varlen ? 0 : c.q_lens[0], sk = c.varlen ? 0 : c.kv_lens[0];
     const auto rows_shape = [&](int64_t rows_dense, int64_t total, int64_t heads, int64_t dim) {
@@ -182,6 +254,7 @@ struct Tensors {
       q_storage->host.fill_uniform(rng, -c.qk_range, c.qk_range);
       k_storage->host.fill_uniform(rng, -c.qk_range, c.qk_range);
       v_storage->host.fill_uniform(rng, -1.0, 1.0);
+      poison_neighbour_rows();
       for (Mirrored* m : {q_storage.get(), k_storage.get(), v_storage.get()}) m->upload();
       for (int side = 0; side < 2; ++side) {
         q[side] = q_storage->whole(side == 1);
@@ -189,22 +262,45 @@ struct Tensors {
         v[side] = v_storage->whole(side == 1);
       }
     }
+  }
+
+  // Varlen: NaN in K and Inf in V for the rows no query of this case may see.
+  void poison_neighbour_rows() {
+    const TensorView kh = k_storage->whole(false), vh = v_storage->whole(false);
+    const auto poison_rows = [&](int first, int count) {
+      for (int r = first; r < first + count; ++r) {
+        for (int h = 0; h < c.hkv; ++h) {
+          for (int d = 0; d < c.d; ++d) store_element(kh, kh.offset({r, h, d}), NAN);
+          for (int d = 0; d < c.d_v(); ++d) store_element(vh, vh.offset({r, h, d}), INFINITY);
+        }
+      }
+    };
+    for (int b = 0; b < c.batch() && c.poison_idle_requests; ++b) {
+      if (c.q_lens[b] == 0) poison_rows(cu_k[b], c.kv_lens[b]);
+    }
+    poison_rows(cu_k.back(), c.extra_kv_rows);
+  }
+
+  void make_outputs(std::mt19937_64& rng) {
+    const int64_t B = c.batch(), DV = c.d_v();
+    const bool varlen = c.varlen || c.paged();
+    const int64_t sq = varlen ? 0 : c.q_lens[0];
+    const auto rows_shape = [&](int64_t rows_dense, int64_t total, int64_t heads, int64_t dim) {
+      return varlen ? std::vector<int64_t>{total, heads, dim}
+                    : std::vector<int64_t>{B, rows_dense, heads, dim};
+    };
     out = std::make_unique<Mirrored>(c.dtype, rows_shape(sq, total_q, c.hq, DV));
-    lse = std::make_unique<Mirrored>(DType::kFP32, c.varlen ? std::vector<int64_t>{total_q, c.hq}
-                                                            : std::vector<int64_t>{B, sq, c.hq});
+    lse = std::make_unique<Mirrored>(DType::kFP32, varlen ? std::vector<int64_t>{total_q, c.hq}
+                                                          : std::vector<int64_t>{B, sq, c.hq});
     if (c.sinks) {
       sinks = std::make_unique<Mirrored>(DType::kFP32, std::vector<int64_t>{c.hq});
       sinks->host.fill_uniform(rng, -2.0, 3.0);
       if (c.hq > 1) sinks->host.set(1, 40.0);  // far above every logit: tests the rescaling
       sinks->upload();
     }
-    if (c.varlen) {
-      cu_q_t = std::make_unique<Mirrored>(DType::kInt32, std::vector<int64_t>{B + 1});
-      cu_k_t = std::make_unique<Mirrored>(DType::kInt32, std::vector<int64_t>{B + 1});
-      std::memcpy(cu_q_t->host.data(), cu_q.data(), cu_q.size() * 4);
-      std::memcpy(cu_k_t->host.data(), cu_k.data(), cu_k.size() * 4);
-      cu_q_t->upload();
-      cu_k_t->upload();
+    if (varlen) {
+      cu_q_t = index_tensor(int_tensor(std::vector<int32_t>(cu_q.begin(), cu_q.end())));
+      cu_k_t = index_tensor(int_tensor(std::vector<int32_t>(cu_k.begin(), cu_k.end())));
     }
   }
 
@@ -216,11 +312,21 @@ struct Tensors {
     a.v = v[side];
     a.out = out_view;
     a.lse = lse_view;
-    if (c.varlen) {
+    if (c.varlen || c.paged()) {
       a.cu_seqlens_q = cu_q_t->whole(device);
-      a.cu_seqlens_k = cu_k_t->whole(device);
-      a.max_seqlen_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
-      a.max_seqlen_k = *std::max_element(c.kv_lens.begin(), c.kv_lens.end());
+      if (!c.paged()) a.cu_seqlens_k = cu_k_t->whole(device);
+      a.max_seqlen_q = std::max(1, *std::max_element(c.q_lens.begin(), c.q_lens.end()));
+      a.max_seqlen_k = std::max(1, *std::max_element(c.kv_lens.begin(), c.kv_lens.end()));
+    }
+    if (c.paged()) {
+      a.pages.layout = c.layout;
+      a.pages.kv_lens = kv_lens_t->whole(device);
+      if (c.csr) {
+        a.pages.indptr = indptr->whole(device);
+        a.pages.indices = indices->whole(device);
+      } else {
+        a.pages.block_table = block_table->whole(device);
+      }
     }
     if (sinks) a.sinks = sinks->whole(device);
     return a;
@@ -228,15 +334,19 @@ struct Tensors {
 
   // Element access in (request, position, head, dim) coordinates.
   double at(const TensorView& t, int b, int i, int h, int d, bool kv) const {
+    if (kv && c.paged()) {
+      return load_element(t, pool_offset(t, c.layout, plan.page(b, i), i % c.page_size, h, d));
+    }
     const int row = (kv ? cu_k[b] : cu_q[b]) + i;
-    const int64_t off = c.varlen ? t.offset({row, h, d}) : t.offset({b, i, h, d});
+    const int64_t off = rows_varlen() ? t.offset({row, h, d}) : t.offset({b, i, h, d});
     return load_element(t, off);
   }
+  bool rows_varlen() const { return c.varlen || c.paged(); }
   int64_t out_offset(const TensorView& t, int b, int i, int h, int d) const {
-    return c.varlen ? t.offset({cu_q[b] + i, h, d}) : t.offset({b, i, h, d});
+    return rows_varlen() ? t.offset({cu_q[b] + i, h, d}) : t.offset({b, i, h, d});
   }
   int64_t lse_offset(const TensorView& t, int b, int i, int h) const {
-    return c.varlen ? t.offset({cu_q[b] + i, h}) : t.offset({b, i, h});
+    return rows_varlen() ? t.offset({cu_q[b] + i, h}) : t.offset({b, i, h});
   }
 };
 
@@ -328,6 +438,8 @@ KernelRun run_kernel(Tensors& t) {
   r.lse_bytes = t.lse->raw();
   return r;
 }
+
+}  // namespace
 
 void check_case(const FwdCase& c, uint64_t seed) {
   SCOPED_TRACE(c.describe());
@@ -427,6 +539,8 @@ void check_case(const FwdCase& c, uint64_t seed) {
 
 std::string skip_reason() { return gpu_skip_reason(); }
 
+namespace {
+
 // ---------------------------------------------------------------------------- odd-shape grid
 // (dtype, batch, q_len, kv_len, causal, GQA variant): GQA 0 = 2 kv heads x 1, 1 = 1 x 5, 2 = 2 x 8.
 using GridParam = std::tuple<DType, int, int, int, bool, int>;
@@ -520,19 +634,6 @@ TEST(FwdKernel, PackedQkvStrides) {
 }
 
 // ---------------------------------------------------------------------------- varlen
-FwdCase varlen_case(DType dtype, std::vector<int> q_lens, std::vector<int> kv_lens, int hkv,
-                    int group, bool causal) {
-  FwdCase c;
-  c.dtype = dtype;
-  c.varlen = true;
-  c.hkv = hkv;
-  c.hq = hkv * group;
-  c.q_lens = std::move(q_lens);
-  c.kv_lens = std::move(kv_lens);
-  c.opts.causal = causal;
-  return c;
-}
-
 TEST(FwdKernel, VarlenOddLengths) {
   SKIP_WITHOUT_HOPPER();
   // Lengths that end inside a 64-row slice, on it, on a 128-row tile, empty KV, q > kv.
@@ -615,4 +716,4 @@ TEST(FwdKernel, UnsupportedHeadDimIsNotImplemented) {
 }
 
 }  // namespace
-}  // namespace hopattn::testing
+}  // namespace hopattn::testing::fwd_check

@@ -1,5 +1,6 @@
 // The fwd kernel: a persistent, warp-specialized FlashAttention-3-class forward pass. Warpgroup 0
-// is the producer (one thread issues every TMA load; its registers go to the consumers);
+// is the producer (one thread issues every TMA load; with a paged cache that TMA cannot address,
+// warps 1..3 gather K and V by cp.async; its registers go to the consumers);
 // warpgroups 1 and 2 are consumers owning 64 query rows each of a 128-row work tile. All three
 // walk the same tile sequence from LptTileScheduler. See README.md in this folder.
 #pragma once
@@ -21,19 +22,29 @@
 
 namespace hopattn::kernels::fwd {
 
-template <class Traits>
+// The producer thread (thread 0). kPagedGather: K and V come from the gather warps, which this
+// thread feeds with one job per KV block (kv_loader.cuh).
+template <class Traits, KVSource kSource>
 __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
   using Mainloop = FwdMainloop<Traits>;
+  constexpr bool kGather = kSource == KVSource::kPagedGather;
   ptx::prefetch_tensor_map(&p.tm_q);
-  ptx::prefetch_tensor_map(&p.tm_k);
-  ptx::prefetch_tensor_map(&p.tm_v);
+  if (!kGather) {
+    ptx::prefetch_tensor_map(&p.tm_k);
+    ptx::prefetch_tensor_map(&p.tm_v);
+  }
+  if (kSource == KVSource::kContiguous && p.kv.tail_maps) {
+    ptx::prefetch_tensor_map(&p.tm_k_tail);
+    ptx::prefetch_tensor_map(&p.tm_v_tail);
+  }
   typename Mainloop::ProducerState st;
   for (LptTileScheduler sched(p.sched); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();
     const TileInfo t = make_tile_info<Traits>(p, w);
     if (!t.has_rows() || t.n_blocks() == 0) continue;  // consumers write zeros, need no loads
-    Mainloop::load_tile(p, sm, w, t, st);
+    Mainloop::template load_tile<kSource>(p, sm, w, t, st);
   }
+  if (kGather) Mainloop::finish_jobs(sm, st);
 }
 
 template <class Traits>
@@ -67,21 +78,41 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const bool gather = p.kv.source == KVSource::kPagedGather;
   if (threadIdx.x == 0) {
+    // A K or V stage fills by one TMA arrival (+ bytes), or by one cp.async arrival per gather
+    // thread.
+    const uint32_t kv_arrivals = gather ? Traits::kGatherThreads : 1;
     ptx::mbarrier_init(sm.q_full(), 1);
     ptx::mbarrier_init(sm.q_empty(), Traits::kConsumerThreads);
     for (int s = 0; s < Traits::kStages; ++s) {
-      ptx::mbarrier_init(sm.k_full(s), 1);
+      ptx::mbarrier_init(sm.k_full(s), kv_arrivals);
       ptx::mbarrier_init(sm.k_empty(s), Traits::kConsumerThreads);
-      ptx::mbarrier_init(sm.v_full(s), 1);
+      ptx::mbarrier_init(sm.v_full(s), kv_arrivals);
       ptx::mbarrier_init(sm.v_empty(s), Traits::kConsumerThreads);
+      ptx::mbarrier_init(sm.job_full(s), 1);
     }
   }
   __syncthreads();
   const int warpgroup = ptx::warpgroup_index();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0) run_producer<Traits>(p, sm);
+    const int tid = static_cast<int>(threadIdx.x);
+    if (tid == 0) {
+      switch (p.kv.source) {
+        case KVSource::kContiguous:
+          run_producer<Traits, KVSource::kContiguous>(p, sm);
+          break;
+        case KVSource::kPagedTma:
+          run_producer<Traits, KVSource::kPagedTma>(p, sm);
+          break;
+        case KVSource::kPagedGather:
+          run_producer<Traits, KVSource::kPagedGather>(p, sm);
+          break;
+      }
+    } else if (gather && tid >= 32) {
+      FwdMainloop<Traits>::gather_jobs(p, sm, static_cast<uint32_t>(tid - 32));
+    }
   } else {
     ptx::setmaxnreg_inc<Traits::kConsumerRegisters>();
     run_consumer<Traits>(p, sm, warpgroup - 1);

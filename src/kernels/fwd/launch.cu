@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "hopattn/error.hpp"
@@ -35,7 +36,9 @@ void cuda_ok(cudaError_t err, const char* what) {
   }
 }
 
+// q, out (and k, v unless paged) are [total, H, D] with cu_seqlens: varlen and paged calls.
 bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
+bool is_paged(const FwdArgs& a) { return a.pages.defined(); }
 
 // [B, S, H, D] view of q/k/v/o (varlen [total, H, D] as B = 1), as TMA sees it.
 struct HeadMajorView {
@@ -69,12 +72,16 @@ void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
   if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
 }
 
+CUtensorMapDataType tma_dtype(const TensorView& t) {
+  return t.dtype() == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
+
 ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows) {
   const HeadMajorView v = head_major_view(t, varlen);
   ptx::TensorMapSpec s;
   s.base = t.data();
-  s.dtype = t.dtype() == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  s.dtype = tma_dtype(t);
   s.element_bytes = 2;
   s.rank = 4;
   s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
@@ -83,6 +90,112 @@ ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows)
                static_cast<uint64_t>(std::max<int64_t>(v.stride_b, 8)) * 2};
   s.box = {64, 1, box_rows, 1};
   return s;
+}
+
+// Address at `bytes` before `p`: the windowed maps' base, which TMA never reads (kv_loader.cuh).
+void* moved_back(void* p, int64_t bytes) {
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(bytes));
+}
+
+// Windowed map of a varlen K or V [total, H, D] (kv_loader.cuh): dims (D, H, r, w) with r in
+// [0, block_n) and w in [0, total] both one row apart, base moved back by block_n rows. A box at
+// (r = block_n - v, w = end) holds the v rows before row `end`, then zeros.
+ptx::TensorMapSpec varlen_tail_spec(const TensorView& t, uint32_t block_n) {
+  const HeadMajorView v = head_major_view(t, /*varlen=*/true);
+  ptx::TensorMapSpec s;
+  s.base = moved_back(t.data(), block_n * v.stride_s * 2);
+  s.dtype = tma_dtype(t);
+  s.element_bytes = 2;
+  s.rank = 4;
+  s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), block_n,
+            static_cast<uint64_t>(v.s) + 1};
+  s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
+               static_cast<uint64_t>(v.stride_s) * 2};
+  s.box = {64, 1, block_n, 1};
+  return s;
+}
+
+// A page pool [P, page_size, H, D] (NHD) or [P, H, page_size, D] (HND) by (page, slot, head)
+// strides in elements. Strides of size-1 dims are never used for addressing and may be anything;
+// they are replaced by multiples of 16 bytes so that TMA accepts them.
+struct PoolView {
+  int64_t pages, page_size, heads, d;
+  int64_t stride_page, stride_slot, stride_head;
+};
+
+PoolView pool_view(const TensorView& t, KVLayout layout) {
+  const bool nhd = layout == KVLayout::kNHD;
+  PoolView v{
+      t.size(0),   nhd ? t.size(1) : t.size(2),     nhd ? t.size(2) : t.size(1),    t.size(3),
+      t.stride(0), nhd ? t.stride(1) : t.stride(2), nhd ? t.stride(2) : t.stride(1)};
+  if (v.heads == 1) v.stride_head = v.d;
+  if (v.page_size == 1) v.stride_slot = v.d;
+  if (v.pages == 1) v.stride_page = v.page_size * v.heads * v.d;
+  return v;
+}
+
+// Windowed map of a page pool (kv_loader.cuh) for boxes of `box` slots: dims (D, H, r, w, page)
+// (NHD) or (D, r, w, H, page) (HND), r in [0, box) and w in [0, page_size] one slot apart, base
+// moved back by `box` slots.
+ptx::TensorMapSpec paged_spec(const TensorView& t, KVLayout layout, uint32_t box) {
+  const PoolView v = pool_view(t, layout);
+  const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+  ptx::TensorMapSpec s;
+  s.base = moved_back(t.data(), box * v.stride_slot * 2);
+  s.dtype = tma_dtype(t);
+  s.element_bytes = 2;
+  s.rank = 5;
+  const uint64_t slot_bytes = u(v.stride_slot) * 2, head_bytes = u(v.stride_head) * 2;
+  if (layout == KVLayout::kNHD) {
+    s.dims = {u(v.d), u(v.heads), box, u(v.page_size) + 1, u(v.pages)};
+    s.strides = {0, head_bytes, slot_bytes, slot_bytes, u(v.stride_page) * 2};
+    s.box = {64, 1, box, 1, 1};
+  } else {
+    s.dims = {u(v.d), box, u(v.page_size) + 1, u(v.heads), u(v.pages)};
+    s.strides = {0, slot_bytes, slot_bytes, head_bytes, u(v.stride_page) * 2};
+    s.box = {64, box, 1, 1, 1};
+  }
+  return s;
+}
+
+// check_pool_layout has bounded the strides to 32 bits.
+PoolParams pool_params(const TensorView& t, KVLayout layout) {
+  const PoolView v = pool_view(t, layout);
+  const auto u32 = [](int64_t x) { return static_cast<uint32_t>(x); };
+  return PoolParams{t.data(), u32(v.stride_page), u32(v.stride_slot), u32(v.stride_head)};
+}
+
+// Index tensors (cu_seqlens, kv_lens, page tables) are read by the kernel on the device, with a
+// unit stride along their last dimension (a block table's rows may be any distance apart).
+void check_index_tensor(const TensorView& t, const char* name) {
+  if (!t.is_cuda()) {
+    unsupported(detail::concat(name, " must be a device int32 tensor with CUDA q/k/v"));
+  }
+  if (t.size(-1) > 1 && t.stride(-1) != 1) {
+    unsupported(detail::concat(name, " must have a unit stride along its last dim (stride ",
+                               t.stride(-1), ")"));
+  }
+}
+
+// Page pools are read by TMA or by 16-byte cp.async: a contiguous last dim, 16-byte aligned base
+// and strides; the gather also keeps the offset within a page below 2^31 elements and the page
+// stride below 2^32 (kv_loader.cuh).
+void check_pool_layout(const TensorView& t, KVLayout layout, const char* name) {
+  const auto fail = [&](const std::string& what) {
+    unsupported(detail::concat(name, " (page pool) ", what, " (shape ", t.shape_string(), ")"));
+  };
+  if (t.size(3) > 1 && t.stride(3) != 1) fail("must have a contiguous last dim");
+  for (int i = 0; i < 3; ++i) {
+    if (t.size(i) > 1 && t.stride(i) % 8 != 0) {
+      fail("strides must be multiples of 8 elements (16 bytes)");
+    }
+  }
+  if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
+  const PoolView v = pool_view(t, layout);
+  const int64_t page_span = (v.page_size - 1) * v.stride_slot + (v.heads - 1) * v.stride_head + v.d;
+  if (v.stride_page < 0 || v.stride_page >= (int64_t{1} << 32) || page_span >= (int64_t{1} << 31)) {
+    fail("must span fewer than 2^31 elements per page, pages fewer than 2^32 elements apart");
+  }
 }
 
 struct DeviceGuard {
@@ -110,22 +223,39 @@ int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_tot
 FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int block_m,
                       int device) {
   FwdParams p{};
+  const bool paged = is_paged(args);
   const HeadMajorView q = head_major_view(args.q, varlen);
-  const HeadMajorView k = head_major_view(args.k, varlen);
   p.heads_q = static_cast<int>(q.h);
-  p.heads_kv = static_cast<int>(k.h);
+  p.heads_kv = static_cast<int>(paged ? pool_view(args.k, args.pages.layout).heads
+                                      : head_major_view(args.k, varlen).h);
   p.group = p.heads_q / p.heads_kv;
   if (varlen) {
     p.seq.batch = static_cast<int>(args.cu_seqlens_q.size(0) - 1);
     p.seq.cu_seqlens_q = args.cu_seqlens_q.data_as<const int>();
-    p.seq.cu_seqlens_k = args.cu_seqlens_k.data_as<const int>();
+    if (!paged) p.seq.cu_seqlens_k = args.cu_seqlens_k.data_as<const int>();
   } else {
+    const HeadMajorView k = head_major_view(args.k, varlen);
     p.seq.batch = static_cast<int>(q.b);
     p.seq.seqlen_q = static_cast<int>(q.s);
     p.seq.seqlen_k = static_cast<int>(k.s);
   }
   const int max_seqlen_q = varlen ? args.max_seqlen_q : p.seq.seqlen_q;
   const int max_seqlen_k = varlen ? args.max_seqlen_k : p.seq.seqlen_k;
+
+  if (paged) {
+    const PageTable& pt = args.pages;
+    p.kv.kv_lens = pt.kv_lens.data_as<const int>();
+    if (pt.block_table.defined()) {
+      p.kv.block_table = pt.block_table.data_as<const int>();
+      p.kv.block_table_stride = pt.block_table.stride(0);
+    } else {
+      p.kv.page_indptr = pt.indptr.data_as<const int>();
+      p.kv.page_indices = pt.indices.data_as<const int>();
+    }
+    p.kv.page_size = static_cast<int>(pool_view(args.k, pt.layout).page_size);
+    p.kv.page_div = FastDivisor::of(static_cast<uint32_t>(p.kv.page_size));
+    p.kv.hnd = pt.layout == KVLayout::kHND;
+  }
 
   p.mask.window_left = opts.window.left;
   p.mask.window_right = opts.causal ? 0 : opts.window.right;
@@ -167,8 +297,60 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
         static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
     p.sched.section_bh =
         l2_section_size(device, kv_bytes_per_head, p.group, p.heads_q * p.seq.batch);
+    const int bh_total = p.heads_q * p.seq.batch;
+    const int last = bh_total - (bh_total - 1) / p.sched.section_bh * p.sched.section_bh;
+    const auto div = [](int64_t d) { return FastDivisor::of(static_cast<uint32_t>(d)); };
+    p.sched.per_section = div(static_cast<int64_t>(p.sched.num_m_blocks) * p.sched.section_bh);
+    p.sched.section = div(p.sched.section_bh);
+    p.sched.last_section = div(last);
+    p.sched.heads = div(p.heads_q);
   }
   return p;
+}
+
+// Dense or varlen K and V by TMA; varlen also gets the windowed maps that zero the rows of a
+// tile's last KV block past the sequence's end. Should the driver refuse those maps, the last
+// block is loaded with the plain maps (rows of the next sequence, masked in S only).
+void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdParams& p) {
+  // With no key anywhere (dense Sk = 0 or varlen total_k = 0) no K/V box is ever loaded; the maps
+  // then view q only so that they can be encoded.
+  const bool no_keys = head_major_view(args.k, varlen).s == 0;
+  const uint32_t rows = static_cast<uint32_t>(block_n);
+  p.kv.source = KVSource::kContiguous;
+  p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, rows));
+  p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, rows));
+  if (!varlen || no_keys) return;
+  try {
+    p.tm_k_tail = ptx::encode_tensor_map(varlen_tail_spec(args.k, rows));
+    p.tm_v_tail = ptx::encode_tensor_map(varlen_tail_spec(args.v, rows));
+    p.kv.tail_maps = true;
+  } catch (const Error&) {
+    p.kv.tail_maps = false;
+  }
+}
+
+// Paged K and V: TMA boxes of gcd(page_size, kBlockN) slots when that is a multiple of 8 rows
+// (every box then starts on a 1024-byte swizzle atom and never crosses a page), else the
+// cp.async gather. The gather is also the fallback should the driver refuse the windowed maps.
+void set_paged_source(const FwdArgs& args, int block_n, FwdParams& p) {
+  const KVLayout layout = args.pages.layout;
+  const PoolView k = pool_view(args.k, layout);
+  const int box = std::gcd(static_cast<int>(k.page_size), block_n);
+  if (box % 8 == 0 && k.pages > 0) {
+    try {
+      p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
+      p.tm_v = ptx::encode_tensor_map(paged_spec(args.v, layout, static_cast<uint32_t>(box)));
+      p.kv.source = KVSource::kPagedTma;
+      p.kv.box_rows = box;
+      return;
+    } catch (const Error&) {
+    }
+  }
+  p.kv.source = KVSource::kPagedGather;
+  p.kv.k_pool = pool_params(args.k, layout);
+  p.kv.v_pool = pool_params(args.v, layout);
+  p.tm_k = p.tm_q;  // never used by the gather: valid maps all the same
+  p.tm_v = p.tm_q;
 }
 
 template <class Traits>
@@ -176,13 +358,13 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, bool varlen, 
                 cudaStream_t stream) {
   FwdParams p = make_params(args, opts, varlen, Traits::kBlockM, device);
   if (p.sched.total_tiles == 0) return;
-  // With no key anywhere (dense Sk = 0 or varlen total_k = 0) no K/V box is ever loaded; the maps
-  // then view q only so that they can be encoded.
-  const bool no_keys = head_major_view(args.k, varlen).s == 0;
   p.tm_q = ptx::encode_tensor_map(tma_spec(args.q, varlen, Traits::kBlockM));
-  p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, Traits::kBlockN));
-  p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, Traits::kBlockN));
   p.tm_o = ptx::encode_tensor_map(tma_spec(args.out, varlen, Traits::kRowsPerConsumer));
+  if (is_paged(args)) {
+    set_paged_source(args, Traits::kBlockN, p);
+  } else {
+    set_contiguous_source(args, varlen, Traits::kBlockN, p);
+  }
   int num_sms = 0;
   cuda_ok(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count");
   const int grid = std::min(p.sched.total_tiles, num_sms);
@@ -206,7 +388,6 @@ void run_dtype(const FwdArgs& args, const AttentionOptions& opts, bool varlen, i
 }  // namespace
 
 void check_supported(const FwdArgs& args, const AttentionOptions&) {
-  if (args.pages.defined()) unsupported("a paged KV cache is not implemented yet");
   const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
   if (!built_head_dims(dqk, dv)) {
     unsupported(
@@ -217,18 +398,31 @@ void check_supported(const FwdArgs& args, const AttentionOptions&) {
     unsupported(detail::concat("dtype ", args.q.dtype(), "; built: bf16, fp16"));
   }
   const bool varlen = is_varlen(args);
+  const bool paged = is_paged(args);
   if (varlen) {
-    if (!args.cu_seqlens_q.is_cuda() || !args.cu_seqlens_k.is_cuda()) {
-      unsupported("cu_seqlens_q/k must be device int32 tensors with CUDA q/k/v");
-    }
+    check_index_tensor(args.cu_seqlens_q, "cu_seqlens_q");
+    if (!paged) check_index_tensor(args.cu_seqlens_k, "cu_seqlens_k");
     if (args.max_seqlen_q <= 0 && args.q.size(0) > 0) {
       unsupported("varlen needs max_seqlen_q > 0 on the host (no device sync)");
     }
   }
+  if (paged) {
+    const PageTable& pt = args.pages;
+    check_index_tensor(pt.kv_lens, "kv_lens");
+    if (pt.block_table.defined()) {
+      check_index_tensor(pt.block_table, "page_table");
+    } else {
+      check_index_tensor(pt.indptr, "page_indptr");
+      check_index_tensor(pt.indices, "page_indices");
+    }
+    check_pool_layout(args.k, pt.layout, "k");
+    check_pool_layout(args.v, pt.layout, "v");
+  } else {
+    check_tma_layout(args.k, "k", varlen);
+    check_tma_layout(args.v, "v", varlen);
+  }
   if (args.sinks.defined() && !args.sinks.is_cuda()) unsupported("sinks must be a device tensor");
   check_tma_layout(args.q, "q", varlen);
-  check_tma_layout(args.k, "k", varlen);
-  check_tma_layout(args.v, "v", varlen);
   check_tma_layout(args.out, "out", varlen);
 }
 

@@ -6,7 +6,7 @@
 namespace hopattn::kernels::fwd {
 
 // Throws hopattn::Error(kNotImplemented) naming the first feature of this call that the CUDA
-// kernel does not provide yet (head dims, paged KV, host-resident cu_seqlens, ...).
+// kernel does not provide (head dims, host-resident index tensors, unaligned strides, ...).
 void check_supported(const FwdArgs& args, const AttentionOptions& opts);
 
 // Runs the forward kernel on `stream` (the current device must hold the tensors, or the

@@ -17,12 +17,16 @@
 
 #include <cmath>
 
+#include "kernels/fwd/kv_loader.cuh"
 #include "kernels/fwd/mask.cuh"
 #include "kernels/fwd/softmax.cuh"
 #include "kernels/fwd/traits.cuh"
+#include "ptx/cp_async.cuh"
+#include "ptx/fence.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/named_barrier.cuh"
 #include "ptx/pack.cuh"
+#include "ptx/shared_memory.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
 
@@ -38,6 +42,18 @@ __device__ __forceinline__ void wait_barrier(uint64_t* bar, uint32_t parity) {
   if (!ptx::mbarrier_wait_parity_for(bar, parity, kHangTimeoutNs)) __trap();
 }
 
+// The same for the producer warpgroup (24 registers): the clock is kept in units of 1024 ns in
+// 32 bits (wrapping after 73 minutes), one register instead of two.
+inline constexpr uint32_t kHangTimeoutUnits = kHangTimeoutNs >> 10;
+
+__device__ __forceinline__ void producer_wait(uint64_t* bar, uint32_t parity) {
+  if (ptx::mbarrier_try_wait_parity(bar, parity)) return;
+  const uint32_t start = static_cast<uint32_t>(ptx::global_timer_ns() >> 10);
+  while (!ptx::mbarrier_try_wait_parity(bar, parity)) {
+    if (static_cast<uint32_t>(ptx::global_timer_ns() >> 10) - start > kHangTimeoutUnits) __trap();
+  }
+}
+
 template <class Traits>
 struct FwdMainloop {
   using Elt = typename Traits::Elt;
@@ -45,63 +61,104 @@ struct FwdMainloop {
   static constexpr int kConsumerThreads = Traits::kConsumerThreads;
 
   // ---------------------------------------------------------------------------- producer
+  using Loader = KVLoader<Traits>;
+  static constexpr int kQKPanels = Traits::kHeadDim / Traits::kPanelCols;
+  static constexpr int kVPanels = Traits::kHeadDimV / Traits::kPanelCols;
+
   struct ProducerState {
     Pipeline kv;
     uint32_t q_phase = 0;
   };
 
-  // Issued by one thread: K of the tile's first (highest) KV block, Q, V of that block, then K
-  // and V of each further block. K goes first so that it streams in while the consumers still
-  // finish the previous tile and hold Q.
+  // Issued by the producer thread: K of the tile's first (highest) KV block, Q, V of that block,
+  // then K and V of each further block. K goes first so that it streams in while the consumers
+  // still finish the previous tile and hold Q. kSource = kPagedGather: K and V blocks become
+  // gather jobs for warps 1..3 (kv_loader.cuh); Q is still a TMA load. Each source is its own
+  // instantiation, so that each path fits the producer's 24 registers on its own.
+  template <KVSource kSource>
   __device__ static void load_tile(const FwdParams& p, const SharedPlan<Traits>& sm,
                                    const WorkTile& w, const TileInfo& t, ProducerState& st) {
-    const int kv_head = w.head / p.group;
+    constexpr bool kGather = kSource == KVSource::kPagedGather;
+    const typename Loader::Source src = Loader::template source<kSource>(p, w, t);
     int n = t.n_block_max - 1;
-    load_k(p, sm, t, kv_head, n, st.kv);
-    wait_barrier(sm.q_empty(), st.q_phase ^ 1);
+    load_k<kSource>(p, sm, src, n, st.kv);
+    producer_wait(sm.q_empty(), st.q_phase ^ 1);
     ptx::mbarrier_arrive_expect_tx(sm.q_full(), Traits::kQBytes);
 #pragma unroll
     for (int i = 0; i < kQKPanels; ++i) {
       ptx::tma_load_4d(sm.q() + i * Traits::kQPanelBytes, &p.tm_q, sm.q_full(),
                        i * Traits::kPanelCols, w.head, t.row_q + t.m_start, t.batch_coord);
     }
-    load_v(p, sm, t, kv_head, n, st.kv);
+    if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
     st.kv.advance();
     for (--n; n >= t.n_block_min; --n) {
-      load_k(p, sm, t, kv_head, n, st.kv);
-      load_v(p, sm, t, kv_head, n, st.kv);
+      load_k<kSource>(p, sm, src, n, st.kv);
+      if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
       st.kv.advance();
     }
     st.q_phase ^= 1;
   }
 
-  static constexpr int kQKPanels = Traits::kHeadDim / Traits::kPanelCols;
-  static constexpr int kVPanels = Traits::kHeadDimV / Traits::kPanelCols;
-
-  __device__ static void load_k(const FwdParams& p, const SharedPlan<Traits>& sm, const TileInfo& t,
-                                int kv_head, int n, const Pipeline& kv) {
+  // K of block n by TMA, or (kPagedGather) its gather job, once the stage is free.
+  template <KVSource kSource>
+  __device__ static void load_k(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                const typename Loader::Source& src, int n, const Pipeline& kv) {
     const uint32_t s = kv.stage();
-    wait_barrier(sm.k_empty(s), kv.phase() ^ 1);
-    ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
-#pragma unroll
-    for (int i = 0; i < kQKPanels; ++i) {
-      ptx::tma_load_4d(sm.k(s) + i * Traits::kKVPanelBytes, &p.tm_k, sm.k_full(s),
-                       i * Traits::kPanelCols, kv_head, t.row_k + n * Traits::kBlockN,
-                       t.batch_coord);
+    producer_wait(sm.k_empty(s), kv.phase() ^ 1);
+    if constexpr (kSource == KVSource::kPagedGather) {
+      *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head, n};
+      ptx::mbarrier_arrive(sm.job_full(s));  // release: the job's fields before the arrival
+    } else {
+      ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
+      Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, &p.tm_k_tail, sm.k(s),
+                                                     sm.k_full(s), src, n);
     }
   }
 
-  __device__ static void load_v(const FwdParams& p, const SharedPlan<Traits>& sm, const TileInfo& t,
-                                int kv_head, int n, const Pipeline& kv) {
+  template <KVSource kSource>
+  __device__ static void load_v(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                const typename Loader::Source& src, int n, const Pipeline& kv) {
     const uint32_t s = kv.stage();
-    wait_barrier(sm.v_empty(s), kv.phase() ^ 1);
+    producer_wait(sm.v_empty(s), kv.phase() ^ 1);
     ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
-#pragma unroll
-    for (int i = 0; i < kVPanels; ++i) {
-      ptx::tma_load_4d(sm.v(s) + i * Traits::kKVPanelBytes, &p.tm_v, sm.v_full(s),
-                       i * Traits::kPanelCols, kv_head, t.row_k + n * Traits::kBlockN,
-                       t.batch_coord);
+    Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, &p.tm_v_tail, sm.v(s), sm.v_full(s),
+                                                  src, n);
+  }
+
+  // Producer thread, gather mode, after its last tile: a job with n_block = -1 stops the gather
+  // warps (published like any job, once its slot's stage is free).
+  __device__ static void finish_jobs(const SharedPlan<Traits>& sm, const ProducerState& st) {
+    const uint32_t s = st.kv.stage();
+    producer_wait(sm.k_empty(s), st.kv.phase() ^ 1);
+    *sm.job(s) = GatherJob{0, 0, 0, -1};
+    ptx::mbarrier_arrive(sm.job_full(s));
+  }
+
+  // One 16-byte shared load by 32-bit address (a generic pointer would hold a register more).
+  __device__ static GatherJob read_job(const SharedPlan<Traits>& sm, uint32_t s) {
+    const uint4 a = ptx::ld_shared_v4(ptx::smem_address(sm.job(s)));
+    return GatherJob{static_cast<int>(a.x), static_cast<int>(a.y), static_cast<int>(a.z),
+                     static_cast<int>(a.w)};
+  }
+
+  // Producer warps 1..3 (tid 0..95), gather mode: every job's K block, then its V block, in the
+  // order the producer thread published them.
+  __device__ static void gather_jobs(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                     uint32_t tid) {
+    Pipeline kv;
+    for (;;) {
+      const uint32_t s = kv.stage();
+      producer_wait(sm.job_full(s), kv.phase());
+      const GatherJob job = read_job(sm, s);
+      if (job.n_block < 0) break;
+      Loader::template gather_block<Traits::kHeadDim>(p, p.kv.k_pool, ptx::smem_address(sm.k(s)),
+                                                      sm.k_full(s), job, tid);
+      producer_wait(sm.v_empty(s), kv.phase() ^ 1);
+      Loader::template gather_block<Traits::kHeadDimV>(p, p.kv.v_pool, ptx::smem_address(sm.v(s)),
+                                                       sm.v_full(s), job, tid);
+      kv.advance();
     }
+    ptx::cp_async_wait<0>();  // no copy of this thread's still in flight when it leaves
   }
 
   // ---------------------------------------------------------------------------- consumer
@@ -164,6 +221,13 @@ struct FwdMainloop {
     if (block_needs_mask<Traits>(p, t, n_block)) apply_mask<Traits>(s, rows, n_block, lane);
   }
 
+  // A K or V stage is ready. Gathered stages were written by cp.async (generic proxy) and are
+  // read next by wgmma (async proxy): each reading thread fences between the two.
+  __device__ static void wait_kv(const FwdParams& p, uint64_t* full, uint32_t phase) {
+    wait_barrier(full, phase);
+    if (p.kv.source == KVSource::kPagedGather) ptx::fence_proxy_async_shared();
+  }
+
   __device__ static void turn_begin(int consumer) {
     ptx::named_barrier_sync(kGemmTurn0 + consumer, kConsumerThreads);
   }
@@ -200,7 +264,7 @@ struct FwdMainloop {
 
     // First (highest) KV block: S only.
     int n = t.n_block_max - 1;
-    wait_barrier(sm.k_full(st.kv.stage()), st.kv.phase());
+    wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
     turn_begin(consumer);
     fence_all(s, o, pf);
     ptx::wgmma_fence();
@@ -219,8 +283,8 @@ struct FwdMainloop {
 
     // Steady state: S of block n with O += P V of block n + 1 in flight.
     for (n = t.n_block_max - 2; n >= t.n_block_min; --n) {
-      wait_barrier(sm.k_full(st.kv.stage()), st.kv.phase());
-      wait_barrier(sm.v_full(prev.stage()), prev.phase());
+      wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
+      wait_kv(p, sm.v_full(prev.stage()), prev.phase());
       turn_begin(consumer);
       fence_all(s, o, pf);
       ptx::wgmma_fence();
@@ -246,7 +310,7 @@ struct FwdMainloop {
     }
 
     // Last block's O += P V.
-    wait_barrier(sm.v_full(prev.stage()), prev.phase());
+    wait_kv(p, sm.v_full(prev.stage()), prev.phase());
     turn_begin(consumer);
     fence_all(s, o, pf);
     ptx::wgmma_fence();

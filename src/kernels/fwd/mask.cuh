@@ -14,7 +14,7 @@ namespace hopattn::kernels::fwd {
 // Computed identically by the producer and the consumers from the work tile alone.
 struct TileInfo {
   int seqlen_q, seqlen_k;
-  int row_q, row_k;  // first row of the sequence along TMA's S coordinate (varlen offset)
+  int row_q, row_k;  // first row of the sequence along TMA's S coordinate (varlen offset; 0 paged)
   int batch_coord;   // TMA's B coordinate (dense: the batch; varlen: 0)
   int m_start;       // first query row of the tile within the sequence
   int n_block_min, n_block_max;  // KV blocks [min, max) that hold visible keys
@@ -29,8 +29,13 @@ __device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const Wor
   if (p.seq.cu_seqlens_q != nullptr) {
     t.row_q = p.seq.cu_seqlens_q[w.batch];
     t.seqlen_q = p.seq.cu_seqlens_q[w.batch + 1] - t.row_q;
-    t.row_k = p.seq.cu_seqlens_k[w.batch];
-    t.seqlen_k = p.seq.cu_seqlens_k[w.batch + 1] - t.row_k;
+    if (p.kv.kv_lens != nullptr) {  // paged: keys are addressed through the page list
+      t.row_k = 0;
+      t.seqlen_k = p.kv.kv_lens[w.batch];
+    } else {
+      t.row_k = p.seq.cu_seqlens_k[w.batch];
+      t.seqlen_k = p.seq.cu_seqlens_k[w.batch + 1] - t.row_k;
+    }
     t.batch_coord = 0;
   } else {
     t.row_q = 0;

@@ -10,6 +10,8 @@
 // decreasing cost is the greedy LPT rule, which keeps the last wave short.
 #pragma once
 
+#include <cstdint>
+
 #include "kernels/fwd/traits.cuh"
 
 namespace hopattn::kernels::fwd {
@@ -22,30 +24,41 @@ struct WorkTile {
 
 class LptTileScheduler {
  public:
+  // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters): its fields are
+  // read where needed rather than copied into registers, which the producer thread has few of.
   __device__ explicit LptTileScheduler(const SchedulerParams& p)
       : p_(p), linear_(static_cast<int>(blockIdx.x)) {}
 
   __device__ bool valid() const { return linear_ < p_.total_tiles; }
-  __device__ void advance() { linear_ += static_cast<int>(gridDim.x); }
+  // gridDim.x is read afresh each time (a volatile read of %nctaid.x): hoisted out of the tile
+  // loop it would pin a register for the whole loop.
+  __device__ void advance() {
+    uint32_t grid;
+    asm volatile("mov.u32 %0, %%nctaid.x;\n" : "=r"(grid));
+    linear_ += static_cast<int>(grid);
+  }
 
   __device__ WorkTile tile() const {
-    const int bh_total = p_.num_heads * p_.batch;
-    const int per_section = p_.num_m_blocks * p_.section_bh;
-    const int section = linear_ / per_section;
-    const int rem = linear_ - section * per_section;
-    const int first_bh = section * p_.section_bh;
-    const int bh_here = min(p_.section_bh, bh_total - first_bh);  // the last section may be short
-    const int m_rank = rem / bh_here;
-    const int bh = first_bh + (rem - m_rank * bh_here);
+    const uint32_t linear = static_cast<uint32_t>(linear_);
+    const uint32_t section = p_.per_section.divide(linear);
+    const uint32_t rem = linear - section * p_.per_section.divisor;
+    const uint32_t first_bh = section * p_.section.divisor;
+    // The last section may be short: its pairs divide the remainder instead.
+    const bool last = first_bh + p_.section.divisor >
+                      static_cast<uint32_t>(p_.num_heads) * static_cast<uint32_t>(p_.batch);
+    const FastDivisor& pairs = last ? p_.last_section : p_.section;
+    const uint32_t m_rank = pairs.divide(rem);
+    const uint32_t bh = first_bh + (rem - m_rank * pairs.divisor);
+    const uint32_t batch = p_.heads.divide(bh);
     WorkTile w;
-    w.m_block = p_.num_m_blocks - 1 - m_rank;
-    w.batch = bh / p_.num_heads;
-    w.head = bh - w.batch * p_.num_heads;
+    w.m_block = p_.num_m_blocks - 1 - static_cast<int>(m_rank);
+    w.batch = static_cast<int>(batch);
+    w.head = static_cast<int>(bh - batch * p_.heads.divisor);
     return w;
   }
 
  private:
-  SchedulerParams p_;
+  const SchedulerParams& p_;
   int linear_;
 };
 

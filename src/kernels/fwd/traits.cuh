@@ -36,7 +36,9 @@ struct FwdTraits {
   static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims: multiples of 64");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16, at most 256");
 
-  // One producer warpgroup, two consumer warpgroups of 64 query rows each.
+  // One producer warpgroup, two consumer warpgroups of 64 query rows each. With a gathered
+  // (paged) KV cache, warps 1..3 of the producer warpgroup copy K and V rows.
+  static constexpr int kGatherThreads = 96;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kRowsPerConsumer = 64;  // the M of wgmma
   static constexpr int kBlockM = kConsumerWarpgroups * kRowsPerConsumer;
@@ -70,13 +72,26 @@ struct FwdTraits {
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKStageBytes;
   static constexpr uint32_t kOOffset = kVOffset + kStages * kVStageBytes;
   static constexpr uint32_t kBarrierOffset = kOOffset + kConsumerWarpgroups * kOBytesPerConsumer;
-  // q_full, q_empty, then k_full, k_empty, v_full, v_empty rings.
-  static constexpr int kNumBarriers = 2 + 4 * kStages;
-  static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
+  // q_full, q_empty, then k_full, k_empty, v_full, v_empty, job_full rings.
+  static constexpr int kNumBarriers = 2 + 5 * kStages;
+  // Paged gather: one job slot per stage (kv_loader.cuh).
+  static constexpr uint32_t kJobOffset = (kBarrierOffset + kNumBarriers * 8 + 15) / 16 * 16;
+  static constexpr uint32_t kJobBytes = 16;
+  static constexpr uint32_t kSmemBytes = kJobOffset + kStages * kJobBytes;
   // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
   static_assert(kSmemAlloc <= 227 * 1024, "fwd: shared-memory plan exceeds 227 KB");
 };
+
+// One KV block to gather from a paged cache, handed from the producer thread to the gather warps
+// through shared memory (kv_loader.cuh). n_block < 0: no more blocks.
+struct GatherJob {
+  int batch;  // the request (its page list is looked up by the gather warps)
+  int seqlen_k;
+  int kv_head;
+  int n_block;
+};
+static_assert(sizeof(GatherJob) == 16, "GatherJob: one 16-byte shared load");
 
 // Views of the shared-memory plan (addresses from a 1024-aligned base).
 template <class Traits>
@@ -101,6 +116,10 @@ struct SharedPlan {
   __device__ uint64_t* k_empty(int s) const { return barriers() + 2 + Traits::kStages + s; }
   __device__ uint64_t* v_full(int s) const { return barriers() + 2 + 2 * Traits::kStages + s; }
   __device__ uint64_t* v_empty(int s) const { return barriers() + 2 + 3 * Traits::kStages + s; }
+  __device__ uint64_t* job_full(int s) const { return barriers() + 2 + 4 * Traits::kStages + s; }
+  __device__ GatherJob* job(int s) const {
+    return reinterpret_cast<GatherJob*>(base + Traits::kJobOffset + s * Traits::kJobBytes);
+  }
 };
 
 // ------------------------------------------------------------------------------ parameters
@@ -132,17 +151,77 @@ struct OutputParams {
   int64_t lse_batch_stride = 0, lse_row_stride = 0, lse_head_stride = 0;
 };
 
+// Where K and V rows come from. kContiguous: dense or varlen tensors by TMA. kPagedTma: page
+// pools by TMA, one box of `box_rows` tokens (a divisor of both the page size and kBlockN, a
+// multiple of 8) at a time. kPagedGather: page pools by cp.async from the 96 threads of producer
+// warps 1..3, 16 bytes at a time, for page sizes that share no multiple of 8 with kBlockN.
+enum class KVSource : int {
+  kContiguous = 0,
+  kPagedTma = 1,
+  kPagedGather = 2,
+};
+
+// Gather addressing of one pool (elements): row (page, slot, head) starts at
+// page * page_stride + slot * slot_stride + head * head_stride. The host checks that a page
+// spans fewer than 2^31 elements and page_stride < 2^32, so that only the page term is 64-bit.
+struct PoolParams {
+  const void* base = nullptr;
+  uint32_t page_stride = 0, slot_stride = 0, head_stride = 0;
+};
+
+// n / d for 0 <= n < 2^31 by a multiply-high and a shift (d >= 1): with s = ceil(log2 d) and
+// mul = floor(2^32 (2^s - d) / d) + 1, n / d = (umulhi(n, mul) + n) >> s. The paged loaders
+// split token indices into (page, slot) with it every row.
+struct FastDivisor {
+  uint32_t divisor = 1, mul = 1, shift = 0;
+
+  static FastDivisor of(uint32_t d) {
+    FastDivisor f;
+    f.divisor = d;
+    while ((uint64_t{1} << f.shift) < d) ++f.shift;
+    f.mul = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - d) / d + 1);
+    return f;
+  }
+  __device__ __forceinline__ uint32_t divide(uint32_t n) const {
+    return (__umulhi(n, mul) + n) >> shift;
+  }
+};
+
+struct KVParams {
+  KVSource source = KVSource::kContiguous;
+  // Varlen only: tm_k_tail / tm_v_tail hold windowed maps that zero-fill the rows of a tile's
+  // last KV block past the sequence's end (see kv_loader.cuh); false: that block is loaded with
+  // the plain maps (rows past the end are the next sequence's, masked in S only).
+  bool tail_maps = false;
+  // Paged: lengths and page lists on the device (block table rows, or CSR).
+  const int* kv_lens = nullptr;      // int32 [B]
+  const int* block_table = nullptr;  // int32 [B, max_pages] rows block_table_stride apart; or
+  int64_t block_table_stride = 0;
+  const int* page_indptr = nullptr;  // int32 [B + 1] and
+  const int* page_indices = nullptr;
+  int page_size = 0;
+  FastDivisor page_div;       // by page_size
+  int box_rows = 0;           // kPagedTma: tokens per TMA box
+  bool hnd = false;           // pools are [P, Hkv, page_size, D]; else [P, page_size, Hkv, D]
+  PoolParams k_pool, v_pool;  // kPagedGather
+};
+
 struct SchedulerParams {
   int num_m_blocks = 0;  // ceil(max_seqlen_q / kBlockM)
   int num_heads = 0;     // Hq
   int batch = 0;
   int section_bh = 1;  // (batch, head) pairs per L2 section
   int total_tiles = 0;
+  // Divisions of the tile index (tile_scheduler.cuh), set by the host from the fields above:
+  // by num_m_blocks * section_bh, by section_bh, by the last section's pairs, by num_heads.
+  FastDivisor per_section, section, last_section, heads;
 };
 
 struct FwdParams {
   CUtensorMap tm_q, tm_k, tm_v, tm_o;
+  CUtensorMap tm_k_tail, tm_v_tail;  // varlen with kv.tail_maps only
   SequenceParams seq;
+  KVParams kv;
   MaskParams mask;
   SoftmaxParams softmax;
   OutputParams out;

@@ -1,0 +1,159 @@
+// KV block loads of the fwd producer: the rows of K or V that KV block n of a tile puts into a
+// ring stage, from contiguous tensors (dense, varlen) or from a paged cache. Every row past the
+// sequence's end arrives as zeros, for K and for V: masking S alone would leave P = 0 times
+// whatever sits there, and 0 * NaN or 0 * Inf is NaN.
+//
+// How rows past the end become zeros:
+// - dense: the sequence is a whole dimension of the 4-D tensor map, TMA zero-fills past it.
+// - varlen, the tile's last block when the sequence ends inside it: a windowed map (below)
+//   whose bound is the sequence's end. Earlier blocks hold only valid rows: the plain map.
+// - paged, TMA: the windowed map over the slots of a page, one box per page piece of
+//   `box_rows` tokens; boxes wholly past the end are issued out of bounds (zeros, bytes counted).
+// - paged, gather: cp.async with a source size of 0 writes 16 zero bytes.
+//
+// Gather schedule: the producer thread walks the tiles as for TMA, but for each KV block it only
+// waits for the K stage to be free and publishes a GatherJob in that stage's slot (job_full);
+// producer warps 1..3 take the jobs in order, gather K, wait for the V stage, gather V. A job
+// slot is rewritten only after the consumers freed its K stage, by which time the gather warps
+// have read it (their K arrivals come after the read).
+//
+// The windowed map. A box of R rows must hold rows s0 .. s0 + v - 1 of some range, then R - v
+// zero rows, for any v in 0..R. TMA zero-fills what lies outside a dimension's bounds, so the
+// map has two dimensions with the same row stride, r in [0, R) and w in [0, W), and element
+// (r, w) is row r + w - R (the base address is moved back by R rows; nothing is read there, as
+// r + w >= R for every box below). A box at r = R - v, w = s0 + v reads rows s0 .. s0 + v - 1
+// into box rows 0 .. v - 1, and box rows v .. R - 1 fall on r >= R: zeros. The host builds these
+// maps in launch.cu (windowed_rows_spec).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/fwd/mask.cuh"
+#include "kernels/fwd/tile_scheduler.cuh"
+#include "kernels/fwd/traits.cuh"
+#include "ptx/cp_async.cuh"
+#include "ptx/shared_memory.cuh"
+#include "ptx/tma.cuh"
+
+namespace hopattn::kernels::fwd {
+
+template <class Traits>
+struct KVLoader {
+  using Elt = typename Traits::Elt;
+  static constexpr int kBlockN = Traits::kBlockN;
+
+  // Where one tile's keys live; computed once per tile by each producer thread.
+  struct Source {
+    int kv_head;
+    int row_k;        // contiguous: first row of the sequence along TMA's S coordinate
+    int batch_coord;  // contiguous: TMA's B coordinate
+    int seqlen_k;
+    int batch;
+    const int* pages;  // paged TMA: the request's physical pages, in token order
+  };
+
+  // Paged: request b's physical pages, in token order.
+  __device__ static const int* page_list(const FwdParams& p, int b) {
+    return p.kv.block_table != nullptr ? p.kv.block_table + b * p.kv.block_table_stride
+                                       : p.kv.page_indices + p.kv.page_indptr[b];
+  }
+
+  template <KVSource kSource>
+  __device__ static Source source(const FwdParams& p, const WorkTile& w, const TileInfo& t) {
+    Source s{w.head / p.group, t.row_k, t.batch_coord, t.seqlen_k, w.batch, nullptr};
+    if constexpr (kSource == KVSource::kPagedTma) s.pages = page_list(p, w.batch);
+    return s;
+  }
+
+  // One thread: the TMA boxes of KV block n, kPanels panels of 64 columns, into `stage`,
+  // completing on `bar` (whose expect_tx the caller has raised by the full stage's bytes).
+  template <KVSource kSource, int kPanels>
+  __device__ static void tma_block(const FwdParams& p, const CUtensorMap* map,
+                                   const CUtensorMap* tail_map, uint8_t* stage, uint64_t* bar,
+                                   const Source& s, int n) {
+    const int first = n * kBlockN;
+    if constexpr (kSource == KVSource::kContiguous) {
+      const int valid = s.seqlen_k - first;
+      if (p.kv.tail_maps && valid < kBlockN) {
+#pragma unroll
+        for (int i = 0; i < kPanels; ++i) {
+          ptx::tma_load_4d(stage + i * Traits::kKVPanelBytes, tail_map, bar, i * Traits::kPanelCols,
+                           s.kv_head, kBlockN - valid, s.row_k + first + valid);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kPanels; ++i) {
+          ptx::tma_load_4d(stage + i * Traits::kKVPanelBytes, map, bar, i * Traits::kPanelCols,
+                           s.kv_head, s.row_k + first, s.batch_coord);
+        }
+      }
+    } else {
+      // Paged: box_rows divides both the page size and kBlockN, so a box never crosses a page,
+      // and it is a multiple of 8 rows, so every box starts on a 1024-byte swizzle atom.
+      const int box = p.kv.box_rows;
+      for (int row = 0; row < kBlockN; row += box) {
+        const int token = first + row;
+        const int valid = min(max(s.seqlen_k - token, 0), box);
+        int page = 0, slot = 0;
+        if (valid > 0) {  // page-list entries past the length are never read (may be garbage)
+          const uint32_t index = p.kv.page_div.divide(token);
+          page = s.pages[index];
+          slot = token - static_cast<int>(index) * p.kv.page_size;
+        }
+        const int r = box - valid, w = slot + valid;
+        uint8_t* dst = stage + row * Traits::kRowBytes;
+#pragma unroll
+        for (int i = 0; i < kPanels; ++i) {
+          const int col = i * Traits::kPanelCols;
+          if (p.kv.hnd) {
+            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, r, w, s.kv_head, page);
+          } else {
+            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, s.kv_head, r, w, page);
+          }
+        }
+      }
+    }
+  }
+
+  // The kGatherThreads gather threads (tid 0..95): KV block job.n_block, kCols columns, copied 16
+  // bytes per cp.async into the 128B-swizzled panels at shared address `stage` (the layout TMA
+  // would have written: 16-byte chunk c of row r at chunk c ^ (r % 8)), then one arrival per
+  // thread on `bar` once its copies landed. A thread keeps one chunk and walks rows
+  // kRowsPerRound apart, so it looks up one page per row.
+  template <int kCols>
+  __device__ static void gather_block(const FwdParams& p, const PoolParams& pool, uint32_t stage,
+                                      uint64_t* bar, const GatherJob& job, uint32_t tid) {
+    constexpr uint32_t kChunks = kCols / 8;  // 16-byte pieces per row
+    constexpr uint32_t kRowsPerRound = Traits::kGatherThreads / kChunks;
+    static_assert(Traits::kGatherThreads % kChunks == 0, "gather: whole rows per round");
+    // Derived from an opaque copy of tid so that the compiler recomputes these per block instead
+    // of hoisting both K's and V's out of the job loop (the producer warpgroup has 24 registers).
+    tid = ptx::opaque(tid);
+    const uint32_t chunk = tid % kChunks;
+    const uint32_t head_offset = job.kv_head * pool.head_stride + chunk * 8;
+    const uint32_t first = job.n_block * kBlockN;
+    const uint32_t end = job.seqlen_k;
+    const int* pages = page_list(p, job.batch);
+    const Elt* base = static_cast<const Elt*>(pool.base);
+#pragma unroll 1
+    for (uint32_t row = tid / kChunks; row < kBlockN; row += kRowsPerRound) {
+      const uint32_t token = first + row;
+      const Elt* src = base;
+      uint32_t bytes = 0;
+      if (token < end) {  // page-list entries past the length are never read
+        const uint32_t index = p.kv.page_div.divide(token);
+        const uint32_t page = pages[index];
+        const uint32_t slot = token - index * p.kv.page_size;
+        src = base + static_cast<uint64_t>(page) * pool.page_stride +
+              (slot * pool.slot_stride + head_offset);
+        bytes = 16;
+      }
+      ptx::cp_async_16(stage + (chunk / 8) * Traits::kKVPanelBytes + row * Traits::kRowBytes +
+                           (((chunk % 8) ^ (row % 8)) << 4),
+                       src, static_cast<int>(bytes));
+    }
+    ptx::cp_async_mbarrier_arrive_noinc(bar);
+  }
+};
+
+}  // namespace hopattn::kernels::fwd

@@ -1,0 +1,152 @@
+// The fwd kernel with a paged KV cache, and with K/V rows past a sequence's end that hold NaN
+// and Inf, against the CPU reference (same check as fwd_kernel_test.cpp: error within 2x a plain
+// 16-bit attention's, NaN never, poisoned outputs, bitwise reruns).
+//
+// Paged cases cover both loaders: TMA boxes when gcd(page_size, kBlockN) is a multiple of 8
+// (16, 64, 24, 256 with 128-key tiles), the cp.async gather otherwise (1, 13). Pages are
+// relabelled by a random permutation, and every slot that holds no token is NaN, so a loader that
+// reads the tail of a request's last page (or trusts block-table entries past the length) fails.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "fwd_kernel_test.hpp"
+#include "support/host_tensor.hpp"
+
+namespace hopattn::testing::fwd_check {
+namespace {
+
+#define SKIP_WITHOUT_HOPPER() \
+  if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why
+
+// Lengths with an empty cache, a single key, q_len > kv_len (causal rows that see nothing),
+// tails inside a page and a tile, several tiles.
+const std::vector<int> kQLens{1, 239, 17, 130, 64, 5};
+const std::vector<int> kKVLens{0, 113, 1, 300, 257, 200};
+
+FwdCase paged_case(int page_size, KVLayout layout, bool csr, int hkv, int group, bool causal) {
+  FwdCase c = varlen_case(DType::kBF16, kQLens, kKVLens, hkv, group, causal);
+  c.page_size = page_size;
+  c.layout = layout;
+  c.csr = csr;
+  return c;
+}
+
+// ---------------------------------------------------------------------------- out-of-range rows
+// Varlen: the requests with q_len 0 sit between the others and hold NaN in K and Inf in V, and
+// rows after the last request do too; every tile whose sequence ends inside its last KV block
+// reads such rows, which must arrive as zeros.
+TEST(FwdOutOfRangeRows, VarlenNeighbourNaNInf) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int> q_lens{100, 0, 77, 0, 130, 1, 0, 239};
+  const std::vector<int> kv_lens{113, 64, 50, 200, 129, 1, 7, 300};
+  for (bool causal : {false, true}) {
+    FwdCase c = varlen_case(DType::kBF16, q_lens, kv_lens, 2, 4, causal);
+    c.poison_idle_requests = true;
+    c.extra_kv_rows = 200;
+    check_case(c, test_seed());
+  }
+  FwdCase w = varlen_case(DType::kFP16, q_lens, kv_lens, 1, 5, false);
+  w.poison_idle_requests = true;
+  w.extra_kv_rows = 200;
+  w.opts.window = {40, 10};
+  w.opts.softcap = 20.f;
+  check_case(w, test_seed());
+}
+
+// Every built head dim: the tail maps are per configuration (kBlockN 128, 112, 48).
+TEST(FwdOutOfRangeRows, VarlenNeighbourNaNInfHeadDims) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int> q_lens{100, 0, 77, 0, 61};
+  const std::vector<int> kv_lens{113, 64, 50, 200, 129};
+  for (const auto& [d, dv] : {std::pair{64, 64}, std::pair{192, 128}, std::pair{256, 256}}) {
+    FwdCase c = varlen_case(DType::kBF16, q_lens, kv_lens, 2, 2, true);
+    c.d = d;
+    c.dv = dv;
+    c.poison_idle_requests = true;
+    c.extra_kv_rows = 130;
+    check_case(c, test_seed());
+  }
+}
+
+// ---------------------------------------------------------------------------- paged grid
+// (page_size, layout, CSR, GQA variant): GQA 0 = 2 kv heads x 1, 1 = 1 x 5, 2 = 2 x 8.
+using PagedParam = std::tuple<int, KVLayout, bool, int>;
+
+class FwdPagedGrid : public ::testing::TestWithParam<PagedParam> {};
+
+TEST_P(FwdPagedGrid, MatchesReference) {
+  SKIP_WITHOUT_HOPPER();
+  const auto [page_size, layout, csr, gqa] = GetParam();
+  constexpr int kHkv[] = {2, 1, 2}, kGroup[] = {1, 5, 8};
+  for (bool causal : {false, true}) {
+    check_case(paged_case(page_size, layout, csr, kHkv[gqa], kGroup[gqa], causal), test_seed());
+  }
+}
+
+std::string paged_name(const ::testing::TestParamInfo<PagedParam>& info) {
+  constexpr const char* kGqa[] = {"mha", "gqa5", "gqa8"};
+  const PagedParam& p = info.param;
+  return "ps" + std::to_string(std::get<0>(p)) +
+         (std::get<1>(p) == KVLayout::kNHD ? "_nhd" : "_hnd") +
+         (std::get<2>(p) ? "_csr_" : "_table_") + kGqa[std::get<3>(p)];
+}
+
+INSTANTIATE_TEST_SUITE_P(PageSizes, FwdPagedGrid,
+                         ::testing::Combine(::testing::Values(1, 16, 64, 13),
+                                            ::testing::Values(KVLayout::kNHD, KVLayout::kHND),
+                                            ::testing::Bool(), ::testing::Values(0, 1, 2)),
+                         paged_name);
+
+// ---------------------------------------------------------------------------- paged extras
+// Page sizes whose TMA boxes are smaller or larger than one page piece: 8-row boxes (24), a page
+// longer than the tile (256), and the smallest multiple of 8 (8).
+TEST(FwdPaged, OtherPageSizes) {
+  SKIP_WITHOUT_HOPPER();
+  for (int page_size : {8, 24, 256}) {
+    check_case(paged_case(page_size, KVLayout::kNHD, false, 2, 4, true), test_seed());
+    check_case(paged_case(page_size, KVLayout::kHND, true, 1, 3, false), test_seed());
+  }
+}
+
+// Other head dims (kBlockN 128, 112, 48): TMA for 16 and 64 (boxes of 16 or 64 rows), the
+// gather for 13.
+TEST(FwdPaged, HeadDims) {
+  SKIP_WITHOUT_HOPPER();
+  for (const auto& [d, dv] : {std::pair{64, 64}, std::pair{192, 128}, std::pair{256, 256}}) {
+    for (int page_size : {16, 64, 13}) {
+      FwdCase c = paged_case(page_size, page_size == 64 ? KVLayout::kHND : KVLayout::kNHD,
+                             page_size == 13, 2, 2, true);
+      c.d = d;
+      c.dv = dv;
+      check_case(c, test_seed());
+    }
+  }
+}
+
+TEST(FwdPaged, WindowSoftcapSinksFp16) {
+  SKIP_WITHOUT_HOPPER();
+  for (int page_size : {16, 13}) {
+    FwdCase c = paged_case(page_size, KVLayout::kNHD, false, 2, 3, false);
+    c.dtype = DType::kFP16;
+    c.opts.window = {70, 5};
+    c.opts.softcap = 15.f;
+    c.sinks = true;
+    check_case(c, test_seed());
+  }
+}
+
+// Many KV blocks per tile (the ring wraps several times) and many requests.
+TEST(FwdPaged, LongAndMany) {
+  SKIP_WITHOUT_HOPPER();
+  for (int page_size : {64, 1}) {
+    FwdCase c = varlen_case(DType::kBF16, {1031, 300, 1}, {2000, 1031, 1500}, 2, 4, true);
+    c.page_size = page_size;
+    check_case(c, test_seed());
+  }
+}
+
+}  // namespace
+}  // namespace hopattn::testing::fwd_check

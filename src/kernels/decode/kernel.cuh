@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/decode/mainloop.cuh"
 #include "ptx/atomic.cuh"
@@ -53,6 +54,18 @@ __device__ __forceinline__ void store_out8(const Params& p, int request, int kv_
   *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + offset) = packed;
 }
 
+template <class Elt>
+__device__ __forceinline__ void store_out4(const Params& p, int request, int kv_head, int row,
+                                           int d, float4 v) {
+  const int w = row / (p.q_len * p.group);
+  const int i = (row / p.group) % p.q_len;
+  const int h = kv_head * p.group + row % p.group;
+  const int64_t offset = (request * p.beam_width + w) * p.out_stride[0] + i * p.out_stride[1] +
+                         h * p.out_stride[2] + d;
+  const uint2 packed = make_uint2(ptx::pack2<Elt>(v.x, v.y), ptx::pack2<Elt>(v.z, v.w));
+  *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.out) + offset) = packed;
+}
+
 // ------------------------------------------------------------------------------ the kernel
 
 // Grid (num_splits, Hkv * row_tiles, requests), 128 threads. Warp group G (one warp, or a warp
@@ -75,9 +88,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   char* ring = smem;
   char* q_smem = smem + T::kRingBytes;
 
+  // bf16 q over an 8-bit cache runs its MMAs in fp16 (to_half_q in mainloop.cuh says why).
+  constexpr bool kHalfMma = kFormat != KvFormat::kNative16 && std::is_same_v<Elt, __nv_bfloat16>;
+  using MmaElt = std::conditional_t<kHalfMma, __half, Elt>;
+
   if (tid == 0) setup_cta(p, cs, request, row_begin, rows_valid, split);
-  load_q<T>(p, q_smem, request, kv_head, row_begin, rows_valid);
+  load_q<T, kHalfMma>(p, cs, q_smem, request, kv_head, row_begin, rows_valid);
   __syncthreads();
+  float q_unscale = 1.f;
+  if constexpr (kHalfMma) {
+    q_unscale = to_half_q<T>(p, cs, q_smem);
+    __syncthreads();
+  }
 
   const int row_tiles_cta = p.rows_per_cta / kMmaRows;  // 1, 2 or 4 (<= kGroups)
   const int group = warp / T::kFeatureSplit, half = warp % T::kFeatureSplit;
@@ -109,7 +131,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   LogitTransform logit;
   logit.softcap = p.softcap > 0.f;
   logit.mul =
-      logit.softcap ? p.softmax_scale * k_scale / p.softcap : p.softmax_scale * k_scale * kLog2e;
+      (logit.softcap ? p.softmax_scale * k_scale / p.softcap : p.softmax_scale * k_scale * kLog2e) *
+      q_unscale;
   logit.post = p.softcap * kLog2e;
 
   WarpState<T::kWarpFeatures> st;
@@ -161,8 +184,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
       const int key_last = key0 + kBlockTokens - 1;
       const bool masked = beam_filter || key0 < cs.full_lo || key_last > cs.full_hi ||
                           key_last >= cs.draft_min || key_last >= tile.end;
-      attend_block<T, Elt, kFormat>(st, k_tile, v_tile, q_smem, q_regs, m_tile, half, tb, lane,
-                                    key0, masked, tile.end, tile.beam, cs.rows, logit);
+      attend_block<T, MmaElt, kFormat>(st, k_tile, v_tile, q_smem, q_regs, m_tile, half, tb, lane,
+                                       key0, masked, tile.end, tile.beam, cs.rows, logit);
     }
     stage = stage + 1 == T::kStages ? 0 : stage + 1;
     issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
@@ -257,9 +280,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   const int64_t slot = problem * p.num_splits + split;
   if (tid < rows_valid) p.partial_lse[slot * p.rows_per_cta + tid] = cs.row_lse2[tid];
   float* po = p.partial_o + slot * p.rows_per_cta * kHeadDim;
+  // Every valid row is written, empty ones too (their weight is 0): the last CTA loads all
+  // splits' o unconditionally, so it never reads memory this launch did not write.
   for (int idx = tid; idx < rows_valid * (kHeadDim / 4); idx += kThreads) {
     const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));
-    if (cs.row_lse2[rr] == -INFINITY) continue;  // empty row: the merge never reads its o
     *reinterpret_cast<float4*>(po + rr * kHeadDim + d) =
         *reinterpret_cast<const float4*>(merge_o + rr * T::kMergeStride + d);
   }
@@ -274,44 +298,90 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   __threadfence();
 
   // Weights of every (row, split): w = 2^(lse_s - max) / sum * (output factor of the row).
+  // One warp a row, lanes over the splits: at batch 1 this merge is on the critical path of the
+  // whole launch, so no thread walks the splits alone.
   float* weight = reinterpret_cast<float*>(ring);  // [rows_valid][num_splits]
   const int splits = p.num_splits;
   const float* lse_all = p.partial_lse + problem * splits * p.rows_per_cta;
-  for (int idx = tid; idx < rows_valid * splits; idx += kThreads) {
-    const int rr = idx / splits, s = idx % splits;
-    weight[idx] = __ldcg(lse_all + s * p.rows_per_cta + rr);
-  }
-  __syncthreads();
-  if (tid < rows_valid) {
-    float* w = weight + tid * splits;
+  for (int rr = warp; rr < rows_valid; rr += kWarps) {
+    float* w = weight + rr * splits;
     float mmax = -INFINITY;
-    for (int s = 0; s < splits; ++s) mmax = fmaxf(mmax, w[s]);
+    for (int s = lane; s < splits; s += 32) {
+      w[s] = __ldcg(lse_all + s * p.rows_per_cta + rr);
+      mmax = fmaxf(mmax, w[s]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, off));
+    }
     float total = 0.f;
-    for (int s = 0; s < splits; ++s) {
+    for (int s = lane; s < splits; s += 32) {
       w[s] = mmax == -INFINITY ? 0.f : exp2f(w[s] - mmax);
       total += w[s];
     }
-    const float lse2 = total > 0.f ? mmax + log2f(total) : -INFINITY;
-    const float f = finish_row(p, request, kv_head, row_begin + tid, lse2, v_scale);
-    const float scale = total > 0.f ? f / total : 0.f;
-    for (int s = 0; s < splits; ++s) w[s] *= scale;
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
+    float scale = 0.f;
+    if (lane == 0) {
+      const float lse2 = total > 0.f ? mmax + log2f(total) : -INFINITY;
+      const float f = finish_row(p, request, kv_head, row_begin + rr, lse2, v_scale);
+      scale = total > 0.f ? f / total : 0.f;
+    }
+    scale = __shfl_sync(0xffffffffu, scale, 0);
+    for (int s = lane; s < splits; s += 32) w[s] *= scale;
   }
   __syncthreads();
-  const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
-  for (int idx = tid; idx < items; idx += kThreads) {
-    const int rr = idx / (kHeadDim / 8), d = 8 * (idx % (kHeadDim / 8));
-    const float* w = weight + rr * splits;
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < splits; ++s) {
-      const float c = w[s];
-      if (c == 0.f) continue;  // empty split: its o was never written
-      const float4* src = reinterpret_cast<const float4*>(
-          o_all + (int64_t(s) * p.rows_per_cta + rr) * kHeadDim + d);
-      const float4 a = __ldcg(src), b = __ldcg(src + 1);
-      v[0] += c * a.x, v[1] += c * a.y, v[2] += c * a.z, v[3] += c * a.w;
-      v[4] += c * b.x, v[5] += c * b.y, v[6] += c * b.z, v[7] += c * b.w;
+  if constexpr (kHeadDim == 256) {
+    // D = 256 runs at 255 registers, and the unrolled loop below makes ptxas spill there (32
+    // bytes, ptxas 13.0): one split at a time, 8 features a thread.
+    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
+    for (int idx = tid; idx < items; idx += kThreads) {
+      const int rr = idx / (kHeadDim / 8), d = 8 * (idx % (kHeadDim / 8));
+      const float* w = weight + rr * splits;
+      float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      for (int s = 0; s < splits; ++s) {
+        const float c = w[s];
+        if (c == 0.f) continue;  // empty split: weight 0
+        const float4* src = reinterpret_cast<const float4*>(
+            o_all + (int64_t(s) * p.rows_per_cta + rr) * kHeadDim + d);
+        const float4 a = __ldcg(src), b = __ldcg(src + 1);
+        v[0] += c * a.x, v[1] += c * a.y, v[2] += c * a.z, v[3] += c * a.w;
+        v[4] += c * b.x, v[5] += c * b.y, v[6] += c * b.z, v[7] += c * b.w;
+      }
+      store_out8<Elt>(p, request, kv_head, row_begin + rr, d, v);
     }
-    store_out8<Elt>(p, request, kv_head, row_begin + rr, d, v);
+  } else {
+    // Thread per (row, 4 features), the splits unrolled by kUnroll with every load issued before
+    // the first use: kUnroll L2 round trips in flight instead of one.
+    constexpr int kUnroll = 8;
+    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
+    for (int idx = tid; idx < rows_valid * (kHeadDim / 4); idx += kThreads) {
+      const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));
+      const float* w = weight + rr * splits;
+      const float* src = o_all + int64_t(rr) * kHeadDim + d;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int s0 = 0; s0 < splits; s0 += kUnroll) {
+        float4 x[kUnroll];
+        float c[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int s = s0 + u;
+          c[u] = s < splits ? w[s] : 0.f;
+          x[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(
+                                  src + int64_t(s) * p.rows_per_cta * kHeadDim))
+                            : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          // An empty split weighs 0 and its o is ignored, whatever it holds (0 * NaN is NaN).
+          if (c[u] != 0.f) {
+            acc.x += c[u] * x[u].x, acc.y += c[u] * x[u].y;
+            acc.z += c[u] * x[u].z, acc.w += c[u] * x[u].w;
+          }
+        }
+      }
+      store_out4<Elt>(p, request, kv_head, row_begin + rr, d, acc);
+    }
   }
 }
 

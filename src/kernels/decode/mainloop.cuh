@@ -74,13 +74,16 @@ __device__ __forceinline__ void issue_tile(const Params& p, char* stage, const P
   }
 }
 
-// q rows of this CTA into smem (zeros for padding rows), converted nowhere: q's dtype is the MMA
-// type. Row rr of the CTA = request row row_begin + rr = (beam, token, head in group).
-template <class T>
-__device__ __forceinline__ void load_q(const Params& p, char* q_smem, int request, int kv_head,
-                                       int row_begin, int rows_valid) {
+// q rows of this CTA into smem (zeros for padding rows), as they are: q's dtype is the MMA type,
+// except for bf16 q over an 8-bit cache (to_half_q below). Row rr of the CTA = request row
+// row_begin + rr = (beam, token, head in group). With kTrackMax each warp also leaves the largest
+// |q| (as a bf16 bit pattern) in cs.q_absmax[warp].
+template <class T, bool kTrackMax>
+__device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_smem, int request,
+                                       int kv_head, int row_begin, int rows_valid) {
   constexpr int kChunks = T::kQRowBytes / 16;
   const int rows_per_beam = p.q_len * p.group;
+  uint32_t absmax = 0;
   for (int idx = threadIdx.x; idx < p.rows_per_cta * kChunks; idx += kThreads) {
     const int rr = idx / kChunks;
     const int chunk = idx % kChunks;
@@ -94,9 +97,56 @@ __device__ __forceinline__ void load_q(const Params& p, char* q_smem, int reques
           (request * p.beam_width + w) * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
       v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + offset) + chunk);
     }
+    if constexpr (kTrackMax) {
+      // |x| of a bf16 orders like its bit pattern without the sign (NaN above infinity).
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        absmax = max(absmax, max(words[j] & 0x7fffu, (words[j] >> 16) & 0x7fffu));
+      }
+    }
     *reinterpret_cast<uint4*>(q_smem + T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr))) =
         v;
   }
+  if constexpr (kTrackMax) {
+    absmax = __reduce_max_sync(0xffffffffu, absmax);
+    if (threadIdx.x % 32 == 0) cs.q_absmax[threadIdx.x / 32] = absmax;
+  }
+}
+
+// bf16 q over an 8-bit cache: the MMAs run in fp16 instead, because every 8-bit value is an fp16
+// (one cvt per pair) but turning that fp16 into a bf16 costs two more conversions per pair, which
+// made the fp8 kernel ALU-bound. q is scaled by 2^-shift so that its largest |value| lands in
+// [2^13, 2^14): every bf16 value within 2^27 of the largest is then exact in fp16 (fp16 keeps 11
+// significant bits, bf16 8), and the logit multiplier takes 2^shift back, exactly. Each thread
+// converts the chunks it stored in load_q (no race); cs.q_absmax must be visible (a barrier
+// after load_q). Returns 2^shift.
+template <class T>
+__device__ __forceinline__ float to_half_q(const Params& p, const CtaShared& cs, char* q_smem) {
+  uint32_t absmax = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) absmax = max(absmax, cs.q_absmax[w]);
+  // Biased exponent E of the largest |q|: |q| < 2^(E - 126). Shift to exponent 13 (E = 140);
+  // clamped so that 2^shift stays a normal float (only inf/NaN or all-zero q reach the clamps).
+  const int biased = static_cast<int>(absmax >> 7);
+  const int shift = min(max(biased - 140, -100), 115);
+  const float down = __int_as_float((127 - shift) << 23);  // 2^-shift, exactly
+  constexpr int kChunks = T::kQRowBytes / 16;
+  for (int idx = threadIdx.x; idx < p.rows_per_cta * kChunks; idx += kThreads) {
+    const int rr = idx / kChunks;
+    const int chunk = idx % kChunks;
+    uint4* at = reinterpret_cast<uint4*>(q_smem +
+                                         T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr)));
+    uint4 v = *at;
+    uint32_t* words = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[j]));
+      words[j] = ptx::pack_f16x2(f.x * down, f.y * down);
+    }
+    *at = v;
+  }
+  return __int_as_float((127 + shift) << 23);
 }
 
 // A fragments of q for the 4 k16 steps of 64-feature chunk c. Features are permuted within the

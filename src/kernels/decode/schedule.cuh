@@ -108,8 +108,9 @@ struct CtaShared {
   // Conservative bounds over the CTA's rows: a 16-key block inside them needs no mask.
   int full_lo, full_hi, draft_min;
   uint32_t is_last;
-  RowMask rows[kMaxRowsPerCta];      // visibility of each CTA row (read by masked blocks only)
-  float row_lse2[kMaxRowsPerCta];    // log2-domain lse without the sink
+  uint32_t q_absmax[kWarps];       // per warp: largest |q| bit pattern (bf16 q over an 8-bit cache)
+  RowMask rows[kMaxRowsPerCta];    // visibility of each CTA row (read by masked blocks only)
+  float row_lse2[kMaxRowsPerCta];  // log2-domain lse without the sink
   float row_factor[kMaxRowsPerCta];  // output scale of each row
 };
 

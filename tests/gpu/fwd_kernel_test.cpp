@@ -34,6 +34,7 @@
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
 #include "hopper_test_util.hpp"
+#include "kernels/fwd/launch.hpp"
 #include "reference/attend.hpp"
 #include "reference/reference.hpp"
 #include "support/host_tensor.hpp"
@@ -538,6 +539,12 @@ void check_case(const FwdCase& c, uint64_t seed) {
 }
 
 std::string skip_reason() { return gpu_skip_reason(); }
+
+std::string kv_load_path(const FwdCase& c) {
+  std::mt19937_64 rng(1);
+  Tensors t(c, rng);
+  return kernels::fwd::kv_load_path(t.args(true, t.out->whole(true), t.lse->whole(true)));
+}
 
 namespace {
 

@@ -54,4 +54,7 @@ std::string skip_reason();
 // Runs one case (EXPECTs inside; GTEST_SKIP where the CPU reference lacks a feature).
 void check_case(const FwdCase& c, uint64_t seed);
 
+// The KV loader the kernel picks for the case's device tensors (kernels::fwd::kv_load_path).
+std::string kv_load_path(const FwdCase& c);
+
 }  // namespace hopattn::testing::fwd_check

@@ -34,6 +34,26 @@ FwdCase paged_case(int page_size, KVLayout layout, bool csr, int hkv, int group,
   return c;
 }
 
+// ---------------------------------------------------------------------------- loader choice
+// The windowed tensor maps (kv_loader.cuh) are accepted by the driver: otherwise varlen falls
+// back to the plain maps and paged TMA to the gather, which the other tests would not notice.
+TEST(FwdKVLoadPath, WindowedMapsAccepted) {
+  SKIP_WITHOUT_HOPPER();
+  EXPECT_EQ(kv_load_path(dense_case(DType::kBF16, 2, 100, 100, 1, 1, false)), "contiguous");
+  EXPECT_EQ(kv_load_path(varlen_case(DType::kBF16, {3, 5}, {7, 9}, 1, 1, false)),
+            "contiguous with tail maps");
+  EXPECT_EQ(kv_load_path(paged_case(16, KVLayout::kNHD, false, 2, 1, true)),
+            "paged TMA, boxes of 16 slots");
+  EXPECT_EQ(kv_load_path(paged_case(64, KVLayout::kHND, true, 2, 1, true)),
+            "paged TMA, boxes of 64 slots");
+  EXPECT_EQ(kv_load_path(paged_case(256, KVLayout::kNHD, false, 2, 1, true)),
+            "paged TMA, boxes of 128 slots");
+  EXPECT_EQ(kv_load_path(paged_case(13, KVLayout::kNHD, false, 2, 1, true)), "paged gather");
+  FwdCase hd256 = paged_case(64, KVLayout::kNHD, false, 2, 1, true);
+  hd256.d = 256;
+  EXPECT_EQ(kv_load_path(hd256), "paged TMA, boxes of 16 slots");
+}
+
 // ---------------------------------------------------------------------------- out-of-range rows
 // Varlen: the requests with q_len 0 sit between the others and hold NaN in K and Inf in V, and
 // rows after the last request do too; every tile whose sequence ends inside its last KV block

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 
@@ -308,6 +309,16 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   return p;
 }
 
+// HOPATTN_FWD_NO_WINDOWED_MAPS=1 turns the windowed maps off (varlen: plain maps for the last
+// block; paged: the gather for every page size): a diagnostic switch, read once.
+bool windowed_maps_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("HOPATTN_FWD_NO_WINDOWED_MAPS");
+    return v == nullptr || *v == '\0' || *v == '0';
+  }();
+  return enabled;
+}
+
 // Dense or varlen K and V by TMA; varlen also gets the windowed maps that zero the rows of a
 // tile's last KV block past the sequence's end. Should the driver refuse those maps, the last
 // block is loaded with the plain maps (rows of the next sequence, masked in S only).
@@ -319,7 +330,7 @@ void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdPar
   p.kv.source = KVSource::kContiguous;
   p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, rows));
   p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, rows));
-  if (!varlen || no_keys) return;
+  if (!varlen || no_keys || !windowed_maps_enabled()) return;
   try {
     p.tm_k_tail = ptx::encode_tensor_map(varlen_tail_spec(args.k, rows));
     p.tm_v_tail = ptx::encode_tensor_map(varlen_tail_spec(args.v, rows));
@@ -336,7 +347,7 @@ void set_paged_source(const FwdArgs& args, int block_n, FwdParams& p) {
   const KVLayout layout = args.pages.layout;
   const PoolView k = pool_view(args.k, layout);
   const int box = std::gcd(static_cast<int>(k.page_size), block_n);
-  if (box % 8 == 0 && k.pages > 0) {
+  if (box % 8 == 0 && k.pages > 0 && windowed_maps_enabled()) {
     try {
       p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
       p.tm_v = ptx::encode_tensor_map(paged_spec(args.v, layout, static_cast<uint32_t>(box)));
@@ -385,7 +396,41 @@ void run_dtype(const FwdArgs& args, const AttentionOptions& opts, bool varlen, i
   }
 }
 
+int block_n_for(int64_t head_dim) {
+  switch (head_dim) {
+    case 64:
+      return FwdBf16Hd64::kBlockN;
+    case 128:
+      return FwdBf16Hd128::kBlockN;
+    case 192:
+      return FwdBf16Hd192x128::kBlockN;
+    default:
+      return FwdBf16Hd256::kBlockN;
+  }
+}
+
 }  // namespace
+
+std::string kv_load_path(const FwdArgs& args) {
+  check_supported(args, AttentionOptions{});
+  DeviceGuard guard(args.q.device().index);
+  FwdParams p{};
+  const int block_n = block_n_for(args.q.size(-1));
+  if (is_paged(args)) {
+    set_paged_source(args, block_n, p);
+  } else {
+    set_contiguous_source(args, is_varlen(args), block_n, p);
+  }
+  switch (p.kv.source) {
+    case KVSource::kContiguous:
+      return p.kv.tail_maps ? "contiguous with tail maps" : "contiguous";
+    case KVSource::kPagedTma:
+      return detail::concat("paged TMA, boxes of ", p.kv.box_rows, " slots");
+    case KVSource::kPagedGather:
+      break;
+  }
+  return "paged gather";
+}
 
 void check_supported(const FwdArgs& args, const AttentionOptions&) {
   const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);

@@ -1,6 +1,8 @@
 // Host entry of the fwd kernel family (no CUDA headers: included by src/api/dispatch.cpp).
 #pragma once
 
+#include <string>
+
 #include "hopattn/options.hpp"
 
 namespace hopattn::kernels::fwd {
@@ -8,6 +10,12 @@ namespace hopattn::kernels::fwd {
 // Throws hopattn::Error(kNotImplemented) naming the first feature of this call that the CUDA
 // kernel does not provide (head dims, host-resident index tensors, unaligned strides, ...).
 void check_supported(const FwdArgs& args, const AttentionOptions& opts);
+
+// Which KV loader a call runs, for tests and diagnostics: "contiguous" (dense), "contiguous with
+// tail maps" (varlen), "paged TMA, boxes of N slots" or "paged gather". It encodes the tensor maps
+// the loader needs, so a driver that refuses the windowed maps shows here as the fallback
+// ("contiguous" for varlen, "paged gather" for a page size TMA could serve). Launches nothing.
+std::string kv_load_path(const FwdArgs& args);
 
 // Runs the forward kernel on `stream` (the current device must hold the tensors, or the
 // tensors' device is made current for the launch). Arguments must have passed

@@ -11,6 +11,9 @@
 #     sanitize   compute-sanitizer memcheck and racecheck over a subset of the GPU tests
 #     bench      the CLI tour, then per-family benchmarks
 #     ceilings   copy/read/write bandwidth and bf16/fp8 GEMM rate of this GPU
+#     python     pip install the package with its GPU kernels, then the Python suite on CUDA
+#     peers      the peer benchmarks (PyTorch SDPA cuDNN/flash, flex): bench/peers/*_peers.py;
+#                PEERS_ARGS (e.g. --quick) is passed to each; needs the python step's install
 #     all        build test sanitize bench ceilings (default)
 #
 # Every step after `build` builds first when it has not run yet (a no-op on a built tree). A
@@ -206,6 +209,27 @@ step_bench() {
   return "$rc"
 }
 
+step_python() {
+  local log=$OUT_DIR/python.log rc=0
+  : >"$log"
+  run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
+    python3 -m pip install -q --no-build-isolation --no-deps . || return $?
+  run_part python:tests "$log" "${PYTHON_TIMEOUT:-300}" \
+    env PYTHONUNBUFFERED=1 python3 tests/python/run.py --min-passed 300 --require-gpu || rc=$?
+  return "$rc"
+}
+
+step_peers() {
+  local log=$OUT_DIR/peers.log rc=0 script
+  : >"$log"
+  for script in bench/peers/*_peers.py; do
+    # shellcheck disable=SC2086  # PEERS_ARGS is a list of flags
+    run_part "peers:$(basename "$script" .py)" "$log" "${PEERS_TIMEOUT:-300}" \
+      env PYTHONUNBUFFERED=1 OUT="$OUT_DIR" python3 "$script" ${PEERS_ARGS:-} || rc=$?
+  done
+  return "$rc"
+}
+
 step_ceilings() {
   local log=$OUT_DIR/ceilings.log
   : >"$log"
@@ -218,14 +242,14 @@ main() {
   if [[ " ${steps[*]} " == *" all "* ]]; then steps=(build test sanitize bench ceilings); fi
   for step in "${steps[@]}"; do
     case $step in
-      prepare | build | test | sanitize | bench | ceilings) ;;
+      prepare | build | test | sanitize | bench | ceilings | python | peers) ;;
       -h | --help | help)
         usage
         exit 0
         ;;
       *)
         echo "device.sh: unknown step '$step' (expected prepare, build, test, sanitize, bench," \
-          "ceilings or all)" >&2
+          "ceilings, python, peers or all)" >&2
         exit 2
         ;;
     esac
@@ -238,6 +262,8 @@ main() {
     fi
     if [[ $step == build ]]; then
       step_build || failed=1
+    elif [[ $step == python || $step == peers ]]; then
+      "step_$step" || failed=1  # pip builds the package itself: no CMake tree needed
     elif ! ensure_built; then
       record "$step" "skipped (build failed)" 0
       failed=1

@@ -298,13 +298,7 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
         static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
     p.sched.section_bh =
         l2_section_size(device, kv_bytes_per_head, p.group, p.heads_q * p.seq.batch);
-    const int bh_total = p.heads_q * p.seq.batch;
-    const int last = bh_total - (bh_total - 1) / p.sched.section_bh * p.sched.section_bh;
-    const auto div = [](int64_t d) { return FastDivisor::of(static_cast<uint32_t>(d)); };
-    p.sched.per_section = div(static_cast<int64_t>(p.sched.num_m_blocks) * p.sched.section_bh);
-    p.sched.section = div(p.sched.section_bh);
-    p.sched.last_section = div(last);
-    p.sched.heads = div(p.heads_q);
+    p.sched.set_divisors();
   }
   return p;
 }

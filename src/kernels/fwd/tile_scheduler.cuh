@@ -38,22 +38,25 @@ class LptTileScheduler {
     linear_ += static_cast<int>(grid);
   }
 
-  __device__ WorkTile tile() const {
-    const uint32_t linear = static_cast<uint32_t>(linear_);
-    const uint32_t section = p_.per_section.divide(linear);
-    const uint32_t rem = linear - section * p_.per_section.divisor;
-    const uint32_t first_bh = section * p_.section.divisor;
+  __device__ WorkTile tile() const { return tile_at(p_, linear_); }
+
+  // Tile number `linear` of the order (host-callable for tests).
+  __host__ __device__ static WorkTile tile_at(const SchedulerParams& p, int linear_index) {
+    const uint32_t linear = static_cast<uint32_t>(linear_index);
+    const uint32_t section = p.per_section.divide(linear);
+    const uint32_t rem = linear - section * p.per_section.divisor;
+    const uint32_t first_bh = section * p.section.divisor;
     // The last section may be short: its pairs divide the remainder instead.
-    const bool last = first_bh + p_.section.divisor >
-                      static_cast<uint32_t>(p_.num_heads) * static_cast<uint32_t>(p_.batch);
-    const FastDivisor& pairs = last ? p_.last_section : p_.section;
+    const bool last = first_bh + p.section.divisor >
+                      static_cast<uint32_t>(p.num_heads) * static_cast<uint32_t>(p.batch);
+    const FastDivisor& pairs = last ? p.last_section : p.section;
     const uint32_t m_rank = pairs.divide(rem);
     const uint32_t bh = first_bh + (rem - m_rank * pairs.divisor);
-    const uint32_t batch = p_.heads.divide(bh);
+    const uint32_t batch = p.heads.divide(bh);
     WorkTile w;
-    w.m_block = p_.num_m_blocks - 1 - static_cast<int>(m_rank);
+    w.m_block = p.num_m_blocks - 1 - static_cast<int>(m_rank);
     w.batch = static_cast<int>(batch);
-    w.head = static_cast<int>(bh - batch * p_.heads.divisor);
+    w.head = static_cast<int>(bh - batch * p.heads.divisor);
     return w;
   }
 

@@ -182,8 +182,13 @@ struct FastDivisor {
     f.mul = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - d) / d + 1);
     return f;
   }
-  __device__ __forceinline__ uint32_t divide(uint32_t n) const {
-    return (__umulhi(n, mul) + n) >> shift;
+  __host__ __device__ __forceinline__ uint32_t divide(uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi = __umulhi(n, mul);
+#else
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * mul) >> 32);
+#endif
+    return (hi + n) >> shift;
   }
 };
 
@@ -212,9 +217,18 @@ struct SchedulerParams {
   int batch = 0;
   int section_bh = 1;  // (batch, head) pairs per L2 section
   int total_tiles = 0;
-  // Divisions of the tile index (tile_scheduler.cuh), set by the host from the fields above:
-  // by num_m_blocks * section_bh, by section_bh, by the last section's pairs, by num_heads.
+  // Divisions of the tile index (tile_scheduler.cuh), set by set_divisors() from the fields
+  // above: by num_m_blocks * section_bh, by section_bh, by the last section's pairs, by num_heads.
   FastDivisor per_section, section, last_section, heads;
+
+  void set_divisors() {
+    const int bh_total = num_heads * batch;
+    const int last = bh_total - (bh_total - 1) / section_bh * section_bh;
+    per_section = FastDivisor::of(static_cast<uint32_t>(num_m_blocks * section_bh));
+    section = FastDivisor::of(static_cast<uint32_t>(section_bh));
+    last_section = FastDivisor::of(static_cast<uint32_t>(last));
+    heads = FastDivisor::of(static_cast<uint32_t>(num_heads));
+  }
 };
 
 struct FwdParams {

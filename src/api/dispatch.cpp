@@ -61,7 +61,8 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
 size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts) {
   if (!args.q.is_cuda()) return 0;
 #ifdef HOPATTN_WITH_CUDA
-  return kernels::decode::plan(args, opts).workspace_bytes;
+  return kernels::decode::plan(args, opts, kernels::decode::SmCount::kHopperUpperBound)
+      .workspace_bytes;
 #else
   (void)opts;
   no_gpu_kernel("decode");

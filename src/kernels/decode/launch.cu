@@ -119,7 +119,7 @@ int choose_num_splits(int64_t ctas, int64_t max_kv_len, int64_t slots) {
   return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAutoSplits));
 }
 
-LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o) {
+LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
   if (a.q.rank() != 4 || a.k_cache.rank() != 4) {
     throw Error(ErrorKind::kValue,
                 detail::concat("hopattn.decode: expected q [B, q_len, Hq, D] and 4-d pages, got q ",
@@ -156,8 +156,9 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o) {
         page_size;
     const int device = a.q.device().index;
     const int kv_bytes = dtype_size(a.k_cache.dtype());
+    const int num_sms = sms == SmCount::kDevice ? sm_count(device) : kHopperMaxSms;
     const int64_t slots =
-        int64_t(sm_count(device)) * ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta);
+        int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta);
     pl.num_splits = choose_num_splits(pl.problems, max_kv_len, slots);
   }
   if (pl.num_splits > 1) {

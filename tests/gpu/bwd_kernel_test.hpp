@@ -189,6 +189,29 @@ struct Problem {
     const int64_t len = c.varlen ? 0 : (kv ? c.kv_lens[0] : c.q_lens[0]);
     return (((c.varlen ? 0 : b * len) + row) * heads + h) * c.d + d;
   }
+
+  // The forward's fp32 lse of (request b, row i, q head h), as passed to the kernel.
+  double stored_lse(int b, int i, int h) const {
+    return lse->host.get(offset(false, b, i, h, 0, c.hq) / c.d);
+  }
+
+  // D = rowsum(dO * O) of one query row from the stored 16-bit out, as the kernel's preprocess
+  // reads it (the reference recomputes O exactly instead), in double; with sum |dO * O| and
+  // sum |dO|, which scale the errors of computing it in fp32 and of O's rounding to 16 bits.
+  struct RowDot {
+    double dot = 0, abs = 0, abs_dout = 0;
+  };
+  RowDot stored_row_dot(int b, int i, int h) const {
+    RowDot r;
+    for (int e = 0; e < c.d; ++e) {
+      const int64_t off = offset(false, b, i, h, e, c.hq);
+      const double x = dout->host.get(off), o = out->host.get(off);
+      r.dot += x * o;
+      r.abs += std::fabs(x * o);
+      r.abs_dout += std::fabs(x);
+    }
+    return r;
+  }
 };
 
 // ---------------------------------------------------------------------------- 16-bit emulation

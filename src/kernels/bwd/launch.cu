@@ -13,6 +13,7 @@
 #include "kernels/bwd/launch_kernel.cuh"
 #include "kernels/bwd/postprocess.cuh"
 #include "kernels/bwd/preprocess.cuh"
+#include "kernels/common/cuda_host.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::bwd {
@@ -28,12 +29,9 @@ namespace {
   throw Error(ErrorKind::kNotImplemented, "hopattn.attention_bwd on CUDA: " + what);
 }
 
-void cuda_ok(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw Error(ErrorKind::kRuntime, detail::concat("hopattn.attention_bwd: ", what,
-                                                    " failed: ", cudaGetErrorString(err)));
-  }
-}
+constexpr const char* kWhere = "hopattn.attention_bwd";
+
+void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWhere, what); }
 
 bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
 
@@ -83,18 +81,6 @@ RowTensor row_tensor(const TensorView& t, bool varlen) {
   r.head_stride = t.stride(first + 1);
   return r;
 }
-
-struct DeviceGuard {
-  int previous = -1;
-  explicit DeviceGuard(int device) {
-    cuda_ok(cudaGetDevice(&previous), "cudaGetDevice");
-    if (previous != device) cuda_ok(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() {
-    int now = -1;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous) (void)cudaSetDevice(previous);
-  }
-};
 
 bool built_head_dims(int64_t dqk, int64_t dv) { return dqk == dv && (dqk == 64 || dqk == 128); }
 
@@ -302,7 +288,7 @@ void run(const BwdArgs& args, const AttentionOptions& opts, Stream stream) {
                 detail::concat("hopattn.attention_bwd: workspace: expected >= ", pr.layout.total,
                                " bytes, got ", args.workspace.bytes));
   }
-  DeviceGuard guard(f.q.device().index);
+  DeviceGuard guard(f.q.device().index, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const bool bf16 = f.q.dtype() == DType::kBF16;
   if (pr.seq.batch == 0) {  // no request: only varlen rows past cu_seqlens_k[0] = 0 to clear

@@ -4,11 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 
 #include "hopattn/error.hpp"
+#include "kernels/common/cuda_host.hpp"
 #include "kernels/decode/kernel.cuh"
 #include "kernels/decode/launch.hpp"
 
@@ -23,30 +22,13 @@ extern template cudaError_t launch_for_head_dim<256>(const Params&, bool, KvForm
 
 namespace {
 
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw Error(ErrorKind::kRuntime,
-                detail::concat("hopattn.decode: ", what, " failed: ", cudaGetErrorName(status),
-                               ": ", cudaGetErrorString(status)));
-  }
-}
+constexpr const char* kWhere = "hopattn.decode";
+
+void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(status, kWhere, what); }
 
 [[noreturn]] void not_supported(const std::string& what, const std::string& given) {
   throw Error(ErrorKind::kNotImplemented,
               detail::concat("hopattn.decode (GPU): expected ", what, ", got ", given));
-}
-
-// SM count of each device, queried once (a host call; no device synchronization).
-int sm_count(int device) {
-  static std::array<std::atomic<int>, 64> cache{};
-  if (device < 0 || device >= static_cast<int>(cache.size())) device = 0;
-  int n = cache[device].load(std::memory_order_relaxed);
-  if (n == 0) {
-    check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
-               "cudaDeviceGetAttribute(multiProcessorCount)");
-    cache[device].store(n, std::memory_order_relaxed);
-  }
-  return n;
 }
 
 template <int kHeadDim, int kKvBytes>
@@ -83,21 +65,6 @@ KvFormat kv_format(DType q, DType kv) {
       return KvFormat::kNative16;
   }
 }
-
-// Switches to `device` for the scope (tensors' device, not necessarily the current one).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
 
 // cp.async copies 16-byte pieces: rows (and the base) must be 16-byte aligned.
 void require_16b_rows(const TensorView& t, const char* name) {
@@ -156,7 +123,7 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
         page_size;
     const int device = a.q.device().index;
     const int kv_bytes = dtype_size(a.k_cache.dtype());
-    const int num_sms = sms == SmCount::kDevice ? sm_count(device) : kHopperMaxSms;
+    const int num_sms = sms == SmCount::kDevice ? sm_count(device, kWhere) : kHopperMaxSms;
     const int64_t slots =
         int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta);
     pl.num_splits = choose_num_splits(pl.problems, max_kv_len, slots);
@@ -275,7 +242,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   }
   if (pl.requests == 0) return;
 
-  DeviceGuard guard(q.device().index);
+  DeviceGuard guard(q.device().index, kWhere);
   const dim3 grid(pl.num_splits, static_cast<unsigned>(hkv * pl.row_tiles), pl.requests);
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hopattn/error.hpp"
+#include "kernels/common/cuda_host.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/fwd/launch_kernel.cuh"
 #include "ptx/tensor_map.hpp"
@@ -30,12 +31,9 @@ namespace {
   throw Error(ErrorKind::kNotImplemented, "hopattn.attention_fwd on CUDA: " + what);
 }
 
-void cuda_ok(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) {
-    throw Error(ErrorKind::kRuntime, detail::concat("hopattn.attention_fwd: ", what,
-                                                    " failed: ", cudaGetErrorString(err)));
-  }
-}
+constexpr const char* kWhere = "hopattn.attention_fwd";
+
+void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWhere, what); }
 
 // q, out (and k, v unless paged) are [total, H, D] with cu_seqlens: varlen and paged calls.
 bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
@@ -199,18 +197,6 @@ void check_pool_layout(const TensorView& t, KVLayout layout, const char* name) {
   }
 }
 
-struct DeviceGuard {
-  int previous = -1;
-  explicit DeviceGuard(int device) {
-    cuda_ok(cudaGetDevice(&previous), "cudaGetDevice");
-    if (previous != device) cuda_ok(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() {
-    int now = -1;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous) (void)cudaSetDevice(previous);
-  }
-};
-
 // (batch, head) pairs whose K/V fit in half the L2, rounded to whole GQA groups.
 int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_total) {
   int l2 = 0;
@@ -370,9 +356,7 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, bool varlen, 
   } else {
     set_contiguous_source(args, varlen, Traits::kBlockN, p);
   }
-  int num_sms = 0;
-  cuda_ok(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  const int grid = std::min(p.sched.total_tiles, num_sms);
+  const int grid = std::min(p.sched.total_tiles, sm_count(device, kWhere));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
 }
 
@@ -407,7 +391,7 @@ int block_n_for(int64_t head_dim) {
 
 std::string kv_load_path(const FwdArgs& args) {
   check_supported(args, AttentionOptions{});
-  DeviceGuard guard(args.q.device().index);
+  DeviceGuard guard(args.q.device().index, kWhere);
   FwdParams p{};
   const int block_n = block_n_for(args.q.size(-1));
   if (is_paged(args)) {
@@ -469,7 +453,7 @@ void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
   check_supported(args, opts);
   const bool varlen = is_varlen(args);
   const int device = args.q.device().index;
-  DeviceGuard guard(device);
+  DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (args.q.size(-1)) {
     case 64:

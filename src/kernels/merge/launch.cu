@@ -5,34 +5,16 @@
 #include <cstdint>
 
 #include "hopattn/error.hpp"
+#include "kernels/common/cuda_host.hpp"
 #include "kernels/merge/kernel.cuh"
 #include "kernels/merge/launch.hpp"
 
 namespace hopattn::kernels::merge {
 namespace {
 
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw Error(ErrorKind::kRuntime, detail::concat("hopattn.merge_states: ", what,
-                                                    " failed: ", cudaGetErrorName(status), ": ",
-                                                    cudaGetErrorString(status)));
-  }
-}
+constexpr const char* kWhere = "hopattn.merge_states";
 
-// Switches to `device` for the scope (tensors' device, not necessarily the current one).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
+void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(status, kWhere, what); }
 
 bool aligned(const void* ptr, const int64_t* strides, int count, int64_t elem, int64_t bytes) {
   bool ok = reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
@@ -80,7 +62,7 @@ void launch_out(const Params& p, DType out, cudaStream_t stream) {
 
 void launch(const Params& p, DType in, DType out, int device, Stream stream) {
   if (int64_t(p.tokens) * p.heads == 0) return;
-  DeviceGuard guard(device);
+  DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (in) {
     case DType::kBF16:

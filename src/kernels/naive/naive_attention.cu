@@ -7,18 +7,17 @@
 #include <utility>
 
 #include "hopattn/error.hpp"
+#include "kernels/common/cuda_host.hpp"
 #include "kernels/naive/naive_attention.cuh"
 #include "kernels/naive/naive_attention.hpp"
 
 namespace hopattn::naive {
 namespace {
 
+constexpr const char* kWhere = "hopattn.naive";
+
 void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw Error(ErrorKind::kRuntime,
-                detail::concat("hopattn.naive: ", what, " failed: ", cudaGetErrorName(status), ": ",
-                               cudaGetErrorString(status)));
-  }
+  kernels::throw_if_cuda_error(status, kWhere, what);
 }
 
 using NamedTensor = std::pair<TensorView, const char*>;
@@ -95,21 +94,6 @@ void require_io_dtype(const TensorView& t, const char* name) {
         dtype_name(t.dtype()));
 }
 
-// Restores the caller's current device on scope exit.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (device != previous_) check_cuda(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 template <typename KvT>
 void launch_typed(const NaiveParams& p, dim3 grid, size_t smem, cudaStream_t stream) {
   if (smem > 48 * 1024) {
@@ -132,7 +116,7 @@ void launch(const NaiveParams& p, DType kv_dtype, int64_t rows, int64_t batch, D
   if (rows <= 0 || batch <= 0 || p.num_q_heads <= 0) return;  // nothing to compute
   const size_t smem = kKeysPerChunk * sizeof(int64_t) +
                       (p.head_dim_qk + p.head_dim_v + kKeysPerChunk + kWarps) * sizeof(float);
-  DeviceGuard guard(device.index);
+  kernels::DeviceGuard guard(device.index, kWhere);
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(p.num_q_heads),
                   static_cast<unsigned>(batch));
   auto* s = reinterpret_cast<cudaStream_t>(stream);

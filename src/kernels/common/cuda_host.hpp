@@ -1,0 +1,56 @@
+// Host-side CUDA helpers shared by every kernel family's launch code: error checks that throw
+// hopattn::Error, a current-device guard, and the cached SM count.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <atomic>
+
+#include "hopattn/error.hpp"
+
+namespace hopattn::kernels {
+
+// Throws kRuntime "<where>: <what> failed: <error name>: <error string>" unless `status` is
+// cudaSuccess. `where` names the public entry point ("hopattn.decode").
+inline void throw_if_cuda_error(cudaError_t status, const char* where, const char* what) {
+  if (status != cudaSuccess) {
+    throw Error(ErrorKind::kRuntime,
+                detail::concat(where, ": ", what, " failed: ", cudaGetErrorName(status), ": ",
+                               cudaGetErrorString(status)));
+  }
+}
+
+// Makes `device` (the tensors' device, not necessarily the caller's current one) current for the
+// scope and restores the caller's device on exit.
+class DeviceGuard {
+ public:
+  DeviceGuard(int device, const char* where) {
+    throw_if_cuda_error(cudaGetDevice(&previous_), where, "cudaGetDevice");
+    if (previous_ != device) throw_if_cuda_error(cudaSetDevice(device), where, "cudaSetDevice");
+  }
+  ~DeviceGuard() {
+    int now = -1;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// SM count of `device`, queried once per device (an attribute read; no synchronization).
+inline int sm_count(int device, const char* where) {
+  static std::array<std::atomic<int>, 64> cache{};
+  const size_t slot = device >= 0 && device < 64 ? static_cast<size_t>(device) : 0;
+  int n = cache[slot].load(std::memory_order_relaxed);
+  if (n == 0) {
+    throw_if_cuda_error(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), where,
+                        "cudaDeviceGetAttribute(multiProcessorCount)");
+    cache[slot].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+}  // namespace hopattn::kernels

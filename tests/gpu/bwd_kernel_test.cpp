@@ -28,6 +28,7 @@
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
 #include "kernels/bwd/workspace.hpp"
+#include "odd_shape_grid.hpp"
 
 namespace hopattn::testing::bwd {
 namespace {
@@ -487,31 +488,17 @@ TEST(BwdKernel, J_VarlenRandomBatch17) {
 
 // ---------------------------------------------------------------------------- odd-shape grid
 // (dtype, batch, q_len, kv_len, causal, GQA variant): GQA 0 = 2 kv heads x 1, 1 = 1 x 5, 2 = 2 x 8.
-using GridParam = std::tuple<DType, int, int, int, bool, int>;
-
-class BwdKernelGrid : public ::testing::TestWithParam<GridParam> {};
+class BwdKernelGrid : public ::testing::TestWithParam<OddShapeParam> {};
 
 TEST_P(BwdKernelGrid, MatchesReference) {
   SKIP_WITHOUT_HOPPER();
   const auto [dtype, batch, q_len, kv_len, causal, gqa] = GetParam();
-  constexpr int kHkv[] = {2, 1, 2}, kGroup[] = {1, 5, 8};
-  check_case(dense_case(dtype, batch, q_len, kv_len, kHkv[gqa], kGroup[gqa], causal), test_seed());
+  check_case(
+      dense_case(dtype, batch, q_len, kv_len, kOddGridKvHeads[gqa], kOddGridGroup[gqa], causal),
+      test_seed());
 }
 
-std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
-  constexpr const char* kGqa[] = {"mha", "gqa5", "gqa8"};
-  const GridParam& p = info.param;
-  return std::string(dtype_name(std::get<0>(p))) + "_b" + std::to_string(std::get<1>(p)) + "_q" +
-         std::to_string(std::get<2>(p)) + "_k" + std::to_string(std::get<3>(p)) +
-         (std::get<4>(p) ? "_causal_" : "_full_") + kGqa[std::get<5>(p)];
-}
-
-INSTANTIATE_TEST_SUITE_P(OddShapes, BwdKernelGrid,
-                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kFP16),
-                                            ::testing::Values(1, 17), ::testing::Values(1, 239),
-                                            ::testing::Values(1, 113), ::testing::Bool(),
-                                            ::testing::Values(0, 1, 2)),
-                         grid_name);
+INSTANTIATE_TEST_SUITE_P(OddShapes, BwdKernelGrid, odd_shape_values(), odd_shape_name);
 
 // ---------------------------------------------------------------------------- unsupported
 TEST(BwdKernel, K_UnsupportedIsNotImplemented) {

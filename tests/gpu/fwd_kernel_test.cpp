@@ -35,6 +35,7 @@
 #include "hopattn/error.hpp"
 #include "hopper_test_util.hpp"
 #include "kernels/fwd/launch.hpp"
+#include "odd_shape_grid.hpp"
 #include "reference/attend.hpp"
 #include "reference/reference.hpp"
 #include "support/host_tensor.hpp"
@@ -550,31 +551,17 @@ namespace {
 
 // ---------------------------------------------------------------------------- odd-shape grid
 // (dtype, batch, q_len, kv_len, causal, GQA variant): GQA 0 = 2 kv heads x 1, 1 = 1 x 5, 2 = 2 x 8.
-using GridParam = std::tuple<DType, int, int, int, bool, int>;
-
-class FwdKernelGrid : public ::testing::TestWithParam<GridParam> {};
+class FwdKernelGrid : public ::testing::TestWithParam<OddShapeParam> {};
 
 TEST_P(FwdKernelGrid, MatchesReference) {
   if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
   const auto [dtype, batch, q_len, kv_len, causal, gqa] = GetParam();
-  constexpr int kHkv[] = {2, 1, 2}, kGroup[] = {1, 5, 8};
-  check_case(dense_case(dtype, batch, q_len, kv_len, kHkv[gqa], kGroup[gqa], causal), test_seed());
+  check_case(
+      dense_case(dtype, batch, q_len, kv_len, kOddGridKvHeads[gqa], kOddGridGroup[gqa], causal),
+      test_seed());
 }
 
-std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
-  constexpr const char* kGqa[] = {"mha", "gqa5", "gqa8"};
-  const GridParam& p = info.param;
-  return std::string(dtype_name(std::get<0>(p))) + "_b" + std::to_string(std::get<1>(p)) + "_q" +
-         std::to_string(std::get<2>(p)) + "_k" + std::to_string(std::get<3>(p)) +
-         (std::get<4>(p) ? "_causal_" : "_full_") + kGqa[std::get<5>(p)];
-}
-
-INSTANTIATE_TEST_SUITE_P(OddShapes, FwdKernelGrid,
-                         ::testing::Combine(::testing::Values(DType::kBF16, DType::kFP16),
-                                            ::testing::Values(1, 17), ::testing::Values(1, 239),
-                                            ::testing::Values(1, 113), ::testing::Bool(),
-                                            ::testing::Values(0, 1, 2)),
-                         grid_name);
+INSTANTIATE_TEST_SUITE_P(OddShapes, FwdKernelGrid, odd_shape_values(), odd_shape_name);
 
 // ---------------------------------------------------------------------------- longer sequences
 #define SKIP_WITHOUT_HOPPER() \

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cpu/decode_case.hpp"
+#include "decode_upload.hpp"
 #include "gpu_test_support.hpp"
 #include "kernels/naive/naive_attention.hpp"
 #include "reference/reference.hpp"
@@ -199,21 +200,7 @@ TEST_P(NaiveDecode, MatchesReference) {
   }
 
   DeviceSet dev;
-  DecodeArgs gpu = host;
-  gpu.q = dev.put(r->q_buf, host.q);
-  gpu.out = dev.put(r->out_buf, host.out);
-  gpu.lse = dev.put(r->lse_buf, host.lse);
-  gpu.k_cache = dev.put(r->kv->k_buf, host.k_cache);
-  gpu.v_cache = dev.put(r->kv->v_buf, host.v_cache);
-  gpu.pages.block_table = dev.put(r->kv->table, host.pages.block_table);
-  gpu.pages.indptr = dev.put(r->kv->indptr, host.pages.indptr);
-  gpu.pages.indices = dev.put(r->kv->indices, host.pages.indices);
-  gpu.pages.kv_lens = dev.put(r->kv->lens, host.pages.kv_lens);
-  gpu.k_scale.per_head = dev.put(r->k_heads, host.k_scale.per_head);
-  gpu.v_scale.per_head = dev.put(r->v_heads, host.v_scale.per_head);
-  gpu.sinks = dev.put(r->sinks_buf, host.sinks);
-  gpu.tree_mask = dev.put(r->tree_buf, host.tree_mask);
-  gpu.shared_kv_lens = dev.put(r->shared_buf, host.shared_kv_lens);
+  const DecodeArgs gpu = upload_decode_args(dev, *r, host);
   dev.poison(r->out_buf);
   dev.poison(r->lse_buf);
   ::hopattn::naive::naive_decode(gpu, r->opts, nullptr);

@@ -49,6 +49,8 @@ std::vector<MergeCase> merge_cases() {
   add("pair_fp16_d64", DType::kFP16, DType::kFP16, 64, 2, false);
   add("pair_fp32_to_bf16_d512", DType::kFP32, DType::kBF16, 512, 2, false);
   add("pair_fp32_d96", DType::kFP32, DType::kFP32, 96, 2, false);
+  // 5 16-byte pieces a row: the one-piece-a-thread vector kernel (the others take four).
+  add("pair_bf16_d40", DType::kBF16, DType::kBF16, 40, 2, false);
   add("n1_bf16_to_fp32", DType::kBF16, DType::kFP32, 128, 1, true);
   add("n2_fp16", DType::kFP16, DType::kFP16, 256, 2, true);
   add("n7_fp32_to_fp16", DType::kFP32, DType::kFP16, 128, 7, true);

@@ -1,8 +1,9 @@
 // Merging partial attention states: (o_k, lse_k) over disjoint key sets combine to
 // lse = log(sum_k e^lse_k), o = sum_k e^(lse_k - lse) o_k. Memory-bound. Two kernels:
-// merge_vec_kernel (16-byte aligned rows, the usual case): one thread per 16-byte piece of a row,
-// its first states' o loads issued before the lse math so that bytes are in flight from the
-// start; merge_kernel (any layout): one warp per row, one element per load.
+// merge_vec_kernel (16-byte aligned rows, the usual case): one thread per four 16-byte pieces of a
+// row (one piece when the row does not split into fours), its first states' o loads issued
+// before the lse math so that bytes are in flight from the start; merge_kernel (any layout): one
+// warp per row, one element per load.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -190,30 +191,40 @@ __device__ __forceinline__ const void* state_o(const Params& p, int k, int t, in
   return s.o;
 }
 
-// Thread i: row i / pieces, elements kVec * (i % pieces) .. + kVec - 1 of it. Same arithmetic, in
-// the same order, as merge_kernel.
-template <class In, class Out>
-__global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSm)
+// Blocks per SM that merge_vec_kernel's register budget is sized for, by pieces per thread: a
+// thread keeps kVecPrefetch x kP 16-byte loads in flight. kP = 1: 1536 threads an SM (<= 40
+// registers), 48 KB in flight; kP = 4: at least 512 threads an SM (<= 128 registers; 16-bit
+// inputs hold 32 fp32 sums a thread and spill at 80), at least 64 KB in flight, with a quarter
+// of the lse loads, weight computations and threads per byte.
+template <int kP>
+inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
+
+// Thread i: row i / (pieces / kP), pieces kP * (i % (pieces / kP)) .. + kP - 1 of it, kVec
+// elements each. Same arithmetic, in the same order, as merge_kernel.
+template <class In, class Out, int kP>
+__global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
     merge_vec_kernel(const __grid_constant__ Params p) {
   constexpr int kN = kVec<In>;
-  const int pieces = p.dim / kN;
+  const int groups = p.dim / (kN * kP);  // thread groups of kP pieces per row
   const int64_t i = int64_t(blockIdx.x) * kVecThreads + threadIdx.x;
-  const int64_t row = i / pieces;
+  const int64_t row = i / groups;
   if (row >= int64_t(p.tokens) * p.heads) return;
-  const int piece = static_cast<int>(i - row * pieces);
+  const int first_elt = static_cast<int>(i - row * groups) * kN * kP;
   const int t = static_cast<int>(row / p.heads), h = static_cast<int>(row % p.heads);
   const int n = p.src[0].n + (p.num_sources > 1 ? p.src[1].n : 0);
 
+  auto load_state = [&](int k, uint4(&raw)[kP]) {
+    int64_t base;
+    const In* o = static_cast<const In*>(state_o(p, k, t, h, base)) + base + first_elt;
+#pragma unroll
+    for (int j = 0; j < kP; ++j) raw[j] = __ldg(reinterpret_cast<const uint4*>(o + j * kN));
+  };
+
   // The o of the first states does not depend on the weights: in flight during the lse math.
-  uint4 first[kVecPrefetch];
+  uint4 first[kVecPrefetch][kP];
 #pragma unroll
   for (int k = 0; k < kVecPrefetch; ++k) {
-    first[k] = make_uint4(0, 0, 0, 0);
-    if (k < n) {
-      int64_t base;
-      const In* o = static_cast<const In*>(state_o(p, k, t, h, base));
-      first[k] = __ldg(reinterpret_cast<const uint4*>(o + base + piece * kN));
-    }
+    if (k < n) load_state(k, first[k]);
   }
 
   float mmax = -INFINITY;
@@ -228,48 +239,49 @@ __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSm)
     for (int k = 0; k < n; ++k) total += expf(state_lse(p, k, t, h) - mmax);
   }
   const float inv = total > 0.f ? 1.f / total : 0.f;
-  if (p.lse != nullptr && piece == 0) {
+  if (p.lse != nullptr && first_elt == 0) {
     p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] =
         nan ? NAN : (total > 0.f ? mmax + logf(total) : -INFINITY);
   }
 
-  float acc[kN] = {};
-  auto add = [&](int k, const uint4& raw) {
+  float acc[kP][kN] = {};
+  auto add = [&](int k, const uint4(&raw)[kP]) {
     const float l = state_lse(p, k, t, h);
     // Empty states weigh 0 and their o is ignored, whatever it holds (0 * NaN would be NaN).
     const float w = l == -INFINITY || total == 0.f ? 0.f : expf(l - mmax) * inv;
     if (w == 0.f) return;
-    float f[kN];
-    unpack16<In>(raw, f);
 #pragma unroll
-    for (int e = 0; e < kN; ++e) acc[e] += w * f[e];
+    for (int j = 0; j < kP; ++j) {
+      float f[kN];
+      unpack16<In>(raw[j], f);
+#pragma unroll
+      for (int e = 0; e < kN; ++e) acc[j][e] += w * f[e];
+    }
   };
 #pragma unroll
   for (int k = 0; k < kVecPrefetch; ++k) {
     if (k < n) add(k, first[k]);
   }
   for (int k = kVecPrefetch; k < n; k += kVecPrefetch) {
-    uint4 raw[kVecPrefetch];
+    uint4 raw[kVecPrefetch][kP];
 #pragma unroll
     for (int u = 0; u < kVecPrefetch; ++u) {
-      raw[u] = make_uint4(0, 0, 0, 0);
-      if (k + u < n) {
-        int64_t base;
-        const In* o = static_cast<const In*>(state_o(p, k + u, t, h, base));
-        raw[u] = __ldg(reinterpret_cast<const uint4*>(o + base + piece * kN));
-      }
+      if (k + u < n) load_state(k + u, raw[u]);
     }
 #pragma unroll
     for (int u = 0; u < kVecPrefetch; ++u) {
       if (k + u < n) add(k + u, raw[u]);
     }
   }
-  if (nan) {
+  Out* out = static_cast<Out*>(p.out) + t * p.out_stride[0] + h * p.out_stride[1] + first_elt;
 #pragma unroll
-    for (int e = 0; e < kN; ++e) acc[e] = NAN;
+  for (int j = 0; j < kP; ++j) {
+    if (nan) {
+#pragma unroll
+      for (int e = 0; e < kN; ++e) acc[j][e] = NAN;
+    }
+    store_vec<Out, kN>(out + j * kN, acc[j]);
   }
-  store_vec<Out, kN>(
-      static_cast<Out*>(p.out) + t * p.out_stride[0] + h * p.out_stride[1] + piece * kN, acc);
 }
 
 }  // namespace hopattn::kernels::merge

@@ -39,9 +39,17 @@ template <class In, class Out>
 void launch_typed(const Params& p, cudaStream_t stream) {
   const int64_t rows = int64_t(p.tokens) * p.heads;
   if (vector_rows<In, Out>(p)) {
-    const int64_t threads = rows * (p.dim / kVec<In>);
+    // Four 16-byte pieces a thread when the row splits that way (every D that is a multiple of
+    // 32 bf16 or 16 floats), one otherwise.
+    const int pieces = p.dim / kVec<In>;
+    const bool four = pieces % 4 == 0;
+    const int64_t threads = rows * (four ? pieces / 4 : pieces);
     const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
-    merge_vec_kernel<In, Out><<<blocks, kVecThreads, 0, stream>>>(p);
+    if (four) {
+      merge_vec_kernel<In, Out, 4><<<blocks, kVecThreads, 0, stream>>>(p);
+    } else {
+      merge_vec_kernel<In, Out, 1><<<blocks, kVecThreads, 0, stream>>>(p);
+    }
     return;
   }
   const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);

@@ -46,6 +46,12 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
     r.check = flags.check;
     r.seed = flags.seed.value_or(kDefaultSeed);
     requests.push_back(r);
+    // The bwd kernel's deterministic mode (ordered dQ accumulation) next to the normal one: its
+    // cost is a target of its own (>= 0.85x the normal speed, docs/perf/bwd.md).
+    if (family == Family::kBwd && impl == Impl::kKernel) {
+      r.shape.deterministic = true;
+      requests.push_back(r);
+    }
   }
   if (!flags.csv && !on_gpu) {
     out << "(no GPU: " << gpu.why_not << "; timing the CPU reference)\n";

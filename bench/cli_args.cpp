@@ -307,7 +307,8 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --window L,R        sliding window, keys left/right of the diagonal (-1 = unbounded)
   --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
 Run:
-  --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only)
+  --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
+                      a second row times deterministic mode)
   --iters N           timed iterations (default 20 for GPU kernels, 3 for the references);
                       the median is shown
   --warmup N          untimed iterations first (default 3 for GPU kernels, 1 for references)

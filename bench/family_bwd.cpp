@@ -18,6 +18,7 @@ class BwdWorkload final : public Workload {
     opts_.causal = s.causal;
     opts_.window = s.window;
     opts_.softcap = s.softcap;
+    opts_.deterministic = s.deterministic;
     const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim;
     for (Tensor* t : {&q_, &out_, &dout_, &dq_}) *t = Tensor(s.dtype, {B, Sq, s.q_heads, D});
     for (Tensor* t : {&k_, &v_, &dk_, &dv_}) *t = Tensor(s.dtype, {B, Sk, s.kv_heads, D});

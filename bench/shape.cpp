@@ -31,6 +31,7 @@ std::string Shape::describe() const {
       os << " win=" << window.left << "," << window.right;
     }
     if (softcap > 0) os << " cap=" << softcap;
+    if (deterministic) os << " deterministic";
   }
   os << " " << dtype_name(dtype);
   if (family == Family::kDecode && kv_dtype != dtype) os << "/kv:" << dtype_name(kv_dtype);

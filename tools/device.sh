@@ -12,8 +12,10 @@
 #     bench      the CLI tour, then per-family benchmarks
 #     ceilings   copy/read/write bandwidth and bf16/fp8 GEMM rate of this GPU
 #     python     pip install the package with its GPU kernels, then the Python suite on CUDA
-#     peers      the peer benchmarks (PyTorch SDPA cuDNN/flash, flex): bench/peers/*_peers.py;
-#                PEERS_ARGS (e.g. --quick) is passed to each; needs the python step's install
+#     peers      the peer benchmarks (PyTorch SDPA cuDNN/flash, flex): bench/peers/*_peers.py
+#                (fwd, bwd, decode), then bench/peers/host_overhead.py (host cost of eager
+#                calls); PEERS_ARGS (e.g. --quick) is passed to each *_peers.py; needs the
+#                python step's install
 #     all        build test sanitize bench ceilings (default)
 #
 # Every step after `build` builds first when it has not run yet (a no-op on a built tree). A
@@ -24,7 +26,7 @@
 # Environment: OUT, JOBS (default nproc), BUILD_TARGETS (default: the GPU tests, the CLI and the
 # ceilings program), MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters),
 # <STEP>_TIMEOUT in seconds (BUILD_TIMEOUT, TEST_TIMEOUT, SANITIZE_TIMEOUT, BENCH_TIMEOUT,
-# CEILINGS_TIMEOUT), GTEST_SRC (prepare: default /usr/src/googletest).
+# CEILINGS_TIMEOUT, PYTHON_TIMEOUT, PEERS_TIMEOUT), GTEST_SRC (prepare: default /usr/src/googletest).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,7 +48,7 @@ SUMMARY=()
 BUILD_STATUS=""  # "", ok or failed
 
 usage() {
-  sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 print_summary() {
@@ -227,6 +229,8 @@ step_peers() {
     run_part "peers:$(basename "$script" .py)" "$log" "${PEERS_TIMEOUT:-300}" \
       env PYTHONUNBUFFERED=1 OUT="$OUT_DIR" python3 "$script" ${PEERS_ARGS:-} || rc=$?
   done
+  run_part peers:host_overhead "$log" "${PEERS_TIMEOUT:-300}" \
+    env PYTHONUNBUFFERED=1 OUT="$OUT_DIR" python3 bench/peers/host_overhead.py --profile || rc=$?
   return "$rc"
 }
 

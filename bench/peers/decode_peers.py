@@ -21,13 +21,13 @@ With OUT set, writes $OUT/decode_peers.md and $OUT/decode_tbps.png.
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from functools import partial
 
 import torch
 import torch.nn.functional as F
+from peer_torch import median_ms, rel_l2
 
 import hopattn
 
@@ -77,17 +77,9 @@ class Timer:
         return graph.replay
 
     def _median_us(self, run, reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         run()
         torch.cuda.synchronize()
-        samples = []
-        for _ in range(reps):
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e3 / self.GROUP)
-        return statistics.median(samples)
+        return median_ms(run, self.GROUP, reps) * 1e3
 
     def __call__(self, fn, reps, warmup=3):
         for _ in range(warmup):
@@ -128,11 +120,6 @@ def paged(k, v, page, layout, dtype):
             cache = cache.transpose(1, 2).contiguous()
         caches.append(cache.to(dtype) if dtype != x.dtype else cache)
     return caches[0], caches[1], table
-
-
-def rel_l2(a, b):
-    a, b = a.float(), b.float()
-    return ((a - b).norm() / b.norm()).item()
 
 
 def sdpa_cudnn(q, k, v):

@@ -93,6 +93,8 @@ def attention_bwd_workspace_size(
     workspace: Optional[_Tensor] = None,
     stream: int = 0,
 ) -> int: ...
+
+# Returns 0 after running; runs nothing and returns the bytes needed when `workspace` is smaller.
 def decode(
     q: _Tensor,
     k_cache: _Tensor,

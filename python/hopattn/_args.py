@@ -11,6 +11,8 @@ _LAYOUTS = ("NHD", "HND")
 
 def window_pair(window):
     """(left, right) of a sliding window, -1 = unbounded on that side."""
+    if type(window) is tuple and len(window) == 2 and type(window[0]) is type(window[1]) is int:
+        return window  # the common case, without the generic checks below (per-call host time)
     try:
         left, right = window
     except (TypeError, ValueError):
@@ -26,6 +28,8 @@ def optional_int(value, name):
     """A host-side bound: None -> 0 (unknown; read from host index tensors on CPU)."""
     if value is None:
         return 0
+    if type(value) is int:
+        return value
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise TypeError(f"{name}: expected an int or None, got {type(value).__name__}")
     return int(value)
@@ -34,12 +38,16 @@ def optional_int(value, name):
 def optional_float(value, name):
     if value is None:
         return None
+    if type(value) is float:
+        return value
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise TypeError(f"{name}: expected a float or None, got {type(value).__name__}")
     return float(value)
 
 
 def real(value, name):
+    if type(value) is float:
+        return value
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         raise TypeError(f"{name}: expected a float, got {type(value).__name__}")
     return float(value)
@@ -69,6 +77,8 @@ def kv_scale(scale, name):
     """(per-tensor value, per-KV-head tensor or None) from a float, None or an fp32 [Hkv] array."""
     if scale is None:
         return 1.0, None
+    if type(scale) is float:
+        return scale, None
     if isinstance(scale, numbers.Real) and not isinstance(scale, bool):
         return float(scale), None
     if not hasattr(scale, "__dlpack__"):
@@ -83,6 +93,8 @@ def num_splits(value):
 
 
 def positive_int(value, name):
+    if type(value) is int:
+        return value
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     return int(value)

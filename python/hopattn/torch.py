@@ -9,16 +9,24 @@ merge_states_n, each with an ``*_out`` variant that writes into caller tensors. 
 attention_fwd has an autograd formula whose backward is attention_bwd (the CPU reference's
 backward for CPU tensors).
 
-CUDA tensors run on their own device (``torch.cuda.device``) and on torch's current stream of that
-device; outputs come from torch's caching allocator (so under CUDA-graph capture, from the graph's
-pool) and the C++ call allocates and synchronizes nothing.
+CUDA tensors run on their own device and on torch's current stream of that device; outputs come
+from torch's caching allocator (so under CUDA-graph capture, from the graph's pool) and the C++ call
+allocates and synchronizes nothing.
+
+Host cost of an eager call (docs/perf/decode.md): a plain eager call (no autograd to record, no
+torch.compile / jit / fx tracing, no dispatch or function mode, no functorch transform, plain
+tensors) calls the op's implementation directly instead of going through the dispatcher, which
+would only forward it there; tensors cross to C++ as DLPack capsules made by torch's C exporter;
+and an eager decode reuses a workspace cached per (device, stream) (zeroed when allocated, grown on
+demand), so it makes one C++ call. Under CUDA-graph capture every call allocates its workspace from
+the graph's pool as before: a captured graph never holds the cache's memory.
 """
 
-import contextlib
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.utils.dlpack import to_dlpack as _to_dlpack
 
 import hopattn
 from hopattn import _C
@@ -43,22 +51,68 @@ merge_states_n = hopattn.merge_states_n
 
 # ---------------------------------------------------------------------------- helpers
 def _stream(t):
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
-
-
-@contextlib.contextmanager
-def _device_of(t):
-    # torch exports a CUDA tensor through DLPack only while its device is the current one.
-    if t.is_cuda:
-        with torch.cuda.device(t.device):
-            yield
-    else:
-        yield
+    # The raw cudaStream_t of the current stream of t's device, without building a Stream object.
+    return torch._C._cuda_getCurrentRawStream(t.get_device()) if t.is_cuda else 0
 
 
 def _d(t):
-    # Tensors that require grad refuse DLPack export; the C++ call only reads/writes memory.
-    return None if t is None else t.detach()
+    # A DLPack capsule straight from torch's C exporter (one per C++ call: a capsule is consumed
+    # once). Tensor.__dlpack__ would add ~5 us of Python checks a tensor and refuse tensors that
+    # require grad or live on another than the current device; the C++ call only reads and writes
+    # memory, runs on the tensors' device (its device guard) and checks that they share it.
+    return None if t is None else _to_dlpack(t)
+
+
+_C_torch = torch._C
+
+
+def _plain_eager(*args):
+    """True when the op's dispatch would do nothing but call its implementation: an eager call
+    (not traced by torch.compile, jit or fx, no dispatch or function mode, no functorch transform)
+    on plain CPU / CUDA tensors of which none requires grad while grad mode is on."""
+    if (
+        torch.compiler.is_compiling()
+        or _C_torch._get_tracing_state() is not None
+        or _C_torch._len_torch_dispatch_stack() > 0
+        or _C_torch._is_torch_function_mode_enabled()
+        or _C_torch._are_functorch_transforms_active()
+    ):
+        return False
+    grad = torch.is_grad_enabled()
+    for t in args:
+        if isinstance(t, Tensor) and (
+            type(t) is not Tensor or (grad and t.requires_grad) or not (t.is_cuda or t.is_cpu)
+        ):
+            return False
+    return True
+
+
+# Eager decode workspaces: (device index, stream) -> uint8 tensor. One per stream, so calls in
+# flight on two streams never share one (calls on one stream are ordered); allocated zeroed on that
+# stream; replaced by a larger one when a call needs more (freeing the old one is stream-ordered).
+_workspaces = {}
+
+
+def _cached_workspace(t, stream):
+    """(key, cached workspace or None) for a call on `stream`, or (None, None) where no cache may
+    serve: CPU tensors, a device other than the current one, or CUDA-graph capture (a graph must
+    own its workspace: the cache may be freed or used by later eager calls)."""
+    if not t.is_cuda:
+        return None, None
+    device = t.get_device()
+    if device != _C_torch._cuda_getDevice() or _C_torch._cuda_isCurrentStreamCapturing():
+        return None, None
+    key = (device, stream)
+    return key, _workspaces.get(key)
+
+
+def _workspace_for(t, key, size):
+    if key is None:
+        return torch.empty(size, dtype=torch.uint8, device=t.device)
+    old = _workspaces.get(key)
+    size = max(size, 2 * old.numel()) if old is not None else size
+    _workspaces[key] = torch.zeros(size, dtype=torch.uint8, device=t.device)
+    return _workspaces[key]
 
 
 def _pages(block_table, indptr, indices):
@@ -130,18 +184,14 @@ def _fwd_kwargs(flat):
 
 
 def _run_fwd(q, k, v, flat, out, lse):
-    with _device_of(q):
-        _C.attention_fwd(
-            _d(q), _d(k), _d(v), _d(out), _d(lse), **_fwd_kwargs(flat), stream=_stream(q)
-        )
+    _C.attention_fwd(_d(q), _d(k), _d(v), _d(out), _d(lse), **_fwd_kwargs(flat), stream=_stream(q))
 
 
 def _fwd_shapes(q, v):
     return (*q.shape[:-1], v.shape[-1]), q.shape[:-1]
 
 
-@torch.library.custom_op("hopattn::attention_fwd", mutates_args=())
-def _attention_fwd(
+def _attention_fwd_impl(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -190,6 +240,11 @@ def _attention_fwd(
         lse,
     )
     return out, lse
+
+
+_attention_fwd = torch.library.custom_op(
+    "hopattn::attention_fwd", _attention_fwd_impl, mutates_args=()
+)
 
 
 @_attention_fwd.register_fake
@@ -256,12 +311,15 @@ def _(*args):
 
 # ---------------------------------------------------------------------------- attention bwd
 def _run_bwd(dout, q, k, v, out, lse, flat, dq, dk, dv, dsinks):
-    kw = _fwd_kwargs(flat)
-    tensors = (_d(dout), _d(q), _d(k), _d(v), _d(out), _d(lse), _d(dq), _d(dk), _d(dv), _d(dsinks))
-    with _device_of(q):
-        size = _C.attention_bwd_workspace_size(*tensors, **kw)
-        workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
-        _C.attention_bwd(*tensors, **kw, workspace=workspace, stream=_stream(q))
+    def capsules():  # fresh for each C++ call
+        tensors = (dout, q, k, v, out, lse, dq, dk, dv, dsinks)
+        return tuple(_d(t) for t in tensors), _fwd_kwargs(flat)
+
+    tensors, kw = capsules()
+    size = _C.attention_bwd_workspace_size(*tensors, **kw)
+    workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
+    tensors, kw = capsules()
+    _C.attention_bwd(*tensors, **kw, workspace=_d(workspace), stream=_stream(q))
 
 
 @torch.library.custom_op("hopattn::attention_bwd", mutates_args=())
@@ -458,20 +516,33 @@ _DECODE_KEYS = (
 )
 
 
+_DECODE_TENSOR_KEYS = (
+    "sinks",
+    "k_scale_per_head",
+    "v_scale_per_head",
+    "tree_mask",
+    "shared_kv_lens",
+)
+
+
 def _run_decode(q, k_cache, v_cache, kv_lens, flat, out, lse):
-    a = dict(zip(_DECODE_KEYS, flat))
-    pages = _pages(a.pop("page_table"), a.pop("page_indptr"), a.pop("page_indices"))
-    for key in ("sinks", "k_scale_per_head", "v_scale_per_head", "tree_mask", "shared_kv_lens"):
-        a[key] = _d(a[key])
-    args = (_d(q), _d(k_cache), _d(v_cache), _d(kv_lens), pages, _d(out), _d(lse))
-    with _device_of(q):
-        size = _C.decode_workspace_size(*args, **a)
-        workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
-        _C.decode(*args, **a, workspace=workspace, stream=_stream(q))
+    stream = _stream(q)
+
+    def call(workspace):  # 0 when it ran, else the workspace bytes it needs (nothing ran)
+        a = dict(zip(_DECODE_KEYS, flat))
+        pages = _pages(a.pop("page_table"), a.pop("page_indptr"), a.pop("page_indices"))
+        for key in _DECODE_TENSOR_KEYS:
+            a[key] = _d(a[key])
+        args = (_d(q), _d(k_cache), _d(v_cache), _d(kv_lens), pages, _d(out), _d(lse))
+        return _C.decode(*args, **a, workspace=_d(workspace), stream=stream)
+
+    key, cached = _cached_workspace(q, stream)
+    size = call(cached)
+    if size:
+        call(_workspace_for(q, key, size))
 
 
-@torch.library.custom_op("hopattn::decode", mutates_args=())
-def _decode(
+def _decode_impl(
     q: Tensor,
     k_cache: Tensor,
     v_cache: Tensor,
@@ -528,6 +599,9 @@ def _decode(
     return out, lse
 
 
+_decode = torch.library.custom_op("hopattn::decode", _decode_impl, mutates_args=())
+
+
 @_decode.register_fake
 def _(q, k_cache, v_cache, *rest):
     return (
@@ -536,8 +610,7 @@ def _(q, k_cache, v_cache, *rest):
     )
 
 
-@torch.library.custom_op("hopattn::decode_out", mutates_args=("out", "lse"))
-def _decode_out(
+def _decode_out_impl(
     q: Tensor,
     k_cache: Tensor,
     v_cache: Tensor,
@@ -593,6 +666,11 @@ def _decode_out(
     )
 
 
+_decode_out = torch.library.custom_op(
+    "hopattn::decode_out", _decode_out_impl, mutates_args=("out", "lse")
+)
+
+
 @_decode_out.register_fake
 def _(*args):
     return None
@@ -615,22 +693,21 @@ def _run_mla(
     out,
     lse,
 ):
-    with _device_of(q_nope):
-        _C.mla(
-            _d(q_nope),
-            _d(q_pe),
-            _d(ckv),
-            _d(kpe),
-            _d(cu_seqlens_q),
-            _d(kv_lens),
-            _pages(page_table, page_indptr, page_indices),
-            _d(out),
-            _d(lse),
-            max_seqlen_q=max_seqlen_q,
-            causal=causal,
-            scale=scale,
-            stream=_stream(q_nope),
-        )
+    _C.mla(
+        _d(q_nope),
+        _d(q_pe),
+        _d(ckv),
+        _d(kpe),
+        _d(cu_seqlens_q),
+        _d(kv_lens),
+        _pages(page_table, page_indptr, page_indices),
+        _d(out),
+        _d(lse),
+        max_seqlen_q=max_seqlen_q,
+        causal=causal,
+        scale=scale,
+        stream=_stream(q_nope),
+    )
 
 
 @torch.library.custom_op("hopattn::mla", mutates_args=())
@@ -719,10 +796,7 @@ def _(*args):
 
 # ---------------------------------------------------------------------------- merge
 def _run_merge(o_a, lse_a, o_b, lse_b, out, lse):
-    with _device_of(o_a):
-        _C.merge_states(
-            _d(o_a), _d(lse_a), _d(o_b), _d(lse_b), _d(out), _d(lse), stream=_stream(o_a)
-        )
+    _C.merge_states(_d(o_a), _d(lse_a), _d(o_b), _d(lse_b), _d(out), _d(lse), stream=_stream(o_a))
 
 
 @torch.library.custom_op("hopattn::merge_states", mutates_args=())
@@ -750,8 +824,7 @@ def _(*args):
 
 
 def _run_merge_n(o, lse, out, lse_out):
-    with _device_of(o):
-        _C.merge_states_n(_d(o), _d(lse), _d(out), _d(lse_out), stream=_stream(o))
+    _C.merge_states_n(_d(o), _d(lse), _d(out), _d(lse_out), stream=_stream(o))
 
 
 def _merged_shapes(o, lse):
@@ -791,6 +864,8 @@ class _backend:
     def attention(q, k, v, a, out=None, lse=None):
         flat = tuple(a[key] for key in _FWD_KEYS)
         if out is None and lse is None:
+            if _plain_eager(q, k, v, *flat):
+                return _attention_fwd_impl(q, k, v, *flat)
             return torch.ops.hopattn.attention_fwd(q, k, v, *flat)
         _no_out_with_grad("attention", q, k, v, a["sinks"])
         out_shape, lse_shape = _fwd_shapes(q, v)
@@ -817,11 +892,19 @@ class _backend:
     @staticmethod
     def decode(q, k_cache, v_cache, kv_lens, a, out=None, lse=None):
         flat = tuple(a[key] for key in _DECODE_KEYS)
+        plain = _plain_eager(q, k_cache, v_cache, kv_lens, *flat, out, lse)
         if out is None and lse is None:
+            if plain:
+                return _decode_impl(q, k_cache, v_cache, kv_lens, *flat)
             return torch.ops.hopattn.decode(q, k_cache, v_cache, kv_lens, *flat)
         out = _empty(q, (*q.shape[:-1], v_cache.shape[-1])) if out is None else out
         lse = _empty(q, q.shape[:-1], torch.float32) if lse is None else lse
-        torch.ops.hopattn.decode_out(q, k_cache, v_cache, kv_lens, *flat, out, lse)
+        if plain:
+            _decode_out_impl(q, k_cache, v_cache, kv_lens, *flat, out, lse)
+            # What the op's dispatch does for arguments it mutates.
+            torch.autograd.graph.increment_version((out, lse))
+        else:
+            torch.ops.hopattn.decode_out(q, k_cache, v_cache, kv_lens, *flat, out, lse)
         return out, lse
 
     @staticmethod

@@ -215,14 +215,20 @@ void bind_families(nb::module_& m) {
                   window_left, window_right, softcap, scale, sinks, k_scale, k_scale_per_head,
                   v_scale, v_scale_per_head, tree_mask, beam_width, shared_kv_lens, num_splits,
                   size_only ? nb::none() : workspace);
-      if (size_only) return decode_workspace_size(c.args, c.opts);
+      const size_t needed = decode_workspace_size(c.args, c.opts);
+      // A workspace smaller than needed: nothing runs, the caller allocates `needed` bytes and
+      // calls again. So a caller holding a large enough buffer converts its tensors once.
+      if (size_only || c.args.workspace.bytes < needed) return needed;
       DeviceGuard device(c.args.q.device());
       nb::gil_scoped_release release;
       decode(c.args, c.opts, as_stream(stream));
       return 0;
     };
   };
-  def_decode(m, "decode", dec(false), "Writes paged decode attention into out and lse.");
+  def_decode(
+      m, "decode", dec(false),
+      "Writes paged decode attention into out and lse and returns 0; or, when the "
+      "workspace is smaller than the call needs, runs nothing and returns the bytes needed.");
   def_decode(m, "decode_workspace_size", dec(true),
              "Bytes of workspace decode needs for these arguments.");
 

@@ -300,6 +300,40 @@ def test_cuda_graph_capture_and_replay(family):
 
 @gpu
 @pytest.mark.gpu
+def test_decode_workspace_cache_per_stream_and_not_in_graphs():
+    """Eager decodes reuse a workspace per (device, stream), a second stream gets its own, and a
+    captured graph allocates its own (it must never hold memory the cache may free or reuse)."""
+    import hopattn.torch as ht
+
+    q, k, v, kv_lens, table = _decode_inputs("cuda", torch.float16, d=128)
+    ht._workspaces.clear()
+    want = call(_On("cuda"), hopattn.decode, q, k, v, kv_lens, table)
+    first = dict(ht._workspaces)
+    assert len(first) <= 1
+    again = hopattn.decode(q, k, v, kv_lens, table)
+    assert {key: w.data_ptr() for key, w in ht._workspaces.items()} == {
+        key: w.data_ptr() for key, w in first.items()
+    }
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        other = hopattn.decode(q, k, v, kv_lens, table)
+    stream.synchronize()
+    assert len(ht._workspaces) == 2 * len(first)
+    before = {key: w.data_ptr() for key, w in ht._workspaces.items()}
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = hopattn.decode(q, k, v, kv_lens, table)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert {key: w.data_ptr() for key, w in ht._workspaces.items()} == before
+    for got in (again, other, captured):
+        torch.testing.assert_close(got[0], want[0])
+        torch.testing.assert_close(got[1], want[1])
+
+
+@gpu
+@pytest.mark.gpu
 def test_runs_on_current_stream():
     q, k, v = _qkv((2, 64, 4, 128), (2, 128, 2, 128), dtype=torch.float16, device="cuda")
     expected = call(_On("cuda"), hopattn.attention, q, k, v, causal=True)

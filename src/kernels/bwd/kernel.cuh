@@ -28,8 +28,7 @@ __device__ __forceinline__ void store_key_rows(void* out, int64_t batch_stride, 
                                                int panels, float scale) {
   using Elt = typename Traits::Elt;
   const int lane = tid % 32;
-  const int key0 =
-      w.n_block * Traits::kBlockN + Traits::key_row0(wg) + (tid / 32) * 16 + lane / 4;
+  const int key0 = w.n_block * Traits::kBlockN + Traits::key_row0(wg) + (tid / 32) * 16 + lane / 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + 8 * h;

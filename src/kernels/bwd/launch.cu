@@ -265,9 +265,10 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
   if (f.pages.defined()) unsupported("a paged KV cache is not implemented for the backward");
   const int64_t dqk = f.q.size(-1), dv = f.v.size(-1);
   if (!built_head_dims(dqk, dv)) {
-    unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
-                               ") are not built for the backward; built: (64, 64), (128, 128), (192, 128), "
-                               "(256, 256)"));
+    unsupported(
+        detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
+                       ") are not built for the backward; built: (64, 64), (128, 128), (192, 128), "
+                       "(256, 256)"));
   }
   if (f.q.dtype() != DType::kBF16 && f.q.dtype() != DType::kFP16) {
     unsupported(detail::concat("dtype ", f.q.dtype(), "; built: bf16, fp16"));

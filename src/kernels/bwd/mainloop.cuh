@@ -160,8 +160,8 @@ struct BwdMainloop {
           for (int i = 0; i < Traits::kDqSlots; ++i) {
             const int panel = Traits::dq_panel(g, i);
             if (!Traits::has_panel(panel, kQKPanels)) continue;
-            ptx::bulk_reduce_add_f32(dst + panel * kDqPanelFloats,
-                                     sm.dq(g) + i * kDqPanelFloats, kDqPanelBytes);
+            ptx::bulk_reduce_add_f32(dst + panel * kDqPanelFloats, sm.dq(g) + i * kDqPanelFloats,
+                                     kDqPanelBytes);
           }
           ptx::bulk_commit();  // one group per warpgroup: its staging buffer is read when it ends
         }
@@ -504,12 +504,12 @@ struct BwdMainloop {
 #pragma unroll
     for (int i = 0; i < Traits::kDqSlots; ++i) {
       const int panel = Traits::issued_panel(Traits::dq_panel(t.wg, i), kQKPanels);
-      issue_dq(dq[i],
-               fresh(ptx::make_smem_desc(ds_buf + dq_row0 * Traits::kRowBytes, Traits::kDsBytes,
-                                         1024)),
-               fresh(ptx::make_mnmajor_desc(
-                   sm.k() + panel * Traits::kKVPanelBytes + dq_row0 * Traits::kRowBytes,
-                   Traits::kKVPanelBytes)));
+      issue_dq(
+          dq[i],
+          fresh(ptx::make_smem_desc(ds_buf + dq_row0 * Traits::kRowBytes, Traits::kDsBytes, 1024)),
+          fresh(ptx::make_mnmajor_desc(
+              sm.k() + panel * Traits::kKVPanelBytes + dq_row0 * Traits::kRowBytes,
+              Traits::kKVPanelBytes)));
     }
     ptx::wgmma_commit_group();
     if constexpr (Traits::kSharedKeys) {

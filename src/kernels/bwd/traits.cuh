@@ -42,7 +42,8 @@ enum NamedBarrier : uint32_t {
 // and dK GEMMs SS (A = P^T or dS^T of all 64 q rows, K-major [key][q]; B = dO or Q) for the
 // 64-column panels p = w, w + 2, ... of dV and dK (one m64n64 accumulator, 32 registers each).
 // dQ panels go the other way round (p = 1 - w, 3 - w, ...), which balances (192, 128): warpgroup
-// 0 gets dK panels 0, 2 and dQ panel 1, warpgroup 1 dK panel 1 and dQ panels 0, 2.
+// 0 gets dK panels 0, 2 and dQ panel 1, warpgroup 1 dK panel 1 and dQ panels 0, 2; each also runs
+// one spare panel GEMM whose result is dropped (issued_panel).
 //   registers (one thread): 256: dK 2 x 32 + dV 2 x 32 = 128 held; + S^T, dP^T 16 + 16 in the
 //   score phase; + dQ 2 x 32 = 64 after it (S^T, dP^T dead) -> 192 peak. (192, 128): dK 64,
 //   dV 32, dQ 64 -> 160 peak.
@@ -115,8 +116,8 @@ struct BwdTraits {
   // 2i + 1 - w (by columns), over all the block's keys; panels >= kQKPanels are skipped.
   static constexpr bool kDqByKeys = kHeadDim <= 64;
   static constexpr int kDqSlots = kDqByKeys ? 1 : (kQKPanels + 1) / 2;
-  static constexpr int kDqRegs = kDqPanelCols / 2;                         // per slot
-  static constexpr int kNSteps = (kDqByKeys ? 64 : kBlockN) / 16;          // k16 steps of dQ
+  static constexpr int kDqRegs = kDqPanelCols / 2;                 // per slot
+  static constexpr int kNSteps = (kDqByKeys ? 64 : kBlockN) / 16;  // k16 steps of dQ
   __host__ __device__ static constexpr int dq_panel(int w, int slot) {
     return kDqByKeys ? 0 : 2 * slot + (kSharedKeys ? 1 - w : w);
   }
@@ -139,9 +140,9 @@ struct BwdTraits {
   // Bytes of the plan with `stages` Q/dO ring stages (kv_full, then q_full, q_empty, do_full,
   // do_empty per stage, then dq_full, dq_empty per warpgroup at the end).
   static constexpr uint32_t smem_bytes(int stages) {
-    return kKBytes + kVBytes + stages * (kQStageBytes + kDoStageBytes) +
-           2 * (kDsBytes + kPBytes) + kMmaWarpgroups * kDqStageBytes +
-           2 * stages * kRowStatBytes + (1 + 4 * stages + 2 * kMmaWarpgroups) * 8;
+    return kKBytes + kVBytes + stages * (kQStageBytes + kDoStageBytes) + 2 * (kDsBytes + kPBytes) +
+           kMmaWarpgroups * kDqStageBytes + 2 * stages * kRowStatBytes +
+           (1 + 4 * stages + 2 * kMmaWarpgroups) * 8;
   }
   // Dynamic shared memory is only 16-byte aligned: 1024 bytes of slack align the base.
   static constexpr uint32_t kSmemLimit = 227 * 1024 - 1024;

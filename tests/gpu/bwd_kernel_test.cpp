@@ -83,11 +83,10 @@ TEST(BwdGeometry, BlockRangesMatchBruteForce) {
 }
 
 TEST(BwdGeometry, FragmentOrderIsAPermutation) {
-  for (int d : {64, 128}) {
-    const kb::DqSplit s{d};
+  for (int d : {64, 128, 192, 256}) {
     std::vector<int> seen(kb::kBlockM * d, 0);
     for (int r = 0; r < kb::kBlockM; ++r) {
-      for (int c = 0; c < d; ++c) ++seen[kb::dq_accum_index(s, r, c)];
+      for (int c = 0; c < d; ++c) ++seen[kb::dq_accum_index(r, c)];
     }
     EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int x) { return x == 1; })) << d;
   }
@@ -149,6 +148,7 @@ struct TensorCheck {
   const std::vector<double>* want;
   const std::vector<float>* emul;
   bool kv;  // key-side tensor (rows = keys, heads = Hkv)
+  int dim;  // columns (Dqk or Dv)
 };
 
 // Unit roundoff of a 16-bit dtype (round to nearest: half the spacing at 1).
@@ -157,8 +157,8 @@ double unit_roundoff(DType dtype) {
 }
 
 // Compares one gradient tensor; on failure prints where the bad elements sit: per request, head
-// and 64-row tile for dq, per request, KV head and 64-key half of a 128-key block for dk/dv (one
-// MMA warpgroup's keys).
+// and 64-row tile for dq, per request, KV head and 64 keys for dk/dv (one MMA warpgroup's keys at
+// head dims up to 128, one KV block above).
 void check_tensor(const Problem& pb, const TensorCheck& t, double g_max) {
   const BwdCase& c = pb.c;
   const int heads = t.kv ? c.hkv : c.hq;
@@ -173,8 +173,8 @@ void check_tensor(const Problem& pb, const TensorCheck& t, double g_max) {
     const int len = t.kv ? c.kv_lens[b] : c.q_lens[b];
     for (int i = 0; i < len; ++i) {
       for (int h = 0; h < heads; ++h) {
-        for (int d = 0; d < c.d; ++d) {
-          const int64_t off = pb.offset(t.kv, b, i, h, d, heads);
+        for (int d = 0; d < t.dim; ++d) {
+          const int64_t off = pb.offset(t.kv, b, i, h, d, heads, t.dim);
           const double g = t.got->host.get(off), w = (*t.want)[off];
           const double e = std::fabs(g - w);
           if (!std::isfinite(g)) ++nan_count;
@@ -200,8 +200,8 @@ void check_tensor(const Problem& pb, const TensorCheck& t, double g_max) {
     const int len = t.kv ? c.kv_lens[b] : c.q_lens[b];
     for (int i = 0; i < len; ++i) {
       for (int h = 0; h < heads; ++h) {
-        for (int d = 0; d < c.d; ++d) {
-          const int64_t off = pb.offset(t.kv, b, i, h, d, heads);
+        for (int d = 0; d < t.dim; ++d) {
+          const int64_t off = pb.offset(t.kv, b, i, h, d, heads, t.dim);
           const double e = std::fabs(t.got->host.get(off) - (*t.want)[off]);
           if (!(e <= bound)) ++bad[{b, h, i / 64}];
         }
@@ -246,7 +246,7 @@ void check_workspace(Gpu& gpu, const std::vector<double>& ref_dq) {
         lse_err, want_lse == kInf ? (lse2[i] == kInf ? 0 : kInf) : std::fabs(lse2[i] - want_lse));
     for (int d = 0; i < rows && d < c.d; ++d) {
       const double want = ref_dq[pb.offset(false, 0, i, 0, d, c.hq)] / scale;
-      const double got = acc[kb::dq_accum_index(kb::DqSplit{c.d}, i, d)];
+      const double got = acc[kb::dq_accum_index(i, d)];
       acc_err = std::isnan(got) ? kInf : std::max(acc_err, std::fabs(got - want));
       acc_max = std::max(acc_max, std::fabs(want));
     }
@@ -294,7 +294,7 @@ void check_dsinks(const Problem& pb, const Mirrored& ref_dsinks, const Emulated&
   const auto gamma = [&](double n) { return n * u32 / (1 - n * u32); };
   int tiles = 0;
   for (int b = 0; b < c.batch(); ++b) tiles += (c.q_lens[b] + kb::kBlockM - 1) / kb::kBlockM;
-  const double chain = c.d + 4 + 1 + kb::kBlockM + tiles + 5;
+  const double chain = c.d_v() + 4 + 1 + kb::kBlockM + tiles + 5;
   double worst_given = 0, worst_ref = 0, worst_emul = 0;
   for (int h = 0; h < c.hq; ++h) {
     const double sink = pb.sinks->host.get(h);
@@ -362,9 +362,9 @@ void check_case(const BwdCase& c, uint64_t seed, bool inspect_workspace = false)
   for (const auto* v : {&want_dq, &want_dk, &want_dv}) {
     for (double x : *v) g_max = std::max(g_max, std::fabs(x));
   }
-  check_tensor(pb, {"dv", pb.dv.get(), &want_dv, &em.dv, true}, g_max);
-  check_tensor(pb, {"dk", pb.dk.get(), &want_dk, &em.dk, true}, g_max);
-  check_tensor(pb, {"dq", pb.dq.get(), &want_dq, &em.dq, false}, g_max);
+  check_tensor(pb, {"dv", pb.dv.get(), &want_dv, &em.dv, true, c.d_v()}, g_max);
+  check_tensor(pb, {"dk", pb.dk.get(), &want_dk, &em.dk, true, c.d}, g_max);
+  check_tensor(pb, {"dq", pb.dq.get(), &want_dq, &em.dq, false, c.d}, g_max);
   if (c.sinks) check_dsinks(pb, *ref_dsinks, em);
   if (inspect_workspace && c.batch() > 0 && c.q_lens[0] > 0) check_workspace(gpu, want_dq);
 
@@ -486,24 +486,106 @@ TEST(BwdKernel, J_VarlenRandomBatch17) {
   check_case(c, seed);
 }
 
-// ---------------------------------------------------------------------------- odd-shape grid
-// (dtype, batch, q_len, kv_len, causal, GQA variant): GQA 0 = 2 kv heads x 1, 1 = 1 x 5, 2 = 2 x 8.
-class BwdKernelGrid : public ::testing::TestWithParam<OddShapeParam> {};
-
-TEST_P(BwdKernelGrid, MatchesReference) {
+// ---------------------------------------------------------------------------- head dims > 128
+// (256, 256) and (192, 128): 64-key blocks split by columns between the MMA warpgroups, P^T through
+// shared memory, spare slots at 192 (traits.cuh). Head dim 256 runs with one Q/dO stage.
+TEST(BwdKernel, L_SingleTileWideHeadDims) {
   SKIP_WITHOUT_HOPPER();
-  const auto [dtype, batch, q_len, kv_len, causal, gqa] = GetParam();
-  check_case(
-      dense_case(dtype, batch, q_len, kv_len, kOddGridKvHeads[gqa], kOddGridGroup[gqa], causal),
-      test_seed());
+  for (DType t : {DType::kBF16, DType::kFP16}) {
+    check_case(dense_case(t, 1, 64, 64, 1, 1, false, 256), test_seed(), true);
+    check_case(dense_case(t, 1, 64, 64, 1, 1, false, 192, 128), test_seed(), true);
+  }
+  check_case(dense_case(DType::kBF16, 1, 37, 101, 1, 1, true, 256), test_seed(), true);
+  check_case(dense_case(DType::kBF16, 1, 37, 101, 1, 1, true, 192, 128), test_seed(), true);
 }
 
+// Several blocks each way (the one-stage ring at 256 wraps every step), causal with
+// q_len > kv_len (rows that see no key), GQA 5 and 8.
+TEST(BwdKernel, M_WideHeadDimsManyBlocksAndGqa) {
+  SKIP_WITHOUT_HOPPER();
+  for (auto [d, dv] : {std::pair{256, 0}, std::pair{192, 128}}) {
+    check_case(dense_case(DType::kBF16, 1, 300, 200, 1, 5, true, d, dv), test_seed(), true);
+    check_case(dense_case(DType::kFP16, 2, 150, 260, 2, 8, false, d, dv), test_seed());
+  }
+}
+
+// Deterministic mode at 256: two runs bitwise equal in dq too (check_case reruns), with several
+// KV blocks adding to every dQ tile, causal and windowed, GQA.
+TEST(BwdKernel, N_WideHeadDimsDeterministic) {
+  SKIP_WITHOUT_HOPPER();
+  BwdCase c = dense_case(DType::kBF16, 2, 260, 330, 1, 5, false, 256);
+  c.opts.deterministic = true;
+  check_case(c, test_seed());
+  c.opts.causal = true;
+  check_case(c, test_seed());
+  BwdCase w =
+      varlen_case(DType::kFP16, {1, 239, 64, 300}, {113, 0, 200, 257}, 2, 2, false, 192, 128);
+  w.opts.window = {100, 20};
+  w.opts.deterministic = true;
+  check_case(w, test_seed());
+}
+
+// Varlen, softcap, sinks with dsinks, sliding window at both wide head dims.
+TEST(BwdKernel, O_WideHeadDimsFeatures) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int> q_lens{1, 239, 64, 17, 130};
+  const std::vector<int> kv_lens{113, 1, 0, 200, 257};
+  for (auto [d, dv] : {std::pair{256, 0}, std::pair{192, 128}}) {
+    check_case(varlen_case(DType::kBF16, q_lens, kv_lens, 1, 5, true, d, dv), test_seed());
+    BwdCase s = dense_case(DType::kBF16, 2, 150, 150, 2, 2, true, d, dv);
+    s.opts.softcap = 30.f;
+    check_case(s, test_seed());
+    s.opts.causal = false;
+    s.opts.softcap = 5.f;
+    s.qk_range = 4.0;  // logits well into the tanh's saturation
+    check_case(s, test_seed());
+    BwdCase k = dense_case(DType::kFP16, 2, 239, 113, 1, 4, true, d, dv);  // rows see no key
+    k.sinks = true;
+    check_case(k, test_seed());
+    BwdCase w = dense_case(DType::kBF16, 1, 300, 300, 1, 2, false, d, dv);
+    w.opts.window = {64, 16};
+    w.sinks = true;
+    check_case(w, test_seed());
+  }
+}
+
+// ---------------------------------------------------------------------------- odd-shape grid
+// (dtype, batch, q_len, kv_len, causal, GQA variant): GQA 0 = 2 kv heads x 1, 1 = 1 x 5, 2 = 2 x 8.
+void check_grid_case(const OddShapeParam& param, int d, int dv = 0) {
+  const auto [dtype, batch, q_len, kv_len, causal, gqa] = param;
+  check_case(dense_case(dtype, batch, q_len, kv_len, kOddGridKvHeads[gqa], kOddGridGroup[gqa],
+                        causal, d, dv),
+             test_seed());
+}
+
+class BwdKernelGrid : public ::testing::TestWithParam<OddShapeParam> {};
+TEST_P(BwdKernelGrid, MatchesReference) {
+  SKIP_WITHOUT_HOPPER();
+  check_grid_case(GetParam(), 128);
+}
 INSTANTIATE_TEST_SUITE_P(OddShapes, BwdKernelGrid, odd_shape_values(), odd_shape_name);
+
+// The wide head dims run the grid in one dtype each (their CPU reference is 2x-4x slower).
+class BwdKernelGridHd256 : public ::testing::TestWithParam<OddShapeParam> {};
+TEST_P(BwdKernelGridHd256, MatchesReference) {
+  SKIP_WITHOUT_HOPPER();
+  check_grid_case(GetParam(), 256);
+}
+INSTANTIATE_TEST_SUITE_P(OddShapes, BwdKernelGridHd256, odd_shape_values(DType::kBF16),
+                         odd_shape_name);
+
+class BwdKernelGridHd192x128 : public ::testing::TestWithParam<OddShapeParam> {};
+TEST_P(BwdKernelGridHd192x128, MatchesReference) {
+  SKIP_WITHOUT_HOPPER();
+  check_grid_case(GetParam(), 192, 128);
+}
+INSTANTIATE_TEST_SUITE_P(OddShapes, BwdKernelGridHd192x128, odd_shape_values(DType::kFP16),
+                         odd_shape_name);
 
 // ---------------------------------------------------------------------------- unsupported
 TEST(BwdKernel, K_UnsupportedIsNotImplemented) {
   SKIP_WITHOUT_HOPPER();
-  BwdCase c = dense_case(DType::kBF16, 1, 8, 8, 1, 1, false, 256);
+  BwdCase c = dense_case(DType::kBF16, 1, 8, 8, 1, 1, false, 256, 128);
   std::mt19937_64 rng(1);
   Problem pb(c, rng);
   Gpu gpu(pb);
@@ -511,10 +593,10 @@ TEST(BwdKernel, K_UnsupportedIsNotImplemented) {
   a.workspace = {gpu.workspace.get(), gpu.workspace_bytes};
   try {
     attention_bwd(a, c.opts, nullptr);
-    ADD_FAILURE() << "head dim 256 backward on CUDA did not throw";
+    ADD_FAILURE() << "head dims (256, 128) backward on CUDA did not throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kNotImplemented) << e.what();
-    EXPECT_NE(std::string(e.what()).find("head dims"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
   }
 }
 

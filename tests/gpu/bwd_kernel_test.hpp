@@ -31,6 +31,7 @@ using hopper::DeviceBuffer;
 struct BwdCase {
   DType dtype = DType::kBF16;
   int hq = 1, hkv = 1, d = 128;
+  int dv = 0;  // Dv; 0: Dv = d (Dqk)
   bool varlen = false;
   std::vector<int> q_lens, kv_lens;  // per request; dense: all equal
   AttentionOptions opts;
@@ -38,10 +39,11 @@ struct BwdCase {
   double qk_range = 2.0;  // q, k uniform in [-qk_range, qk_range); v, dout in [-1, 1)
 
   int batch() const { return static_cast<int>(q_lens.size()); }
+  int d_v() const { return dv > 0 ? dv : d; }
   std::string describe() const {
     std::string s = std::string(dtype_name(dtype)) + (varlen ? " varlen" : " dense") + " d " +
-                    std::to_string(d) + " hq " + std::to_string(hq) + " hkv " +
-                    std::to_string(hkv) + " lens";
+                    std::to_string(d) + (d_v() != d ? "x" + std::to_string(d_v()) : "") + " hq " +
+                    std::to_string(hq) + " hkv " + std::to_string(hkv) + " lens";
     for (int b = 0; b < batch() && b < 6; ++b) {
       s += " " + std::to_string(q_lens[b]) + "x" + std::to_string(kv_lens[b]);
     }
@@ -58,12 +60,13 @@ struct BwdCase {
 };
 
 inline BwdCase dense_case(DType dtype, int batch, int q_len, int kv_len, int hkv, int group,
-                          bool causal, int d = 128) {
+                          bool causal, int d = 128, int dv = 0) {
   BwdCase c;
   c.dtype = dtype;
   c.hkv = hkv;
   c.hq = hkv * group;
   c.d = d;
+  c.dv = dv;
   c.q_lens.assign(batch, q_len);
   c.kv_lens.assign(batch, kv_len);
   c.opts.causal = causal;
@@ -71,8 +74,8 @@ inline BwdCase dense_case(DType dtype, int batch, int q_len, int kv_len, int hkv
 }
 
 inline BwdCase varlen_case(DType dtype, std::vector<int> q_lens, std::vector<int> kv_lens, int hkv,
-                           int group, bool causal, int d = 128) {
-  BwdCase c = dense_case(dtype, 0, 0, 0, hkv, group, causal, d);
+                           int group, bool causal, int d = 128, int dv = 0) {
+  BwdCase c = dense_case(dtype, 0, 0, 0, hkv, group, causal, d, dv);
   c.varlen = true;
   c.q_lens = std::move(q_lens);
   c.kv_lens = std::move(kv_lens);
@@ -120,9 +123,11 @@ struct Problem {
   std::unique_ptr<Mirrored> q, k, v, dout, out, lse, sinks, cu_q_t, cu_k_t;
   std::unique_ptr<Mirrored> dq, dk, dv, dsinks;
 
-  std::vector<int64_t> rows(int total, int dense_len, int heads) const {
-    return c.varlen ? std::vector<int64_t>{total, heads, c.d}
-                    : std::vector<int64_t>{c.batch(), dense_len, heads, c.d};
+  // Shape of a query- or key-side tensor with `dim` columns (Dqk: q, k, dq, dk; Dv: v, out,
+  // dout, dv).
+  std::vector<int64_t> rows(int total, int dense_len, int heads, int dim) const {
+    return c.varlen ? std::vector<int64_t>{total, heads, dim}
+                    : std::vector<int64_t>{c.batch(), dense_len, heads, dim};
   }
 
   Problem(const BwdCase& bc, std::mt19937_64& rng) : c(bc) {
@@ -132,17 +137,18 @@ struct Problem {
     }
     const int sq = c.varlen || c.batch() == 0 ? 0 : c.q_lens[0];
     const int sk = c.varlen || c.batch() == 0 ? 0 : c.kv_lens[0];
-    q = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq));
-    k = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv));
-    v = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv));
-    dout = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq));
-    out = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq));
-    std::vector<int64_t> lse_shape = rows(cu_q.back(), sq, c.hq);
+    const int dqk = c.d, dvv = c.d_v();
+    q = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq, dqk));
+    k = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv, dqk));
+    v = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv, dvv));
+    dout = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq, dvv));
+    out = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq, dvv));
+    std::vector<int64_t> lse_shape = rows(cu_q.back(), sq, c.hq, dqk);
     lse_shape.pop_back();
     lse = std::make_unique<Mirrored>(DType::kFP32, lse_shape);
-    dq = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq));
-    dk = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv));
-    dv = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv));
+    dq = std::make_unique<Mirrored>(c.dtype, rows(cu_q.back(), sq, c.hq, dqk));
+    dk = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv, dqk));
+    dv = std::make_unique<Mirrored>(c.dtype, rows(cu_k.back(), sk, c.hkv, dvv));
     q->host.fill_uniform(rng, -c.qk_range, c.qk_range);
     k->host.fill_uniform(rng, -c.qk_range, c.qk_range);
     v->host.fill_uniform(rng, -1.0, 1.0);
@@ -183,11 +189,12 @@ struct Problem {
     return a;
   }
 
-  // Element offset of (request b, position i, head h, dim d) in a query- or key-side tensor.
-  int64_t offset(bool kv, int b, int i, int h, int d, int heads) const {
+  // Element offset of (request b, position i, head h, dim d) in a query- or key-side tensor of
+  // `dim` columns (default Dqk).
+  int64_t offset(bool kv, int b, int i, int h, int d, int heads, int dim = 0) const {
     const int64_t row = c.varlen ? (kv ? cu_k[b] : cu_q[b]) + i : i;
     const int64_t len = c.varlen ? 0 : (kv ? c.kv_lens[0] : c.q_lens[0]);
-    return (((c.varlen ? 0 : b * len) + row) * heads + h) * c.d + d;
+    return (((c.varlen ? 0 : b * len) + row) * heads + h) * (dim > 0 ? dim : c.d) + d;
   }
 
   // The forward's fp32 lse of (request b, row i, q head h), as passed to the kernel.
@@ -203,8 +210,8 @@ struct Problem {
   };
   RowDot stored_row_dot(int b, int i, int h) const {
     RowDot r;
-    for (int e = 0; e < c.d; ++e) {
-      const int64_t off = offset(false, b, i, h, e, c.hq);
+    for (int e = 0; e < c.d_v(); ++e) {
+      const int64_t off = offset(false, b, i, h, e, c.hq, c.d_v());
       const double x = dout->host.get(off), o = out->host.get(off);
       r.dot += x * o;
       r.abs += std::fabs(x * o);
@@ -236,26 +243,22 @@ inline void emulate_head(const Problem& pb, int b, int h, std::vector<float>& dq
   const DType t = c.dtype;
   const double scale = reference::default_scale(c.opts.scale, c.d);
   const int kvh = h / (c.hq / c.hkv);
-  const int ql = c.q_lens[b], kl = c.kv_lens[b], d = c.d;
-  const auto at = [&](const Mirrored& m, bool kv, int i, int hh, int dd, int heads) {
-    return static_cast<float>(m.host.get(pb.offset(kv, b, i, hh, dd, heads)));
+  const int ql = c.q_lens[b], kl = c.kv_lens[b], d = c.d, dvd = c.d_v();
+  const auto at = [&](const Mirrored& m, bool kv, int i, int hh, int dd, int heads, int dim) {
+    return static_cast<float>(m.host.get(pb.offset(kv, b, i, hh, dd, heads, dim)));
   };
-  std::vector<float> kk(static_cast<size_t>(kl) * d), vv(static_cast<size_t>(kl) * d);
+  std::vector<float> kk(static_cast<size_t>(kl) * d), vv(static_cast<size_t>(kl) * dvd);
   for (int j = 0; j < kl; ++j) {
-    for (int e = 0; e < d; ++e) {
-      kk[j * d + e] = at(*pb.k, true, j, kvh, e, c.hkv);
-      vv[j * d + e] = at(*pb.v, true, j, kvh, e, c.hkv);
-    }
+    for (int e = 0; e < d; ++e) kk[j * d + e] = at(*pb.k, true, j, kvh, e, c.hkv, d);
+    for (int e = 0; e < dvd; ++e) vv[j * dvd + e] = at(*pb.v, true, j, kvh, e, c.hkv, dvd);
   }
   const double sink = c.sinks ? pb.sinks->host.get(h) : -std::numeric_limits<double>::infinity();
-  std::vector<float> qq(d), oo(d), logit(kl), p(kl), dp(kl), ds(kl);
+  std::vector<float> qq(d), oo(dvd), logit(kl), p(kl), dp(kl), ds(kl);
   std::vector<char> visible(kl);
   float sink_sum = 0.f;
   for (int i = 0; i < ql; ++i) {
-    for (int e = 0; e < d; ++e) {
-      qq[e] = at(*pb.q, false, i, h, e, c.hq);
-      oo[e] = at(*pb.dout, false, i, h, e, c.hq);
-    }
+    for (int e = 0; e < d; ++e) qq[e] = at(*pb.q, false, i, h, e, c.hq, d);
+    for (int e = 0; e < dvd; ++e) oo[e] = at(*pb.dout, false, i, h, e, c.hq, dvd);
     float m = static_cast<float>(sink);
     for (int j = 0; j < kl; ++j) {
       visible[j] = reference::key_visible(i, j, ql, kl, c.opts.causal, c.opts.window);
@@ -280,7 +283,7 @@ inline void emulate_head(const Problem& pb, int b, int h, std::vector<float>& dq
       if (!visible[j]) continue;
       p[j] = static_cast<float>(round_to(t, p[j] / denom));
       float acc = 0.f;
-      for (int e = 0; e < d; ++e) acc += oo[e] * vv[j * d + e];
+      for (int e = 0; e < dvd; ++e) acc += oo[e] * vv[j * dvd + e];
       dp[j] = static_cast<float>(round_to(t, acc));
       pdp += p[j] * dp[j];
     }
@@ -296,8 +299,8 @@ inline void emulate_head(const Problem& pb, int b, int h, std::vector<float>& dq
       for (int e = 0; e < d; ++e) {
         dq[static_cast<size_t>(i) * d + e] += ds[j] * kk[j * d + e];
         dk[static_cast<size_t>(j) * d + e] += ds[j] * qq[e];
-        dv[static_cast<size_t>(j) * d + e] += p[j] * oo[e];
       }
+      for (int e = 0; e < dvd; ++e) dv[static_cast<size_t>(j) * dvd + e] += p[j] * oo[e];
     }
   }
   *dsink = sink_sum;
@@ -319,12 +322,13 @@ inline Emulated emulate_16bit(const Problem& pb) {
   const auto worker = [&] {
     for (int task = next++; task < tasks; task = next++) {
       const int b = task / c.hkv, kvh = task % c.hkv;
-      const int ql = c.q_lens[b], kl = c.kv_lens[b], d = c.d;
-      std::vector<float> dk(static_cast<size_t>(kl) * d, 0.f), dv(dk.size(), 0.f);
+      const int ql = c.q_lens[b], kl = c.kv_lens[b], d = c.d, dvd = c.d_v();
+      std::vector<float> dk(static_cast<size_t>(kl) * d, 0.f),
+          dv(static_cast<size_t>(kl) * dvd, 0.f);
       for (int r = 0; r < group; ++r) {
         const int h = kvh * group + r;
         std::vector<float> dq(static_cast<size_t>(ql) * d, 0.f), hk(dk.size(), 0.f),
-            hv(dk.size(), 0.f);
+            hv(dv.size(), 0.f);
         emulate_head(pb, b, h, dq, hk, hv, &sink_parts[b][h]);
         for (int i = 0; i < ql; ++i) {
           for (int e = 0; e < d; ++e) {
@@ -333,18 +337,19 @@ inline Emulated emulate_16bit(const Problem& pb) {
           }
         }
         // PyTorch rounds each head's gradient of the expanded k/v, then sums the group.
-        for (size_t x = 0; x < dk.size(); ++x) {
+        for (size_t x = 0; x < dk.size(); ++x)
           dk[x] += static_cast<float>(round_to(c.dtype, hk[x]));
+        for (size_t x = 0; x < dv.size(); ++x)
           dv[x] += static_cast<float>(round_to(c.dtype, hv[x]));
-        }
       }
       for (int j = 0; j < kl; ++j) {
         for (int e = 0; e < d; ++e) {
-          const size_t x = static_cast<size_t>(j) * d + e;
           em.dk[pb.offset(true, b, j, kvh, e, c.hkv)] =
-              static_cast<float>(round_to(c.dtype, dk[x]));
-          em.dv[pb.offset(true, b, j, kvh, e, c.hkv)] =
-              static_cast<float>(round_to(c.dtype, dv[x]));
+              static_cast<float>(round_to(c.dtype, dk[static_cast<size_t>(j) * d + e]));
+        }
+        for (int e = 0; e < dvd; ++e) {
+          em.dv[pb.offset(true, b, j, kvh, e, c.hkv, dvd)] =
+              static_cast<float>(round_to(c.dtype, dv[static_cast<size_t>(j) * dvd + e]));
         }
       }
     }

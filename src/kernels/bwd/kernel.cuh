@@ -1,7 +1,8 @@
 // The main bwd kernel: one CTA per (KV block, KV head, request); warpgroup 0 is the producer
 // (warp 0 loads, warp 1 reduce-adds dQ; their registers go to the MMA warpgroups), warpgroups 1
-// and 2 each own 64 of the block's 128 keys and keep their dK and dV in registers across every
-// q head of the GQA group and every q tile. See README.md in this folder.
+// and 2 each own 64 of the block's 128 keys (head dims up to 128) or 64-column panels of the
+// block's 64 keys (above), and keep their dK and dV in registers across every q head of the GQA
+// group and every q tile. See README.md in this folder.
 #pragma once
 
 #include <cstdint>
@@ -16,16 +17,18 @@
 
 namespace hopattn::kernels::bwd {
 
-// dK (scaled) and dV of one MMA warpgroup's 64 keys, straight from the accumulators: register i
-// holds key row half (i >> 1) & 1 and column 8 (i >> 2) + 2 (lane % 4) + (i & 1), so each 4-byte
-// store writes a column pair. Keys past kv_len are not written.
-template <class Traits, int kRegs>
+// dK (scaled) or dV of one MMA warpgroup, straight from the accumulators: slot i holds
+// columns 64 panel(i).. (by columns; by keys one slot of all columns), register r of a slot key
+// row half (r >> 1) & 1 and column 8 (r >> 2) + 2 (lane % 4) + (r & 1), so each 4-byte store
+// writes a column pair. Keys past kv_len and slots past the head dim are not written.
+template <class Traits, int kSlots, int kRegs>
 __device__ __forceinline__ void store_key_rows(void* out, int64_t batch_stride, int64_t row_stride,
                                                int64_t head_stride, const CtaWork& w, int wg,
-                                               int tid, const float (&acc)[kRegs], float scale) {
+                                               int tid, const float (&acc)[kSlots][kRegs],
+                                               int panels, float scale) {
   using Elt = typename Traits::Elt;
   const int lane = tid % 32;
-  const int key0 = w.n_block * Traits::kBlockN + wg * 64 + (tid / 32) * 16 + lane / 4;
+  const int key0 = w.n_block * Traits::kBlockN + Traits::key_row0(wg) + (tid / 32) * 16 + lane / 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + 8 * h;
@@ -34,9 +37,14 @@ __device__ __forceinline__ void store_key_rows(void* out, int64_t batch_stride, 
                static_cast<int64_t>(w.seq.row_k + key) * row_stride + w.kv_head * head_stride +
                2 * (lane % 4);
 #pragma unroll
-    for (int c = 0; c < kRegs / 4; ++c) {
-      *reinterpret_cast<uint32_t*>(row + 8 * c) =
-          ptx::pack2<Elt>(acc[4 * c + 2 * h] * scale, acc[4 * c + 2 * h + 1] * scale);
+    for (int i = 0; i < kSlots; ++i) {
+      const int panel = Traits::kv_panel(wg, i);
+      if (!Traits::has_panel(panel, panels)) continue;
+#pragma unroll
+      for (int c = 0; c < kRegs / 4; ++c) {
+        *reinterpret_cast<uint32_t*>(row + 64 * panel + 8 * c) =
+            ptx::pack2<Elt>(acc[i][4 * c + 2 * h] * scale, acc[i][4 * c + 2 * h + 1] * scale);
+      }
     }
   }
 }
@@ -47,28 +55,33 @@ template <class Traits, bool kSoftcap>
 __device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
                         int wg) {
   using Mainloop = BwdMainloop<Traits>;
-  float dk[Traits::kDkRegs];
-  float dv[Traits::kDvRegs];
+  typename Mainloop::KvAccum acc;
 #pragma unroll
-  for (int i = 0; i < Traits::kDkRegs; ++i) dk[i] = 0.f;
+  for (int i = 0; i < Traits::kDkSlots; ++i) {
 #pragma unroll
-  for (int i = 0; i < Traits::kDvRegs; ++i) dv[i] = 0.f;
+    for (int r = 0; r < Traits::kDkRegs; ++r) acc.dk[i][r] = 0.f;
+  }
+#pragma unroll
+  for (int i = 0; i < Traits::kDvSlots; ++i) {
+#pragma unroll
+    for (int r = 0; r < Traits::kDvRegs; ++r) acc.dv[i][r] = 0.f;
+  }
   const typename Mainloop::MmaThread t{wg};
   if (w.has_steps()) {
     wait_barrier(sm.kv_full(), 0);
     typename Mainloop::Steps st;
     for (int r = 0; r < p.group; ++r) {
       for (int m = w.m_begin; m < w.m_end; ++m) {
-        Mainloop::template step<kSoftcap>(p, sm, w, t, m, st, dk, dv);
+        Mainloop::template step<kSoftcap>(p, sm, w, t, m, st, acc);
         st.advance();
       }
     }
   }
   // Keys no query sees (or a request without queries) get zero gradients.
   store_key_rows<Traits>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, w, wg, t.tid(),
-                         dk, p.scale);
+                         acc.dk, Traits::kQKPanels, p.scale);
   store_key_rows<Traits>(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, w, wg, t.tid(),
-                         dv, 1.f);
+                         acc.dv, Traits::kVPanels, 1.f);
 }
 
 template <class Traits>

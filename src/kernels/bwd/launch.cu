@@ -22,6 +22,10 @@ extern template cudaError_t launch_kernel<BwdBf16Hd64>(const BwdParams&, dim3, c
 extern template cudaError_t launch_kernel<BwdFp16Hd64>(const BwdParams&, dim3, cudaStream_t);
 extern template cudaError_t launch_kernel<BwdBf16Hd128>(const BwdParams&, dim3, cudaStream_t);
 extern template cudaError_t launch_kernel<BwdFp16Hd128>(const BwdParams&, dim3, cudaStream_t);
+extern template cudaError_t launch_kernel<BwdBf16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
+extern template cudaError_t launch_kernel<BwdFp16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
+extern template cudaError_t launch_kernel<BwdBf16Hd256>(const BwdParams&, dim3, cudaStream_t);
+extern template cudaError_t launch_kernel<BwdFp16Hd256>(const BwdParams&, dim3, cudaStream_t);
 
 namespace {
 
@@ -82,7 +86,9 @@ RowTensor row_tensor(const TensorView& t, bool varlen) {
   return r;
 }
 
-bool built_head_dims(int64_t dqk, int64_t dv) { return dqk == dv && (dqk == 64 || dqk == 128); }
+bool built_head_dims(int64_t dqk, int64_t dv) {
+  return (dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
+}
 
 // Everything the three stages share.
 struct Problem {
@@ -237,13 +243,18 @@ void zero_tail(const TensorView& t, const Problem& pr, cudaStream_t stream) {
   cuda_ok(cudaGetLastError(), "bwd zero-tail launch");
 }
 
-template <class Hd128, class Hd64>
+template <class Hd64, class Hd128, class Hd192x128, class Hd256>
 void run_config(const BwdArgs& args, const AttentionOptions& opts, const Problem& pr,
                 cudaStream_t stream) {
-  if (pr.dqk == 128) {
-    run_main<Hd128>(args, opts, pr, stream);
-  } else {
-    run_main<Hd64>(args, opts, pr, stream);
+  switch (pr.dqk) {
+    case 64:
+      return run_main<Hd64>(args, opts, pr, stream);
+    case 128:
+      return run_main<Hd128>(args, opts, pr, stream);
+    case 192:
+      return run_main<Hd192x128>(args, opts, pr, stream);
+    default:
+      return run_main<Hd256>(args, opts, pr, stream);
   }
 }
 
@@ -254,8 +265,10 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
   if (f.pages.defined()) unsupported("a paged KV cache is not implemented for the backward");
   const int64_t dqk = f.q.size(-1), dv = f.v.size(-1);
   if (!built_head_dims(dqk, dv)) {
-    unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
-                               ") are not built for the backward; built: (64, 64), (128, 128)"));
+    unsupported(
+        detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
+                       ") are not built for the backward; built: (64, 64), (128, 128), (192, 128), "
+                       "(256, 256)"));
   }
   if (f.q.dtype() != DType::kBF16 && f.q.dtype() != DType::kFP16) {
     unsupported(detail::concat("dtype ", f.q.dtype(), "; built: bf16, fp16"));
@@ -313,9 +326,9 @@ void run(const BwdArgs& args, const AttentionOptions& opts, Stream stream) {
   // stays zero.
   if (pr.k_rows > 0 && pr.max_seqlen_k > 0) {
     if (bf16) {
-      run_config<BwdBf16Hd128, BwdBf16Hd64>(args, opts, pr, s);
+      run_config<BwdBf16Hd64, BwdBf16Hd128, BwdBf16Hd192x128, BwdBf16Hd256>(args, opts, pr, s);
     } else {
-      run_config<BwdFp16Hd128, BwdFp16Hd64>(args, opts, pr, s);
+      run_config<BwdFp16Hd64, BwdFp16Hd128, BwdFp16Hd192x128, BwdFp16Hd256>(args, opts, pr, s);
     }
   }
   if (bf16) {

@@ -21,11 +21,16 @@ cudaError_t launch_kernel(const BwdParams& params, dim3 grid, cudaStream_t strea
   return cudaGetLastError();
 }
 
-// The configurations hopattn builds, bf16 and fp16 each: (Dqk, Dv) = (128, 128) with 64-row q
-// tiles, (64, 64) with 128-row q tiles; 128-key KV blocks.
+// The configurations hopattn builds, bf16 and fp16 each, all with 64-row q tiles: (Dqk, Dv) =
+// (64, 64) and (128, 128) split by keys (128-key KV blocks), (192, 128) and (256, 256) split by
+// columns (64-key KV blocks); traits.cuh derives each one's registers and shared memory.
 using BwdBf16Hd128 = BwdTraits<__nv_bfloat16, 128>;
 using BwdFp16Hd128 = BwdTraits<__half, 128>;
 using BwdBf16Hd64 = BwdTraits<__nv_bfloat16, 64>;
 using BwdFp16Hd64 = BwdTraits<__half, 64>;
+using BwdBf16Hd192x128 = BwdTraits<__nv_bfloat16, 192, 128>;
+using BwdFp16Hd192x128 = BwdTraits<__half, 192, 128>;
+using BwdBf16Hd256 = BwdTraits<__nv_bfloat16, 256>;
+using BwdFp16Hd256 = BwdTraits<__half, 256>;
 
 }  // namespace hopattn::kernels::bwd

@@ -4,13 +4,15 @@
 //
 //   loader (producer warp 0, one thread): K and V once (kv_full); per step Q + lse_log2 into
 //       q ring stage s (q_full/q_empty) and dO + delta into dO stage s (do_full/do_empty).
-//   MMA warpgroup w (keys 64w..64w+63 of the block), per step, operands swapped so that the keys
-//       are the wgmma M dimension and P^T, dS^T stay in registers as A fragments:
-//         S^T = K_w Q^T,  dP^T = V_w dO^T                         (SS, async)
+//   MMA warpgroup w, per step, operands swapped so that the keys are the wgmma M dimension
+//       (traits.cuh: by keys, w owns keys 64w..64w+63 and all q columns; by columns, all 64 keys
+//       and q columns 32w..32w+31):
+//         S^T = K_w Q_w^T,  dP^T = V_w dO_w^T                     (SS, async)
 //         P^T = 2^(S^T scale_log2 - lse_log2),  dS^T = P^T (dP^T - delta)   (softcap: * (1 - t^2))
-//         dS^T -> shared memory (both warpgroups: the full kBlockN x kBlockM dS)
-//         dQ_w = dS K[:, cols of w] (SS, both operands MN-major)   -> fp32 staging buffer w
-//         dV += P^T dO,  dK += dS^T Q                              (RS, registers across steps)
+//         dS^T (by columns also P^T) -> shared memory (together: the full kBlockN x kBlockM tile)
+//         dQ_w = dS K[:, panels of w] (SS, both operands MN-major)   -> fp32 staging buffer w
+//         dV += P^T dO,  dK += dS^T Q    (registers across steps; by keys RS with P^T, dS^T as
+//                                         A fragments, by columns SS per 64-column panel of w)
 //   dQ writer (producer warp 1, one thread): bulk reduce-adds each staging buffer into the fp32
 //       dq_accum tile in global memory; in deterministic mode it first waits until the tile's
 //       semaphore says every lower KV block has added, and bumps it after its own add landed.
@@ -49,7 +51,7 @@ struct CtaWork {
   BlockGeometry geo;
   int m_begin, m_end;  // q tiles meeting the KV block (same for every head of the group)
 
-  __device__ bool has_keys() const { return n_block * kBlockN < seq.seqlen_k; }
+  __device__ bool has_keys() const { return n_block * geo.block_n < seq.seqlen_k; }
   __device__ bool has_steps() const { return has_keys() && m_begin < m_end; }
 };
 
@@ -85,8 +87,9 @@ struct BwdMainloop {
   using Elt = typename Traits::Elt;
   using Steps = StepCounter<Traits::kStages>;
   static constexpr int kM = Traits::kBlockM;
-  static constexpr int kQKPanels = Traits::kHeadDim / Traits::kPanelCols;
-  static constexpr int kVPanels = Traits::kHeadDimV / Traits::kPanelCols;
+  static constexpr int kQKPanels = Traits::kQKPanels;
+  static constexpr int kVPanels = Traits::kVPanels;
+  static constexpr uint32_t kDqPanelBytes = 4u * kDqPanelFloats;
 
   // ---------------------------------------------------------------------------- loader
   __device__ static void load(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w) {
@@ -152,10 +155,15 @@ struct BwdMainloop {
           wait_barrier(sm.dq_full(g), st.parity());
           // By keys, both blocks add to the same floats: in deterministic mode the first sum must
           // have landed before the second starts, so that the order is always 0 then 1.
-          constexpr DqSplit kSplit = Traits::kDqSplit;
-          if (kSplit.by_keys() && g > 0 && sem != nullptr) ptx::bulk_wait_all<0>();
-          ptx::bulk_reduce_add_f32(dst + kSplit.block_offset(g), sm.dq(g), Traits::kDqStageBytes);
-          ptx::bulk_commit();
+          if (Traits::kDqByKeys && g > 0 && sem != nullptr) ptx::bulk_wait_all<0>();
+#pragma unroll
+          for (int i = 0; i < Traits::kDqSlots; ++i) {
+            const int panel = Traits::dq_panel(g, i);
+            if (!Traits::has_panel(panel, kQKPanels)) continue;
+            ptx::bulk_reduce_add_f32(dst + panel * kDqPanelFloats, sm.dq(g) + i * kDqPanelFloats,
+                                     kDqPanelBytes);
+          }
+          ptx::bulk_commit();  // one group per warpgroup: its staging buffer is read when it ends
         }
         ptx::bulk_wait_read<1>();
         ptx::mbarrier_arrive(sm.dq_empty(0));
@@ -187,7 +195,7 @@ struct BwdMainloop {
 
   // ---------------------------------------------------------------------------- MMA warpgroups
   using STile = float[Traits::kSRegs];
-  using Fragments = uint32_t[Traits::kMSteps][4];
+  using Fragments = uint32_t[Traits::kSSteps][4];
 
   // Identity of an MMA thread. Only the warpgroup index is kept; the thread's position is read
   // again from threadIdx where it is needed (cheaper than the registers it would hold across the
@@ -208,8 +216,8 @@ struct BwdMainloop {
     KeyRows k;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t key = int64_t{w.n_block} * Traits::kBlockN + t.wg * 64 + (t.tid() / 32) * 16 +
-                          t.lane() / 4 + 8 * h;
+      const int64_t key = int64_t{w.n_block} * Traits::kBlockN + Traits::key_row0(t.wg) +
+                          (t.tid() / 32) * 16 + t.lane() / 4 + 8 * h;
       int64_t lo = p.window_right >= 0 ? key - w.geo.diag() - p.window_right : -1;
       const int64_t hi = p.window_left >= 0 ? key - w.geo.diag() + p.window_left : kFar;
       if (key >= w.seq.seqlen_k) lo = kFar;
@@ -225,36 +233,36 @@ struct BwdMainloop {
     return 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
   }
 
-  // S^T = K_w Q^T (K-major both): k16 step j reads 16 columns of panel j / 4.
-  __device__ static void issue_s(STile& s, uint64_t k_desc, uint64_t q_desc) {
+  // S^T = K_w Q_w^T (kSteps = kQKSteps) or dP^T = V_w dO_w^T (kVSteps), K-major both: k16 step j
+  // reads 16 columns of panel j / 4.
+  template <int kSteps>
+  __device__ static void issue_scores(STile& acc, uint64_t kv_desc, uint64_t q_desc) {
 #pragma unroll
-    for (int j = 0; j < Traits::kQKSteps; ++j) {
-      ptx::wgmma_ss<kM, Elt, 0, 0>(
-          s, ptx::desc_advance(k_desc, (j / 4) * Traits::kKVPanelBytes + (j % 4) * 32),
+    for (int j = 0; j < kSteps; ++j) {
+      ptx::wgmma_ss<Traits::kSCols, Elt, 0, 0>(
+          acc, ptx::desc_advance(kv_desc, (j / 4) * Traits::kKVPanelBytes + (j % 4) * 32),
           ptx::desc_advance(q_desc, (j / 4) * Traits::kQPanelBytes + (j % 4) * 32),
           j > 0 ? 1u : 0u);
     }
   }
 
-  // dP^T = V_w dO^T (K-major both).
-  __device__ static void issue_dp(STile& dp, uint64_t v_desc, uint64_t do_desc) {
-#pragma unroll
-    for (int j = 0; j < Traits::kVSteps; ++j) {
-      ptx::wgmma_ss<kM, Elt, 0, 0>(
-          dp, ptx::desc_advance(v_desc, (j / 4) * Traits::kKVPanelBytes + (j % 4) * 32),
-          ptx::desc_advance(do_desc, (j / 4) * Traits::kQPanelBytes + (j % 4) * 32),
-          j > 0 ? 1u : 0u);
-    }
-  }
-
-  // dQ_w = dS K[:, cols]: A = dS^T stored [key][q] (MN-major, transposed A), B = K stored
+  // dQ panel = dS K[:, panel]: A = dS^T stored [key][q] (MN-major, transposed A), B = K stored
   // [key][d] (MN-major, transposed B); k16 step j = keys 16j..16j+15 = 2048 bytes further.
   __device__ static void issue_dq(float (&dq)[Traits::kDqRegs], uint64_t ds_desc, uint64_t k_desc) {
 #pragma unroll
     for (int j = 0; j < Traits::kNSteps; ++j) {
-      ptx::wgmma_ss<Traits::kDqCols, Elt, 1, 1>(dq, ptx::desc_advance(ds_desc, 2048 * j),
-                                                ptx::desc_advance(k_desc, 2048 * j),
-                                                j > 0 ? 1u : 0u);
+      ptx::wgmma_ss<kDqPanelCols, Elt, 1, 1>(dq, ptx::desc_advance(ds_desc, 2048 * j),
+                                             ptx::desc_advance(k_desc, 2048 * j), j > 0 ? 1u : 0u);
+    }
+  }
+
+  // By columns: acc += A^T B[:, panel] over the q tile, A^T = P^T or dS^T stored [key][64 q]
+  // (K-major: k16 step j is 32 bytes along the row), B = dO or Q stored [q][d] (MN-major).
+  __device__ static void issue_kv_ss(float (&acc)[32], uint64_t a_desc, uint64_t b_desc) {
+#pragma unroll
+    for (int j = 0; j < Traits::kMSteps; ++j) {
+      ptx::wgmma_ss<64, Elt, 0, 1>(acc, ptx::desc_advance(a_desc, 32 * j),
+                                   ptx::desc_advance(b_desc, 2048 * j), 1u);
     }
   }
 
@@ -336,34 +344,37 @@ struct BwdMainloop {
   // The accumulator of a 64x16 block is in A-fragment order: k16 step j is registers 8j..8j+7.
   __device__ static void to_fragments(const STile& x, Fragments& f) {
 #pragma unroll
-    for (int j = 0; j < Traits::kMSteps; ++j) {
+    for (int j = 0; j < Traits::kSSteps; ++j) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) f[j][r] = ptx::pack2<Elt>(x[8 * j + 2 * r], x[8 * j + 2 * r + 1]);
     }
   }
 
-  // dS^T of this warpgroup's 64 keys into the dS buffer ([key][64 q], 128B-swizzled): fragment
-  // (j, r) holds q columns 8 (2j + r / 2) + 2 (lane % 4), +1 of key row 64 wg + 16 (tid / 32) +
-  // lane / 4 + 8 (r % 2); the 16-byte chunk c of a row sits at c ^ (row % 8).
+  // This warpgroup's part of dS^T (or P^T) into a [key][64 q] buffer, 128B-swizzled: fragment
+  // (j, r) holds q columns s_col0 + 8 (2j + r / 2) + 2 (lane % 4), +1 of key row key_row0 +
+  // 16 (tid / 32) + lane / 4 + 8 (r % 2); the 16-byte chunk c of a row sits at c ^ (row % 8).
   // A warp's 32 stores of one (j, r) cover 8 rows x 4 lanes on 32 distinct banks.
   __device__ static void store_ds(uint32_t ds_addr, const MmaThread& t, const Fragments& f) {
     const int lane = t.lane();
     const uint32_t g = static_cast<uint32_t>(lane) / 4;  // row % 8
     const uint32_t row_addr =
-        ds_addr + (t.wg * 64 + (t.tid() / 32) * 16 + static_cast<int>(g)) * Traits::kRowBytes +
+        ds_addr +
+        (Traits::key_row0(t.wg) + (t.tid() / 32) * 16 + static_cast<int>(g)) * Traits::kRowBytes +
         (lane % 4) * 4;
+    const uint32_t c0 = static_cast<uint32_t>(Traits::s_col0(t.wg)) / 8;
 #pragma unroll
-    for (int j = 0; j < Traits::kMSteps; ++j) {
+    for (int j = 0; j < Traits::kSSteps; ++j) {
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const uint32_t c = 2 * j + r / 2;
+        const uint32_t c = c0 + 2 * j + r / 2;
         const uint32_t addr = row_addr + (r % 2) * 8 * Traits::kRowBytes + ((c ^ g) << 4);
         ptx::st_shared_u32(addr, f[j][r]);
       }
     }
   }
 
-  // dQ block of this warpgroup into its staging buffer, in fragment order (workspace.hpp).
+  // One dQ panel of this warpgroup into its slot of the staging buffer, in fragment order
+  // (workspace.hpp).
   __device__ static void stage_dq(float* buf, int tid, const float (&dq)[Traits::kDqRegs]) {
     const uint32_t base = ptx::smem_address(buf) + static_cast<uint32_t>(tid) * 16u;
 #pragma unroll
@@ -380,43 +391,97 @@ struct BwdMainloop {
     return desc;
   }
 
+  // Accumulators an MMA thread keeps across its CTA's steps (traits.cuh: slots of columns).
+  struct KvAccum {
+    float dk[Traits::kDkSlots][Traits::kDkRegs];
+    float dv[Traits::kDvSlots][Traits::kDvRegs];
+    __device__ void fence() {
+#pragma unroll
+      for (int i = 0; i < Traits::kDkSlots; ++i) ptx::fence_operands(dk[i]);
+#pragma unroll
+      for (int i = 0; i < Traits::kDvSlots; ++i) ptx::fence_operands(dv[i]);
+    }
+  };
+
+  __device__ static void fence_fragments(Fragments& pf, Fragments& dsf) {
+#pragma unroll
+    for (int j = 0; j < Traits::kSSteps; ++j) {
+      ptx::fence_operands(pf[j]);
+      ptx::fence_operands(dsf[j]);
+    }
+  }
+
+  // By keys: dV += P^T dO, dK += dS^T Q with P^T and dS^T as A fragments (RS).
+  __device__ static void issue_kv_rs(const SharedPlan<Traits>& sm, uint32_t s, KvAccum& acc,
+                                     const Fragments& pf, const Fragments& dsf) {
+    issue_rs<Traits::kHeadDimV>(acc.dv[0], pf,
+                                fresh(ptx::make_mnmajor_desc(sm.dout(s), Traits::kQPanelBytes)));
+    issue_rs<Traits::kHeadDim>(acc.dk[0], dsf,
+                               fresh(ptx::make_mnmajor_desc(sm.q(s), Traits::kQPanelBytes)));
+  }
+
+  // By columns: the same GEMMs for this warpgroup's 64-column panels, A = P^T or dS^T of all 64
+  // q rows from shared memory (both warpgroups wrote their halves before the barrier).
+  __device__ static void issue_kv_by_columns(const SharedPlan<Traits>& sm, uint32_t s, int wg,
+                                             KvAccum& acc, const uint8_t* p_buf,
+                                             const uint8_t* ds_buf) {
+#pragma unroll
+    for (int i = 0; i < Traits::kDvSlots; ++i) {
+      const int panel = Traits::issued_panel(Traits::kv_panel(wg, i), kVPanels);
+      issue_kv_ss(acc.dv[i], fresh(ptx::make_kmajor_desc(p_buf)),
+                  fresh(ptx::make_mnmajor_desc(sm.dout(s) + panel * Traits::kQPanelBytes,
+                                               Traits::kQPanelBytes)));
+    }
+#pragma unroll
+    for (int i = 0; i < Traits::kDkSlots; ++i) {
+      const int panel = Traits::issued_panel(Traits::kv_panel(wg, i), kQKPanels);
+      issue_kv_ss(acc.dk[i], fresh(ptx::make_kmajor_desc(ds_buf)),
+                  fresh(ptx::make_mnmajor_desc(sm.q(s) + panel * Traits::kQPanelBytes,
+                                               Traits::kQPanelBytes)));
+    }
+  }
+
   // One step (one q tile of one head) of an MMA warpgroup: dK and dV accumulate in registers.
   template <bool kSoftcap>
   __device__ static void step(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
-                              const MmaThread& t, int m, const Steps& st,
-                              float (&dk)[Traits::kDkRegs], float (&dv)[Traits::kDvRegs]) {
+                              const MmaThread& t, int m, const Steps& st, KvAccum& acc) {
     const uint32_t s = st.stage();
+    const int key_row0 = Traits::key_row0(t.wg), s_col0 = Traits::s_col0(t.wg);
 
     float sacc[Traits::kSRegs];
     float dp[Traits::kSRegs];
     wait_barrier(sm.q_full(s), st.phase());
     ptx::fence_operands(sacc);
     ptx::wgmma_fence();
-    issue_s(sacc, fresh(ptx::make_kmajor_desc(sm.k() + t.wg * 64 * Traits::kRowBytes)),
-            fresh(ptx::make_kmajor_desc(sm.q(s))));
+    issue_scores<Traits::kQKSteps>(
+        sacc, fresh(ptx::make_kmajor_desc(sm.k() + key_row0 * Traits::kRowBytes)),
+        fresh(ptx::make_kmajor_desc(sm.q(s) + s_col0 * Traits::kRowBytes)));
     ptx::wgmma_commit_group();
     wait_barrier(sm.do_full(s), st.phase());
     ptx::fence_operands(dp);
     ptx::wgmma_fence();  // the wait above is a loop: the fence must follow it
-    issue_dp(dp, fresh(ptx::make_kmajor_desc(sm.v() + t.wg * 64 * Traits::kRowBytes)),
-             fresh(ptx::make_kmajor_desc(sm.dout(s))));
+    issue_scores<Traits::kVSteps>(
+        dp, fresh(ptx::make_kmajor_desc(sm.v() + key_row0 * Traits::kRowBytes)),
+        fresh(ptx::make_kmajor_desc(sm.dout(s) + s_col0 * Traits::kRowBytes)));
     ptx::wgmma_commit_group();
 
     ptx::wgmma_wait_group<1>();  // S^T ready; dP^T may still run
     ptx::fence_operands(sacc);
-    scores_to_p<kSoftcap>(p, w, t, sacc, sm.lse(s), m * kM, w.geo.needs_mask(m, w.n_block));
+    scores_to_p<kSoftcap>(p, w, t, sacc, sm.lse(s) + s_col0, m * kM + s_col0,
+                          w.geo.needs_mask(m, w.n_block));
     ptx::wgmma_wait_group<0>();
     ptx::fence_operands(dp);
-    grad_scores<kSoftcap>(p, t, sacc, dp, sm.lse(s), sm.delta(s));
+    grad_scores<kSoftcap>(p, t, sacc, dp, sm.lse(s) + s_col0, sm.delta(s) + s_col0);
 
-    uint32_t pf[Traits::kMSteps][4], dsf[Traits::kMSteps][4];
+    uint32_t pf[Traits::kSSteps][4], dsf[Traits::kSSteps][4];
     to_fragments(sacc, pf);
     to_fragments(dp, dsf);
-    uint8_t* ds_buf = sm.ds(static_cast<int>(st.parity()));
+    const int buffer = static_cast<int>(st.parity());
+    uint8_t* ds_buf = sm.ds(buffer);
     store_ds(ptx::smem_address(ds_buf), t, dsf);
+    if constexpr (Traits::kSharedKeys) store_ds(ptx::smem_address(sm.p(buffer)), t, pf);
     ptx::fence_proxy_async_shared();  // generic stores, read next by wgmma
-    constexpr DqSplit kSplit = Traits::kDqSplit;
-    if constexpr (kSplit.by_keys()) {
+    if constexpr (Traits::kDqByKeys) {
       // Constant ids (a computed one makes ptxas reserve all 16 barriers).
       if (t.wg == 0) {
         ptx::named_barrier_sync(kDsWrittenWg0, 128);
@@ -427,48 +492,49 @@ struct BwdMainloop {
       ptx::named_barrier_sync(kDsWritten, Traits::kMmaThreads);
     }
 
-    // A = dS^T rows of the keys this warpgroup sums over; B = the same keys' rows of K, columns
-    // [col0, col0 + kDqCols) (one 64-column panel).
-    float dq[Traits::kDqRegs];
-    const uint32_t key_row0 = kSplit.by_keys() ? t.wg * 64 : 0;
-    const uint64_t ds_desc =
-        fresh(ptx::make_smem_desc(ds_buf + key_row0 * Traits::kRowBytes, Traits::kDsBytes, 1024));
-    const uint64_t kt_desc = fresh(ptx::make_mnmajor_desc(
-        sm.k() + (kSplit.col0(t.wg) / Traits::kPanelCols) * Traits::kKVPanelBytes +
-            key_row0 * Traits::kRowBytes,
-        Traits::kKVPanelBytes));
-    ptx::fence_operands(dq);
-    ptx::fence_operands(dk);
-    ptx::fence_operands(dv);
+    // dQ: A = dS^T rows of the keys this warpgroup sums over (its own by keys, else all); B = the
+    // same keys' rows of K, the slot's 64-column panel.
+    float dq[Traits::kDqSlots][Traits::kDqRegs];
+    const uint32_t dq_row0 = Traits::kDqByKeys ? key_row0 : 0;
 #pragma unroll
-    for (int j = 0; j < Traits::kMSteps; ++j) {
-      ptx::fence_operands(pf[j]);
-      ptx::fence_operands(dsf[j]);
-    }
+    for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
+    acc.fence();
+    if constexpr (!Traits::kSharedKeys) fence_fragments(pf, dsf);  // A operands of the RS GEMMs
     ptx::wgmma_fence();
-    issue_dq(dq, ds_desc, kt_desc);
+#pragma unroll
+    for (int i = 0; i < Traits::kDqSlots; ++i) {
+      const int panel = Traits::issued_panel(Traits::dq_panel(t.wg, i), kQKPanels);
+      issue_dq(
+          dq[i],
+          fresh(ptx::make_smem_desc(ds_buf + dq_row0 * Traits::kRowBytes, Traits::kDsBytes, 1024)),
+          fresh(ptx::make_mnmajor_desc(
+              sm.k() + panel * Traits::kKVPanelBytes + dq_row0 * Traits::kRowBytes,
+              Traits::kKVPanelBytes)));
+    }
     ptx::wgmma_commit_group();
-    issue_rs<Traits::kHeadDimV>(dv, pf,
-                                fresh(ptx::make_mnmajor_desc(sm.dout(s), Traits::kQPanelBytes)));
-    issue_rs<Traits::kHeadDim>(dk, dsf,
-                               fresh(ptx::make_mnmajor_desc(sm.q(s), Traits::kQPanelBytes)));
+    if constexpr (Traits::kSharedKeys) {
+      issue_kv_by_columns(sm, s, t.wg, acc, sm.p(buffer), ds_buf);
+    } else {
+      issue_kv_rs(sm, s, acc, pf, dsf);
+    }
     ptx::wgmma_commit_group();
 
     ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
-    ptx::fence_operands(dq);
+#pragma unroll
+    for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
     wait_barrier(sm.dq_empty(t.wg), st.parity() ^ 1);
-    stage_dq(sm.dq(t.wg), t.tid(), dq);
+#pragma unroll
+    for (int i = 0; i < Traits::kDqSlots; ++i) {
+      if (Traits::has_panel(Traits::dq_panel(t.wg, i), kQKPanels)) {
+        stage_dq(sm.dq(t.wg) + i * kDqPanelFloats, t.tid(), dq[i]);
+      }
+    }
     ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
     ptx::mbarrier_arrive(sm.dq_full(t.wg));
 
     ptx::wgmma_wait_group<0>();
-    ptx::fence_operands(dk);
-    ptx::fence_operands(dv);
-#pragma unroll
-    for (int j = 0; j < Traits::kMSteps; ++j) {
-      ptx::fence_operands(pf[j]);
-      ptx::fence_operands(dsf[j]);
-    }
+    acc.fence();
+    if constexpr (!Traits::kSharedKeys) fence_fragments(pf, dsf);
     ptx::mbarrier_arrive(sm.q_empty(s));
     ptx::mbarrier_arrive(sm.do_empty(s));
   }

@@ -36,17 +36,16 @@ __global__ void __launch_bounds__(kPostprocessThreads)
   const int pitch = d + 8;  // elements per shared row
   auto* tile = reinterpret_cast<uint32_t*>(smem_tile);
 
-  const DqSplit split{d};
   const int64_t tile_index = (head * p.ws.rows + s.ws_row0) / p.block_m + m;
   const auto* src = reinterpret_cast<const float4*>(p.ws.dq_accum + tile_index * p.block_m * d);
-  const int chunks_per_block = split.block_floats() / 4;
+  constexpr int kChunksPerPanel = kDqPanelFloats / 4;
   for (int k = static_cast<int>(threadIdx.x); k < p.block_m * d / 4; k += kPostprocessThreads) {
     const float4 v = src[k];
-    const int w = k / chunks_per_block;  // 0 only, by keys
-    const int c = (k % chunks_per_block) / 128;
+    const int panel = k / kChunksPerPanel;
+    const int c = (k % kChunksPerPanel) / 128;
     const int t = k % 128;
     const int r = 16 * (t / 32) + (t % 32) / 4;
-    const int col = split.col0(w) + 8 * c + 2 * (t % 4);
+    const int col = kDqPanelCols * panel + 8 * c + 2 * (t % 4);
     tile[(r * pitch + col) / 2] = ptx::pack2<Elt>(v.x * p.scale, v.y * p.scale);
     tile[((r + 8) * pitch + col) / 2] = ptx::pack2<Elt>(v.z * p.scale, v.w * p.scale);
   }

@@ -14,9 +14,9 @@
 
 namespace hopattn::kernels::bwd {
 
-// Named barrier ids (0 is __syncthreads). The dS buffer of a step is complete: kDsWritten when
-// both MMA warpgroups' dQ GEMMs read all of it (256 threads); kDsWrittenWg0 + w when warpgroup w
-// reads only its own rows (head dim 64, 128 threads).
+// Named barrier ids (0 is __syncthreads). The dS (and P) buffer of a step is complete:
+// kDsWritten when both MMA warpgroups' GEMMs read all of it (256 threads); kDsWrittenWg0 + w when
+// warpgroup w reads only its own rows (head dim 64, 128 threads).
 enum NamedBarrier : uint32_t {
   kDsWritten = 1,
   kDsWrittenWg0 = 2,
@@ -25,73 +25,146 @@ enum NamedBarrier : uint32_t {
 
 // Elt: __nv_bfloat16 or __half. kHeadDim = Dqk, kHeadDimV = Dv (multiples of 64: one 128-byte
 // swizzled panel per 64 columns).
-template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kStages_ = 2>
+//
+// Two ways to share a CTA's work between its two MMA warpgroups (240 registers each), picked by
+// head dim; the step code is the same up to the dK/dV GEMMs.
+//
+// Split by keys (Dqk <= 128, kSharedKeys = false): 128 keys per CTA, warpgroup w owns keys
+// 64w..64w+63. S^T and dP^T are m64n64 (32 + 32 registers), P^T and dS^T become A fragments
+// (16 + 16), dV += P^T dO and dK += dS^T Q are RS with dK, dV of 64 keys x D in registers
+// (D / 2 + D / 2). At 128: 64 + 64 + 32 + 32 = 192 in the score phase, then 64 + 64 + 16 + 16
+// + 32 (one dQ panel) = 192. At (192, 128) it would be 96 + 64 + 64 = 224 before any address or
+// index, and at 256, 128 + 128 = 256: neither fits.
+//
+// Split by columns (Dqk > 128, kSharedKeys = true): 64 keys per CTA, both warpgroups see all of
+// them. Warpgroup w computes S^T and dP^T for q columns 32w..32w+31 (m64n32: 16 + 16 registers),
+// writes its P^T and dS^T columns to shared memory, and after a 256-thread barrier runs the dV
+// and dK GEMMs SS (A = P^T or dS^T of all 64 q rows, K-major [key][q]; B = dO or Q) for the
+// 64-column panels p = w, w + 2, ... of dV and dK (one m64n64 accumulator, 32 registers each).
+// dQ panels go the other way round (p = 1 - w, 3 - w, ...), which balances (192, 128): warpgroup
+// 0 gets dK panels 0, 2 and dQ panel 1, warpgroup 1 dK panel 1 and dQ panels 0, 2; each also runs
+// one spare panel GEMM whose result is dropped (issued_panel).
+//   registers (one thread): 256: dK 2 x 32 + dV 2 x 32 = 128 held; + S^T, dP^T 16 + 16 in the
+//   score phase; + dQ 2 x 32 = 64 after it (S^T, dP^T dead) -> 192 peak. (192, 128): dK 64,
+//   dV 32, dQ 64 -> 160 peak.
+//   shared memory: 256, one stage: K 32 KB + V 32 KB + Q 32 KB + dO 32 KB + dS^T 2 x 8 KB +
+//   P^T 2 x 8 KB + dQ staging 2 warpgroups x 2 panels x 16 KB = 224 KB, + row stats and barriers
+//   + 1 KB alignment slack = 225.6 KB of 227 (a second Q/dO stage would need 64 KB more: dQ
+//   would have to leave through registers instead of the staging buffer). (192, 128), two
+//   stages: K 24 + V 16 + Q 2 x 24 + dO 2 x 16 + dS^T 16 + P^T 16 + dQ 64 = 216 KB (+ 2 KB).
+//   kStages is the deepest ring that fits.
+template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_>
 struct BwdTraits {
   using Elt = Elt_;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "bwd: bf16 or fp16");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
-  static constexpr int kStages = kStages_;  // depth of the Q/LSE and dO/delta rings
   static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims: multiples of 64");
+  static constexpr bool kSharedKeys = kHeadDim > 128;
 
-  // One producer warpgroup (warp 0 loads, warp 1 writes dQ), two MMA warpgroups owning 64 of the
-  // CTA's kBlockN keys each. The main loop walks q tiles of kBlockM rows.
+  // One producer warpgroup (warp 0 loads, warp 1 writes dQ), two MMA warpgroups. The main loop
+  // walks q tiles of kBlockM rows.
   static constexpr int kBlockM = bwd::kBlockM;
-  static constexpr int kBlockN = bwd::kBlockN;
+  static constexpr int kBlockN = kSharedKeys ? 64 : bwd::kBlockN;
   static constexpr int kMmaWarpgroups = 2;
-  static constexpr int kKeysPerWarpgroup = kBlockN / kMmaWarpgroups;  // the M of wgmma: 64
   static constexpr int kMmaThreads = 128 * kMmaWarpgroups;
   static constexpr int kThreads = 128 + kMmaThreads;
-  static_assert(kKeysPerWarpgroup == 64, "one m64 wgmma row block per MMA warpgroup");
   static_assert(kBlockM == 64, "kBlockM: one 128-byte panel of dS^T per key row");
   // 384 threads at one block per SM start at 168 registers: 128 * 24 + 256 * 240 = 168 * 384.
   static constexpr uint32_t kProducerRegisters = 24;
   static constexpr uint32_t kMmaRegisters = 240;
 
+  // The block's key rows and q columns of warpgroup w's S^T and dP^T (keys are the wgmma M: 64).
+  static constexpr int kSCols = kSharedKeys ? kBlockM / 2 : kBlockM;  // the N of S^T, dP^T
+  __host__ __device__ static constexpr int key_row0(int w) { return kSharedKeys ? 0 : 64 * w; }
+  __host__ __device__ static constexpr int s_col0(int w) { return kSharedKeys ? kSCols * w : 0; }
+
   // Register tiles of one MMA thread (accumulators m64nN hold N / 2 floats per thread).
-  static constexpr int kSRegs = kBlockM / 2;      // S^T = K Q^T and dP^T = V dO^T, 64 x kBlockM
-  static constexpr int kDkRegs = kHeadDim / 2;    // dK, 64 keys x Dqk
-  static constexpr int kDvRegs = kHeadDimV / 2;   // dV, 64 keys x Dv
+  static constexpr int kSRegs = kSCols / 2;       // S^T = K Q^T and dP^T = V dO^T
+  static constexpr int kSSteps = kSCols / 16;     // k16 fragments of P^T and dS^T
   static constexpr int kMSteps = kBlockM / 16;    // k16 steps of dV += P^T dO and dK += dS^T Q
   static constexpr int kQKSteps = kHeadDim / 16;  // k16 steps of S^T = K Q^T
   static constexpr int kVSteps = kHeadDimV / 16;  // k16 steps of dP^T = V dO^T
-  static constexpr DqSplit kDqSplit{kHeadDim};
-  // k16 steps of dQ = dS K: over all the block's keys, or over the warpgroup's own (by keys).
-  static constexpr int kNSteps = (kDqSplit.by_keys() ? kKeysPerWarpgroup : kBlockN) / 16;
-  static constexpr int kDqCols = kDqSplit.cols();  // the N of the dQ GEMM
-  static constexpr int kDqRegs = kDqCols / 2;
+  static constexpr int kQKPanels = kHeadDim / 64;
+  static constexpr int kVPanels = kHeadDimV / 64;
+  // dK and dV accumulators: slots of kKvSlotCols columns. By keys one slot of the whole width;
+  // by columns one 64-column panel per slot, slot i of warpgroup w being panel 2i + w.
+  static constexpr int kDkSlots = kSharedKeys ? (kQKPanels + 1) / 2 : 1;
+  static constexpr int kDvSlots = kSharedKeys ? (kVPanels + 1) / 2 : 1;
+  static constexpr int kDkRegs = (kSharedKeys ? 64 : kHeadDim) / 2;  // per slot
+  static constexpr int kDvRegs = (kSharedKeys ? 64 : kHeadDimV) / 2;
+  __host__ __device__ static constexpr int kv_panel(int w, int slot) {
+    return kSharedKeys ? 2 * slot + w : 0;
+  }
+
+  // Whether a slot's panel exists: only the last slot of an odd panel count can be spare, so for
+  // even counts this is a compile-time true and costs no branch around the wgmma.
+  __host__ __device__ static constexpr bool has_panel(int panel, int panels) {
+    return panels % 2 == 0 || panel < panels;
+  }
+  // The panel a slot's GEMM reads: a spare slot (Dqk 192: dK slot 1 of warpgroup 1, dQ slot 1 of
+  // warpgroup 0) recomputes the panel two below into its unused accumulator. A branch around the
+  // wgmma instead makes ptxas fence the warpgroup before every later one (C7519 notes).
+  __host__ __device__ static constexpr int issued_panel(int panel, int panels) {
+    return has_panel(panel, panels) ? panel : panel - 2;
+  }
+
+  // dQ = dS K, one m64n64 accumulator per slot. By keys (Dqk 64; half of 64 columns is no
+  // 128-byte panel): each warpgroup computes the one panel over its own 64 keys and both add into
+  // the same floats. Otherwise slot i of warpgroup w is panel 2i + w (by keys, Dqk 128) or
+  // 2i + 1 - w (by columns), over all the block's keys; panels >= kQKPanels are skipped.
+  static constexpr bool kDqByKeys = kHeadDim <= 64;
+  static constexpr int kDqSlots = kDqByKeys ? 1 : (kQKPanels + 1) / 2;
+  static constexpr int kDqRegs = kDqPanelCols / 2;                 // per slot
+  static constexpr int kNSteps = (kDqByKeys ? 64 : kBlockN) / 16;  // k16 steps of dQ
+  __host__ __device__ static constexpr int dq_panel(int w, int slot) {
+    return kDqByKeys ? 0 : 2 * slot + (kSharedKeys ? 1 - w : w);
+  }
 
   // Shared memory: tiles are stored as 64-column panels of 128-byte rows, 128B-swizzled (by TMA,
-  // or by the MMA warpgroups for dS); each panel starts on a 1024-byte boundary.
+  // or by the MMA warpgroups for dS and P); each panel starts on a 1024-byte boundary.
   static constexpr int kPanelCols = 64;
   static constexpr uint32_t kRowBytes = 128;
   static constexpr uint32_t kKVPanelBytes = kBlockN * kRowBytes;  // K, V: [key][64 cols]
   static constexpr uint32_t kQPanelBytes = kBlockM * kRowBytes;   // Q, dO: [row][64 cols]
   static constexpr uint32_t kDsBytes = kBlockN * kRowBytes;  // dS^T: [key][64 q rows], one panel
-  static constexpr uint32_t kKBytes = kKVPanelBytes * (kHeadDim / kPanelCols);
-  static constexpr uint32_t kVBytes = kKVPanelBytes * (kHeadDimV / kPanelCols);
-  static constexpr uint32_t kQStageBytes = kQPanelBytes * (kHeadDim / kPanelCols);
-  static constexpr uint32_t kDoStageBytes = kQPanelBytes * (kHeadDimV / kPanelCols);
-  static constexpr uint32_t kDqStageBytes = 4u * kDqSplit.block_floats();  // one warpgroup
+  static constexpr uint32_t kPBytes = kSharedKeys ? kDsBytes : 0;  // P^T, by columns only
+  static constexpr uint32_t kKBytes = kKVPanelBytes * kQKPanels;
+  static constexpr uint32_t kVBytes = kKVPanelBytes * kVPanels;
+  static constexpr uint32_t kQStageBytes = kQPanelBytes * kQKPanels;
+  static constexpr uint32_t kDoStageBytes = kQPanelBytes * kVPanels;
+  static constexpr uint32_t kDqStageBytes = 4u * kDqSlots * kDqPanelFloats;  // one warpgroup
   static constexpr uint32_t kRowStatBytes = 4u * kBlockM;  // lse_log2 or delta of one q tile
+
+  // Bytes of the plan with `stages` Q/dO ring stages (kv_full, then q_full, q_empty, do_full,
+  // do_empty per stage, then dq_full, dq_empty per warpgroup at the end).
+  static constexpr uint32_t smem_bytes(int stages) {
+    return kKBytes + kVBytes + stages * (kQStageBytes + kDoStageBytes) + 2 * (kDsBytes + kPBytes) +
+           kMmaWarpgroups * kDqStageBytes + 2 * stages * kRowStatBytes +
+           (1 + 4 * stages + 2 * kMmaWarpgroups) * 8;
+  }
+  // Dynamic shared memory is only 16-byte aligned: 1024 bytes of slack align the base.
+  static constexpr uint32_t kSmemLimit = 227 * 1024 - 1024;
+  static constexpr int kStages = smem_bytes(2) <= kSmemLimit ? 2 : 1;  // Q/LSE and dO/delta rings
 
   static constexpr uint32_t kKOffset = 0;
   static constexpr uint32_t kVOffset = kKOffset + kKBytes;
   static constexpr uint32_t kQOffset = kVOffset + kVBytes;
   static constexpr uint32_t kDoOffset = kQOffset + kStages * kQStageBytes;
   static constexpr uint32_t kDsOffset = kDoOffset + kStages * kDoStageBytes;  // 2 buffers
-  static constexpr uint32_t kDqOffset = kDsOffset + 2 * kDsBytes;
+  static constexpr uint32_t kPOffset = kDsOffset + 2 * kDsBytes;              // 2 buffers
+  static constexpr uint32_t kDqOffset = kPOffset + 2 * kPBytes;
   static constexpr uint32_t kLseOffset = kDqOffset + kMmaWarpgroups * kDqStageBytes;
   static constexpr uint32_t kDeltaOffset = kLseOffset + kStages * kRowStatBytes;
   static constexpr uint32_t kBarrierOffset = kDeltaOffset + kStages * kRowStatBytes;
-  // kv_full, then q_full, q_empty, do_full, do_empty rings, then dq_full, dq_empty per warpgroup.
   static constexpr int kNumBarriers = 1 + 4 * kStages + 2 * kMmaWarpgroups;
   static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
-  // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
-  static_assert(kSmemAlloc <= 227 * 1024, "bwd: shared-memory plan exceeds 227 KB");
-  static_assert(kDsOffset % 1024 == 0 && kDqOffset % 1024 == 0, "panels 1024-B aligned");
+  static_assert(kSmemBytes == smem_bytes(kStages), "shared-memory plan: offsets and size agree");
+  static_assert(kSmemBytes <= kSmemLimit, "bwd: shared-memory plan exceeds 227 KB");
+  static_assert(kDsOffset % 1024 == 0 && kPOffset % 1024 == 0 && kDqOffset % 1024 == 0,
+                "panels 1024-B aligned");
 };
 
 // Views of the shared-memory plan (addresses from a 1024-aligned base).
@@ -108,6 +181,9 @@ struct SharedPlan {
   }
   __device__ uint8_t* ds(int buffer) const {
     return base + Traits::kDsOffset + buffer * Traits::kDsBytes;
+  }
+  __device__ uint8_t* p(int buffer) const {
+    return base + Traits::kPOffset + buffer * Traits::kPBytes;
   }
   __device__ float* dq(int warpgroup) const {
     return reinterpret_cast<float*>(base + Traits::kDqOffset + warpgroup * Traits::kDqStageBytes);

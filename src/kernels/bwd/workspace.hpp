@@ -36,7 +36,8 @@
 
 namespace hopattn::kernels::bwd {
 
-// Keys per CTA (two MMA warpgroups of 64 keys each).
+// Keys per CTA at head dims up to 128 (two MMA warpgroups of 64 keys each); above, a CTA owns 64
+// keys (traits.cuh: BwdTraits::kBlockN).
 inline constexpr int kBlockN = 128;
 
 // Query rows per step of the main loop (the register budget of dK, dV and the two 64 x kBlockM
@@ -44,35 +45,23 @@ inline constexpr int kBlockN = 128;
 inline constexpr int kBlockM = 64;
 
 // ------------------------------------------------------------------------------ dQ fragments
-// How the two MMA warpgroups share the dQ GEMM of a step (dQ = dS K: 64 rows x Dqk, summed over
-// the block's 128 keys). Head dim >= 128: warpgroup w computes the columns
-// [w Dqk / 2, (w + 1) Dqk / 2) over all 128 keys (it reads both warpgroups' dS). Head dim 64
-// ("by keys"; half of 64 columns is no 128-byte panel): each warpgroup computes all 64 columns
-// over its own 64 keys, and both partial blocks are added into the same place.
-struct DqSplit {
-  int head_dim;
-  HOPATTN_HOST_DEVICE constexpr bool by_keys() const { return head_dim <= 64; }
-  HOPATTN_HOST_DEVICE constexpr int cols() const { return by_keys() ? head_dim : head_dim / 2; }
-  HOPATTN_HOST_DEVICE constexpr int col0(int w) const { return by_keys() ? 0 : w * cols(); }
-  // Floats of one warpgroup's block, and the float offset of warpgroup w's block in the tile.
-  HOPATTN_HOST_DEVICE constexpr int block_floats() const { return kBlockM * cols(); }
-  HOPATTN_HOST_DEVICE constexpr int block_offset(int w) const {
-    return by_keys() ? 0 : w * block_floats();
-  }
-};
+// A dQ tile (kBlockM x Dqk floats) is stored panel by panel (64 columns, kDqPanelFloats each), a
+// panel being what one MMA warpgroup's m64n64 dQ accumulator holds (which warpgroup computes
+// which panel: BwdTraits::dq_panel). Inside a panel, thread t (0..127) of the warpgroup stores
+// accumulator registers 4c..4c+3 as the 16-byte chunk c * 128 + t. Those registers are rows r and
+// r + 8, columns k and k + 1 of the panel, with r = 16 (t / 32) + (t % 32) / 4 and
+// k = 8c + 2 (t % 4) (the wgmma accumulator layout). Returns the float index of (row, col) in the
+// tile.
+inline constexpr int kDqPanelCols = 64;
+inline constexpr int kDqPanelFloats = kBlockM * kDqPanelCols;
 
-// Fragment order of a dQ tile (kBlockM x Dqk floats): block by block (column halves, or one block
-// by keys); inside a block, thread t (0..127) of the warpgroup stores accumulator registers
-// 4c..4c+3 as the 16-byte chunk c * 128 + t. Those registers are rows r and r + 8, columns k and
-// k + 1 of the block, with r = 16 (t / 32) + (t % 32) / 4 and k = 8c + 2 (t % 4) (the wgmma
-// accumulator layout). Returns the float index of (row, col) in the tile.
-HOPATTN_HOST_DEVICE constexpr int dq_accum_index(const DqSplit& s, int row, int col) {
-  const int w = s.by_keys() ? 0 : col / s.cols();
-  const int k = col - s.col0(w);
+HOPATTN_HOST_DEVICE constexpr int dq_accum_index(int row, int col) {
+  const int panel = col / kDqPanelCols;
+  const int k = col % kDqPanelCols;
   const int t = 32 * (row / 16) + 4 * (row % 8) + (k % 8) / 2;
   const int c = k / 8;
   const int in_chunk = 2 * ((row / 8) % 2) + (k % 2);
-  return s.block_offset(w) + (c * 128 + t) * 4 + in_chunk;
+  return panel * kDqPanelFloats + (c * 128 + t) * 4 + in_chunk;
 }
 
 // ------------------------------------------------------------------------------ block geometry

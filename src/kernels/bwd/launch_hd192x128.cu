@@ -1,0 +1,9 @@
+// Explicit instantiations of the main bwd kernel, head dims (Dqk 192, Dv 128).
+#include "kernels/bwd/launch_kernel.cuh"
+
+namespace hopattn::kernels::bwd {
+
+template cudaError_t launch_kernel<BwdBf16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
+template cudaError_t launch_kernel<BwdFp16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
+
+}  // namespace hopattn::kernels::bwd

@@ -175,6 +175,19 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.softcap = parse_float(name, cur.value(name, inline_value), 0.f);
     return;
   }
+  if (name == "--pack-gqa") {
+    const std::string_view v = cur.value(name, inline_value);
+    if (v == "on") {
+      f.pack_gqa = std::optional<bool>(true);
+    } else if (v == "off") {
+      f.pack_gqa = std::optional<bool>(false);
+    } else if (v == "auto") {
+      f.pack_gqa = std::optional<bool>();
+    } else {
+      throw UsageError("--pack-gqa: expected on | off | auto, got " + quoted(v));
+    }
+    return;
+  }
   if (name == "--impl") {
     f.impl = parse_impl(cur.value(name, inline_value));
     return;
@@ -306,6 +319,8 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
                            decode and mla)
   --window L,R        sliding window, keys left/right of the diagonal (-1 = unbounded)
   --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
+  --pack-gqa M        fwd GPU kernel: on | off | auto (default) whether the q heads of one KV
+                      head share a tile (GQA packing; auto packs short q-len)
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
                       a second row times deterministic mode)
@@ -318,6 +333,7 @@ Run:
 
 Examples:
   hopattn bench fwd --batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --causal
+  hopattn bench fwd --batch 8 --q-len 16 --kv-len 8192 --heads 32:8 --causal --pack-gqa off
   hopattn bench decode --batch 64 --kv-len 8192 --heads 32:8 --kv-dtype fp8_e4m3 --page-size 16
 )";
 }

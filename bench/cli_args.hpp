@@ -35,6 +35,7 @@ struct BenchFlags {
   std::optional<bool> causal;
   std::optional<Window> window;
   std::optional<float> softcap;
+  std::optional<std::optional<bool>> pack_gqa;  // fwd: --pack-gqa on | off | auto (= unset)
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

@@ -22,6 +22,7 @@ class FwdWorkload final : public Workload {
     opts_.causal = s.causal;
     opts_.window = s.window;
     opts_.softcap = s.softcap;
+    opts_.pack_gqa = s.pack_gqa;
     const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim;
     if (paged()) {
       const int64_t pages = ceil_div(Sk, s.page_size);

@@ -32,6 +32,7 @@ std::string Shape::describe() const {
     }
     if (softcap > 0) os << " cap=" << softcap;
     if (deterministic) os << " deterministic";
+    if (pack_gqa) os << (*pack_gqa ? " pack" : " nopack");
   }
   os << " " << dtype_name(dtype);
   if (family == Family::kDecode && kv_dtype != dtype) os << "/kv:" << dtype_name(kv_dtype);
@@ -113,6 +114,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.causal.has_value() && fam == Family::kMerge, fam, "--causal");
   reject(f.window && !attention, fam, "--window");
   reject(f.softcap && !attention, fam, "--softcap");
+  reject(f.pack_gqa.has_value() && fam != Family::kFwd, fam, "--pack-gqa");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {
     throw UsageError(std::string("--heads: ") + family_name(fam) + " takes HQ only");
@@ -135,6 +137,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.causal) s.causal = *f.causal;
   if (f.window) s.window = *f.window;
   if (f.softcap) s.softcap = *f.softcap;
+  if (f.pack_gqa) s.pack_gqa = *f.pack_gqa;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }

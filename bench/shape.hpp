@@ -3,6 +3,7 @@
 // byte counts the rate column divides by.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "cli_args.hpp"
@@ -26,6 +27,7 @@ struct Shape {
   Window window{};
   float softcap = 0.f;
   bool deterministic = false;  // bwd: bitwise reproducible dQ (a row of its own in `bench bwd`)
+  std::optional<bool> pack_gqa;  // fwd: AttentionOptions::pack_gqa (unset: the kernel decides)
 
   std::string describe() const;  // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"
 };

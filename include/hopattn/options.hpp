@@ -44,6 +44,10 @@ struct AttentionOptions {
   float softcap = 0.f;         // > 0: s = softcap * tanh(s / softcap) on scaled logits
   std::optional<float> scale;  // default 1 / sqrt(Dqk)
   bool deterministic = false;  // bwd: bitwise reproducible dq/dk/dv
+  // fwd on CUDA with GQA (Hq > Hkv): whether the q heads of one KV head share a work tile
+  // (rows = (q position, head) pairs). Unset: the kernel decides (it packs when that saves a tenth
+  // of the tiles: short q_len). Results are the same either way up to rounding order.
+  std::optional<bool> pack_gqa;
 };
 
 struct FwdArgs {

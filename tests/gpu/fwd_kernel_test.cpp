@@ -57,6 +57,7 @@ std::string FwdCase::describe() const {
   if (opts.softcap > 0) s += " softcap " + std::to_string(opts.softcap);
   if (opts.scale) s += " scale " + std::to_string(*opts.scale);
   if (sinks) s += " sinks";
+  if (opts.pack_gqa) s += *opts.pack_gqa ? " gqa-packed" : " gqa-unpacked";
   if (packed_qkv) s += " packed-qkv";
   if (poison_idle_requests || extra_kv_rows > 0) s += " NaN/Inf neighbour rows";
   if (paged()) {
@@ -563,6 +564,24 @@ TEST_P(FwdKernelGrid, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, FwdKernelGrid, odd_shape_values(), odd_shape_name);
 
+// The same grid with GQA packing forced on and forced off (the grid above runs the heuristic's
+// choice): q heads of one KV head sharing a tile (groups 5 and 8; MHA ignores the knob), with
+// q_len 1 and 239, causal rows that see no key (q_len > kv_len).
+class FwdKernelPackGrid : public ::testing::TestWithParam<OddShapeParam> {};
+
+TEST_P(FwdKernelPackGrid, MatchesReference) {
+  if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  const auto [dtype, batch, q_len, kv_len, causal, gqa] = GetParam();
+  FwdCase c =
+      dense_case(dtype, batch, q_len, kv_len, kOddGridKvHeads[gqa], kOddGridGroup[gqa], causal);
+  for (bool pack : {true, false}) {
+    c.opts.pack_gqa = pack;
+    check_case(c, test_seed());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OddShapes, FwdKernelPackGrid, odd_shape_values(), odd_shape_name);
+
 // ---------------------------------------------------------------------------- longer sequences
 #define SKIP_WITHOUT_HOPPER() \
   if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why
@@ -692,6 +711,89 @@ TEST(FwdKernel, HeadDim256And192x128) {
   v.dv = 128;
   v.sinks = true;
   check_case(v, test_seed());
+}
+
+// ---------------------------------------------------------------------------- GQA packing
+// Packed tiles hold floor(128 / group) q positions of every head of a group: groups that divide
+// 64 store O by TMA boxes of (D, group, 64 / group), the others (3, 5, 6, 7, 12, 96, 128) with
+// plain stores and some unused tile rows. Every case runs packed and unpacked.
+void check_packed_and_unpacked(FwdCase c) {
+  for (bool pack : {true, false}) {
+    c.opts.pack_gqa = pack;
+    check_case(c, test_seed());
+  }
+}
+
+TEST(FwdKernelPackGqa, GroupSizes) {
+  SKIP_WITHOUT_HOPPER();
+  for (int group : {2, 3, 5, 6, 7, 8, 12, 16, 32, 64, 96, 128}) {
+    // Large groups: fewer positions keep the CPU reference quick (a tile holds 1..4 of them).
+    for (int q_len : group <= 16 ? std::vector<int>{1, 17, 239} : std::vector<int>{1, 5}) {
+      check_packed_and_unpacked(dense_case(DType::kBF16, 2, q_len, 300, 1, group, true));
+    }
+  }
+  check_packed_and_unpacked(dense_case(DType::kFP16, 3, 64, 1031, 2, 4, false));
+}
+
+// Chunked prefill / speculative verification: a few queries against a long cache, causal
+// (bottom-right: the queries are the cache's last positions).
+TEST(FwdKernelPackGqa, ShortQueriesLongCache) {
+  SKIP_WITHOUT_HOPPER();
+  for (int q_len : {1, 16, 64}) {
+    check_packed_and_unpacked(dense_case(DType::kBF16, 2, q_len, 2000, 2, 4, true));
+  }
+  check_packed_and_unpacked(dense_case(DType::kBF16, 1, 7, 1500, 2, 6, true));
+}
+
+// The mask uses each row's q position (row / group): windows on both sides, causal with
+// q_len > kv_len, softcap, and sinks per q head (the rows of a tile belong to different heads).
+TEST(FwdKernelPackGqa, WindowSoftcapSinks) {
+  SKIP_WITHOUT_HOPPER();
+  for (int group : {5, 8}) {
+    FwdCase w = dense_case(DType::kBF16, 2, 239, 700, 1, group, false);
+    w.opts.window = {64, 16};
+    check_packed_and_unpacked(w);
+    FwdCase cw = dense_case(DType::kFP16, 1, 100, 600, 2, group, true);
+    cw.opts.window = {130, -1};
+    check_packed_and_unpacked(cw);
+    FwdCase sc = dense_case(DType::kBF16, 2, 239, 113, 1, group, true);  // rows that see nothing
+    sc.opts.softcap = 20.f;
+    sc.sinks = true;
+    check_packed_and_unpacked(sc);
+  }
+}
+
+TEST(FwdKernelPackGqa, Varlen) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int> q_lens{1, 239, 64, 128, 17, 300, 5, 130, 0, 26};
+  const std::vector<int> kv_lens{113, 1, 0, 128, 500, 300, 0, 257, 40, 20};
+  for (int group : {5, 8}) {
+    for (bool causal : {false, true}) {
+      FwdCase c = varlen_case(DType::kBF16, q_lens, kv_lens, 2, group, causal);
+      c.sinks = causal;
+      check_packed_and_unpacked(c);
+    }
+  }
+  FwdCase w = varlen_case(DType::kFP16, q_lens, kv_lens, 1, 7, false);
+  w.opts.window = {50, 10};
+  check_packed_and_unpacked(w);
+}
+
+TEST(FwdKernelPackGqa, HeadDims) {
+  SKIP_WITHOUT_HOPPER();
+  for (const auto& [d, dv] : {std::pair{64, 64}, std::pair{192, 128}, std::pair{256, 256}}) {
+    for (int group : {5, 8}) {
+      FwdCase c = dense_case(DType::kBF16, 2, 33, 300, 1, group, true);
+      c.d = d;
+      c.dv = dv;
+      check_packed_and_unpacked(c);
+      FwdCase v = varlen_case(DType::kFP16, {1, 239, 64, 130}, {113, 0, 500, 257}, 2, group, true);
+      v.d = d;
+      v.dv = dv;
+      v.sinks = true;
+      check_packed_and_unpacked(v);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------- unsupported

@@ -158,6 +158,23 @@ TEST(FwdPaged, WindowSoftcapSinksFp16) {
   }
 }
 
+// GQA packing forced on and off with both paged loaders (TMA boxes for 16, the gather for 13)
+// and groups whose output goes by TMA (8) or by plain stores (5, 6).
+TEST(FwdPaged, PackGqa) {
+  SKIP_WITHOUT_HOPPER();
+  for (int page_size : {16, 13}) {
+    for (int group : {5, 6, 8}) {
+      FwdCase c = paged_case(page_size, page_size == 16 ? KVLayout::kHND : KVLayout::kNHD,
+                             page_size == 13, 2, group, true);
+      c.sinks = group == 6;
+      for (bool pack : {true, false}) {
+        c.opts.pack_gqa = pack;
+        check_case(c, test_seed());
+      }
+    }
+  }
+}
+
 // Many KV blocks per tile (the ring wraps several times) and many requests.
 TEST(FwdPaged, LongAndMany) {
   SKIP_WITHOUT_HOPPER();

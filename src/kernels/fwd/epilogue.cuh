@@ -5,7 +5,9 @@
 // A dense tensor is 4-D for TMA, so rows past seqlen_q fall outside the tensor and the store clips
 // them. A varlen tensor is one long [total, H, D] sequence: rows past a sequence's end belong to
 // the next one, so a warpgroup whose 64 rows run past the end writes its valid rows with plain
-// 16-byte stores instead.
+// 16-byte stores instead. With GQA packing rows are (q position, q head) pairs (traits.cuh,
+// PackParams): the TMA box covers pack heads x 64 / pack positions when pack divides 64; other
+// groups always take the plain stores, which address each row's position and head.
 #pragma once
 
 #include <cmath>
@@ -64,15 +66,19 @@ struct FwdEpilogue {
     ptx::fence_proxy_async_shared();  // generic-proxy writes, read next by the TMA engine
     ptx::named_barrier_sync(barrier, 128);
 
-    const int row_first = t.m_start + consumer * Traits::kRowsPerConsumer;
-    const int rows_valid = min(Traits::kRowsPerConsumer, t.seqlen_q - row_first);
+    const int row_first = consumer * Traits::kRowsPerConsumer;  // tile row
+    const int rows_valid = min(Traits::kRowsPerConsumer, t.rows(p) - row_first);
     if (rows_valid > 0) {
-      if (p.seq.cu_seqlens_q == nullptr || rows_valid == Traits::kRowsPerConsumer) {
+      const bool tma = p.pack.o_by_tma &&
+                       (p.seq.cu_seqlens_q == nullptr || rows_valid == Traits::kRowsPerConsumer);
+      if (tma) {
         if (tid == 0) {
+          // Box (64 columns, pack heads, 64 / pack positions); pack divides 64 here.
+          const int q_pos = row_address(p, w, t, row_first).q_pos;
 #pragma unroll
           for (int i = 0; i < kPanels; ++i) {
             ptx::tma_store_4d(&p.tm_o, smem_o + i * Traits::kOPanelBytes, i * Traits::kPanelCols,
-                              w.head, t.row_q + row_first, t.batch_coord);
+                              w.head * p.pack.pack, t.row_q + q_pos, t.batch_coord);
           }
           ptx::tma_store_commit();
         }
@@ -85,10 +91,11 @@ struct FwdEpilogue {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row_first + warp_row + 8 * h;
-        if (row < t.seqlen_q) {
+        if (row < t.rows(p)) {
+          const RowAddress a = row_address(p, w, t, row);
           p.out.lse[w.batch * p.out.lse_batch_stride +
-                    static_cast<int64_t>(t.row_q + row) * p.out.lse_row_stride +
-                    w.head * p.out.lse_head_stride] = lse[h];
+                    static_cast<int64_t>(t.row_q + a.q_pos) * p.out.lse_row_stride +
+                    a.head * p.out.lse_head_stride] = lse[h];
         }
       }
     }
@@ -108,9 +115,10 @@ struct FwdEpilogue {
       const int in_row = chunk % kChunksPerPanelRow;
       const uint4 v = ptx::ld_shared_v4(smem_o + panel * Traits::kOPanelBytes +
                                         r * Traits::kRowBytes + ((in_row ^ (r % 8)) * 16));
+      const RowAddress a = row_address(p, w, t, row_first + r);
       const int64_t dst = w.batch * p.out.o_batch_stride +
-                          static_cast<int64_t>(t.row_q + row_first + r) * p.out.o_row_stride +
-                          w.head * p.out.o_head_stride + chunk * 8;
+                          static_cast<int64_t>(t.row_q + a.q_pos) * p.out.o_row_stride +
+                          a.head * p.out.o_head_stride + chunk * 8;
       *reinterpret_cast<uint4*>(out + dst) = v;
     }
   }

@@ -63,8 +63,17 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
 #pragma unroll
     for (int i = 0; i < Traits::kORegs; ++i) o[i] = 0.f;
     OnlineSoftmax<Traits::kSRegs> softmax(p.softmax.scale_log2);
-    if (t.n_blocks() > 0) Mainloop::compute_tile(p, sm, t, consumer, st, o, softmax);
-    const float sink_log2 = p.softmax.sinks ? p.softmax.sinks[w.head] * kLog2e : -INFINITY;
+    if (t.n_blocks() > 0) Mainloop::compute_tile(p, sm, w, t, consumer, st, o, softmax);
+    float sink_log2[2] = {-INFINITY, -INFINITY};
+    if (p.softmax.sinks != nullptr) {
+      // This thread's two rows (mainloop.cuh); with GQA packing each has its own q head.
+      const int tid = static_cast<int>(threadIdx.x) % 128;
+      const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + tid % 32 / 4;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        sink_log2[h] = p.softmax.sinks[row_address(p, w, t, row0 + 8 * h).head] * kLog2e;
+      }
+    }
     float out_scale[2], lse[2];
     softmax.finalize(sink_log2, out_scale, lse);
     Epilogue::store(p, sm, w, t, consumer, o, out_scale, lse);

@@ -60,7 +60,7 @@ struct KVLoader {
 
   template <KVSource kSource>
   __device__ static Source source(const FwdParams& p, const WorkTile& w, const TileInfo& t) {
-    Source s{w.head / p.group, t.row_k, t.batch_coord, t.seqlen_k, w.batch, nullptr};
+    Source s{w.head / p.kv_head_divisor, t.row_k, t.batch_coord, t.seqlen_k, w.batch, nullptr};
     if constexpr (kSource == KVSource::kPagedTma) s.pages = page_list(p, w.batch);
     return s;
   }

@@ -12,6 +12,7 @@
 #include "kernels/common/cuda_host.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/fwd/launch_kernel.cuh"
+#include "kernels/fwd/pack_gqa.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
@@ -76,7 +77,10 @@ CUtensorMapDataType tma_dtype(const TensorView& t) {
                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 }
 
-ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows) {
+// Boxes of (64 columns, box_heads heads, box_rows rows): box_heads > 1 for GQA-packed Q and O
+// (a box of pack heads x positions lands as rows q_pos * pack + h).
+ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
+                            uint32_t box_heads = 1) {
   const HeadMajorView v = head_major_view(t, varlen);
   ptx::TensorMapSpec s;
   s.base = t.data();
@@ -87,7 +91,7 @@ ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows)
             static_cast<uint64_t>(v.b)};
   s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
                static_cast<uint64_t>(std::max<int64_t>(v.stride_b, 8)) * 2};
-  s.box = {64, 1, box_rows, 1};
+  s.box = {64, box_heads, box_rows, 1};
   return s;
 }
 
@@ -206,6 +210,18 @@ int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_tot
   return static_cast<int>(std::min<int64_t>(kv_heads * group, bh_total));
 }
 
+// GQA packing (traits.cuh PackParams; the rule in pack_gqa.hpp).
+void set_packing(const AttentionOptions& opts, int max_seqlen_q, int block_m, int qk_panels,
+                 FwdParams& p) {
+  const bool pack = should_pack_gqa(p.group, max_seqlen_q, block_m, opts.pack_gqa);
+  p.pack.pack = pack ? p.group : 1;
+  p.pack.positions = block_m / p.pack.pack;
+  p.pack.pack_div = FastDivisor::of(static_cast<uint32_t>(p.pack.pack));
+  p.pack.q_bytes = static_cast<uint32_t>(p.pack.pack * p.pack.positions * 128 * qk_panels);
+  p.pack.o_by_tma = packed_o_by_tma(p.pack.pack);
+  p.kv_head_divisor = pack ? 1 : p.group;
+}
+
 // Fills everything but the tensor maps, which depend on the configuration's tile sizes.
 FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int block_m,
                       int device) {
@@ -273,17 +289,19 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
     p.out.lse_head_stride = args.lse.stride(2);
   }
 
-  p.sched.num_m_blocks = (max_seqlen_q + block_m - 1) / block_m;
-  p.sched.num_heads = p.heads_q;
+  set_packing(opts, max_seqlen_q, block_m, static_cast<int>(q.d / 64), p);
+  p.sched.num_m_blocks = (max_seqlen_q + p.pack.positions - 1) / p.pack.positions;
+  p.sched.num_heads = p.pack.pack > 1 ? p.heads_kv : p.heads_q;
   p.sched.batch = p.seq.batch;
-  const int64_t total_tiles = static_cast<int64_t>(p.sched.num_m_blocks) * p.heads_q * p.seq.batch;
+  const int64_t total_tiles =
+      static_cast<int64_t>(p.sched.num_m_blocks) * p.sched.num_heads * p.seq.batch;
   if (total_tiles > INT32_MAX) unsupported("more than 2^31 work tiles");
   p.sched.total_tiles = static_cast<int>(total_tiles);
   if (total_tiles > 0) {
     const int64_t kv_bytes_per_head =
         static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
-    p.sched.section_bh =
-        l2_section_size(device, kv_bytes_per_head, p.group, p.heads_q * p.seq.batch);
+    p.sched.section_bh = l2_section_size(device, kv_bytes_per_head, p.pack.pack > 1 ? 1 : p.group,
+                                         p.sched.num_heads * p.seq.batch);
     p.sched.set_divisors();
   }
   return p;
@@ -349,8 +367,14 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, bool varlen, 
                 cudaStream_t stream) {
   FwdParams p = make_params(args, opts, varlen, Traits::kBlockM, device);
   if (p.sched.total_tiles == 0) return;
-  p.tm_q = ptx::encode_tensor_map(tma_spec(args.q, varlen, Traits::kBlockM));
-  p.tm_o = ptx::encode_tensor_map(tma_spec(args.out, varlen, Traits::kRowsPerConsumer));
+  // Boxes of pack heads x positions, so that a tile's rows arrive as q_pos * pack + h (pack 1:
+  // 128 rows of one head). O's map is used only when pack divides 64 (PackParams::o_by_tma).
+  const auto pack = static_cast<uint32_t>(p.pack.pack);
+  p.tm_q = ptx::encode_tensor_map(
+      tma_spec(args.q, varlen, static_cast<uint32_t>(p.pack.positions), pack));
+  p.tm_o = ptx::encode_tensor_map(tma_spec(args.out, varlen,
+                                           p.pack.o_by_tma ? Traits::kRowsPerConsumer / pack : 1,
+                                           p.pack.o_by_tma ? pack : 1));
   if (is_paged(args)) {
     set_paged_source(args, Traits::kBlockN, p);
   } else {

@@ -83,11 +83,15 @@ struct FwdMainloop {
     int n = t.n_block_max - 1;
     load_k<kSource>(p, sm, src, n, st.kv);
     producer_wait(sm.q_empty(), st.q_phase ^ 1);
-    ptx::mbarrier_arrive_expect_tx(sm.q_full(), Traits::kQBytes);
+    // One box per panel: (64 columns, pack heads, positions) from head w.head * pack lands as
+    // rows (q_pos - q_start) * pack + h (traits.cuh, PackParams); without packing, 128 rows.
+    // Paged calls have a varlen q (batch coordinate 0): one register less to keep.
+    ptx::mbarrier_arrive_expect_tx(sm.q_full(), p.pack.q_bytes);
+    const int q_batch = kSource == KVSource::kContiguous ? t.batch_coord : 0;
 #pragma unroll
     for (int i = 0; i < kQKPanels; ++i) {
       ptx::tma_load_4d(sm.q() + i * Traits::kQPanelBytes, &p.tm_q, sm.q_full(),
-                       i * Traits::kPanelCols, w.head, t.row_q + t.m_start, t.batch_coord);
+                       i * Traits::kPanelCols, w.head * p.pack.pack, t.row_q + t.q_start, q_batch);
     }
     if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
     st.kv.advance();
@@ -238,12 +242,14 @@ struct FwdMainloop {
   // One consumer warpgroup's part of a tile with at least one KV block: accumulates the
   // unnormalized O of its 64 rows and the softmax statistics.
   __device__ static void compute_tile(const FwdParams& p, const SharedPlan<Traits>& sm,
-                                      const TileInfo& t, int consumer, ConsumerState& st, OTile& o,
+                                      const WorkTile& w, const TileInfo& t, int consumer,
+                                      ConsumerState& st, OTile& o,
                                       OnlineSoftmax<Traits::kSRegs>& softmax) {
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int lane = tid % 32;
-    const int row0 = t.m_start + consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
-    const RowLimits rows[2] = {row_limits(p, t, row0), row_limits(p, t, row0 + 8)};
+    const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
+    const RowLimits rows[2] = {row_limits(p, t, row_address(p, w, t, row0).q_pos),
+                               row_limits(p, t, row_address(p, w, t, row0 + 8).q_pos)};
 
     const uint64_t q_desc =
         ptx::make_kmajor_desc(sm.q() + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes);

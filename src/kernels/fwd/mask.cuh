@@ -11,16 +11,21 @@
 
 namespace hopattn::kernels::fwd {
 
-// Computed identically by the producer and the consumers from the work tile alone.
+// Computed identically by the producer and the consumers from the work tile alone. A tile covers
+// q positions [q_start, q_start + positions) (PackParams: `pack` rows per position with GQA
+// packing, one otherwise); masks work on q positions, stores on tile rows 0..127.
 struct TileInfo {
   int seqlen_q, seqlen_k;
   int row_q, row_k;  // first row of the sequence along TMA's S coordinate (varlen offset; 0 paged)
   int batch_coord;   // TMA's B coordinate (dense: the batch; varlen: 0)
-  int m_start;       // first query row of the tile within the sequence
+  int q_start;       // first q position of the tile within the sequence
+  int q_last;        // last q position of the tile that exists (< q_start: none)
   int n_block_min, n_block_max;  // KV blocks [min, max) that hold visible keys
 
-  __device__ bool has_rows() const { return m_start < seqlen_q; }
+  __device__ bool has_rows() const { return q_start < seqlen_q; }
   __device__ int n_blocks() const { return n_block_max - n_block_min; }
+  // Tile rows 0 .. rows() - 1 hold existing (position, head) pairs.
+  __device__ int rows(const FwdParams& p) const { return (q_last + 1 - q_start) * p.pack.pack; }
 };
 
 template <class Traits>
@@ -44,25 +49,37 @@ __device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const Wor
     t.seqlen_k = p.seq.seqlen_k;
     t.batch_coord = w.batch;
   }
-  t.m_start = w.m_block * Traits::kBlockM;
-  const int m_end = min(t.m_start + Traits::kBlockM, t.seqlen_q);  // exclusive
+  t.q_start = w.m_block * p.pack.positions;
+  t.q_last = min(t.q_start + p.pack.positions, t.seqlen_q) - 1;
   const int diag = t.seqlen_k - t.seqlen_q;
   int col_end = t.seqlen_k;  // exclusive bound over the tile's rows
-  if (p.mask.window_right >= 0) col_end = min(col_end, m_end - 1 + diag + p.mask.window_right + 1);
+  if (p.mask.window_right >= 0) col_end = min(col_end, t.q_last + diag + p.mask.window_right + 1);
   int col_begin = 0;
-  if (p.mask.window_left >= 0) col_begin = max(0, t.m_start + diag - p.mask.window_left);
+  if (p.mask.window_left >= 0) col_begin = max(0, t.q_start + diag - p.mask.window_left);
   t.n_block_max = col_end > 0 ? (col_end + Traits::kBlockN - 1) / Traits::kBlockN : 0;
   t.n_block_min = min(col_begin / Traits::kBlockN, t.n_block_max);
   return t;
 }
 
-// The key range one query row sees, as [col_lo, col_hi).
+// Where tile row `row` (0..127) lives in q, out and lse: its q position within the sequence and
+// its q head (without packing: q_start + row and the tile's head).
+struct RowAddress {
+  int q_pos, head;
+};
+
+__device__ __forceinline__ RowAddress row_address(const FwdParams& p, const WorkTile& w,
+                                                  const TileInfo& t, int row) {
+  const int offset = static_cast<int>(p.pack.pack_div.divide(static_cast<uint32_t>(row)));
+  return RowAddress{t.q_start + offset, w.head * p.pack.pack + row - offset * p.pack.pack};
+}
+
+// The key range one query position sees, as [col_lo, col_hi).
 struct RowLimits {
   int col_lo, col_hi;
 };
 
-__device__ __forceinline__ RowLimits row_limits(const FwdParams& p, const TileInfo& t, int row) {
-  const int diag = row + t.seqlen_k - t.seqlen_q;
+__device__ __forceinline__ RowLimits row_limits(const FwdParams& p, const TileInfo& t, int q_pos) {
+  const int diag = q_pos + t.seqlen_k - t.seqlen_q;
   RowLimits r;
   r.col_hi = t.seqlen_k;
   if (p.mask.window_right >= 0) r.col_hi = min(r.col_hi, diag + p.mask.window_right + 1);
@@ -79,9 +96,8 @@ __device__ __forceinline__ bool block_needs_mask(const FwdParams& p, const TileI
   const int n_hi = n_lo + Traits::kBlockN;  // exclusive
   const int diag = t.seqlen_k - t.seqlen_q;
   if (n_hi > t.seqlen_k) return true;
-  if (p.mask.window_right >= 0 && n_hi - 1 > t.m_start + diag + p.mask.window_right) return true;
-  const int m_last = min(t.m_start + Traits::kBlockM, t.seqlen_q) - 1;
-  if (p.mask.window_left >= 0 && n_lo < m_last + diag - p.mask.window_left) return true;
+  if (p.mask.window_right >= 0 && n_hi - 1 > t.q_start + diag + p.mask.window_right) return true;
+  if (p.mask.window_left >= 0 && n_lo < t.q_last + diag - p.mask.window_left) return true;
   return false;
 }
 

@@ -58,14 +58,15 @@ struct OnlineSoftmax {
 
   // Final normalization: O rows are multiplied by out_scale[h]; lse[h] is the natural-log
   // log-sum-exp of the row's logits (sink included). A row with no visible key and no sink gets
-  // out_scale 0 and lse -inf. `sink_log2` = sink * log2(e), or -inf without sinks.
-  __device__ void finalize(float sink_log2, float (&out_scale)[2], float (&lse)[2]) {
+  // out_scale 0 and lse -inf. `sink_log2[h]` = the row's sink * log2(e), or -inf without sinks
+  // (per row: with GQA packing the two rows may belong to different q heads).
+  __device__ void finalize(const float (&sink_log2)[2], float (&out_scale)[2], float (&lse)[2]) {
     constexpr float kLn2 = 0.69314718055994530942f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float sum = quad_sum(row_sum[h]);
       const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * scale_log2;
-      const float top = fmaxf(m_log2, sink_log2);  // both -inf: nothing visible, no sink
+      const float top = fmaxf(m_log2, sink_log2[h]);  // both -inf: nothing visible, no sink
       if (top == -INFINITY) {
         out_scale[h] = 0.f;
         lse[h] = -INFINITY;
@@ -73,7 +74,7 @@ struct OnlineSoftmax {
       }
       // denominator / 2^top = sum * 2^(m - top) + 2^(sink - top)
       const float keys = m_log2 == -INFINITY ? 0.f : ptx::exp2_approx(m_log2 - top);
-      const float sink = sink_log2 == -INFINITY ? 0.f : ptx::exp2_approx(sink_log2 - top);
+      const float sink = sink_log2[h] == -INFINITY ? 0.f : ptx::exp2_approx(sink_log2[h] - top);
       const float denom = fmaf(sum, keys, sink);
       out_scale[h] = keys / denom;
       lse[h] = (top + ptx::log2_approx(denom)) * kLn2;

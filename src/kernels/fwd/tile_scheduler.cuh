@@ -1,5 +1,7 @@
 // Persistent static tile scheduler of the fwd kernel. A work tile is (m_block, head, batch): 128
-// query rows of one q head. The grid has one CTA per SM; CTA c takes tiles c, c + grid, c + 2 grid
+// query rows of one q head, or with GQA packing 128 (q position, q head) rows of one KV head
+// (`head` is then the KV head; traits.cuh, PackParams). The grid has one CTA per SM; CTA c takes
+// tiles c, c + grid, c + 2 grid
 // ... of one fixed order, so the producer and the consumers of a CTA walk the same sequence with
 // no communication, and a rerun assigns every tile to the same CTA (bitwise reproducible).
 //
@@ -18,7 +20,7 @@ namespace hopattn::kernels::fwd {
 
 struct WorkTile {
   int m_block;
-  int head;
+  int head;  // q head; KV head with GQA packing
   int batch;
 };
 

@@ -211,9 +211,25 @@ struct KVParams {
   PoolParams k_pool, v_pool;  // kPagedGather
 };
 
+// GQA packing: with pack = g > 1 (the GQA group), a work tile's rows are (q position, q head of
+// the group) pairs of one KV head: tile row r is q position q_start + r / g of q head
+// kv_head * g + r % g, for `positions` = floor(128 / g) positions per tile (rows past
+// positions * g stay unused when g does not divide 128). Every K/V block is then read once for
+// the whole group, and short q lengths still fill the tile. Q arrives by one TMA box per panel over
+// (64 columns, g heads, positions), which lands exactly as rows q_pos * g + h; O is stored by a TMA
+// box of (64, g, 64 / g) when g divides the 64 rows of a consumer (`o_by_tma`), otherwise with
+// plain 16-byte stores. pack = 1, positions = 128: one q head per tile, as without GQA.
+struct PackParams {
+  int pack = 1;
+  int positions = 128;   // q positions per tile (kBlockM / pack, rounded down)
+  FastDivisor pack_div;  // by pack: tile row -> position offset
+  uint32_t q_bytes = 0;  // bytes of the Q boxes of one tile (pack * positions rows)
+  bool o_by_tma = true;
+};
+
 struct SchedulerParams {
-  int num_m_blocks = 0;  // ceil(max_seqlen_q / kBlockM)
-  int num_heads = 0;     // Hq
+  int num_m_blocks = 0;  // ceil(max_seqlen_q / positions per tile)
+  int num_heads = 0;     // Hq, or Hkv with GQA packing (a work tile's `head`)
   int batch = 0;
   int section_bh = 1;  // (batch, head) pairs per L2 section
   int total_tiles = 0;
@@ -240,7 +256,11 @@ struct FwdParams {
   SoftmaxParams softmax;
   OutputParams out;
   SchedulerParams sched;
+  PackParams pack;
   int heads_q = 0, heads_kv = 0, group = 1;  // group = Hq / Hkv (GQA)
+  // A work tile's KV head is its head / kv_head_divisor: group, or 1 with GQA packing (whose
+  // tiles are per KV head).
+  int kv_head_divisor = 1;
 };
 
 }  // namespace hopattn::kernels::fwd

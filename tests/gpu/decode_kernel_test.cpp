@@ -452,17 +452,5 @@ INSTANTIATE_TEST_SUITE_P(Grid, DecodeKernel, ::testing::ValuesIn(kernel_cases())
                            return info.param.name;
                          });
 
-// The split heuristic: one wave of CTAs, never more splits than the longest sequence's tiles
-// allow, at most kMaxAutoSplits. Host-only (runs without a GPU too, but lives with the kernel).
-TEST(DecodeSplitHeuristic, Bounds) {
-  using kernels::decode::choose_num_splits;
-  EXPECT_EQ(choose_num_splits(264, 1 << 20, 264), 1);  // a full wave already
-  EXPECT_EQ(choose_num_splits(1000, 1 << 20, 264), 1);
-  EXPECT_EQ(choose_num_splits(8, 8192, 264), 33);     // batch 1, 8 KV heads, kv 8k
-  EXPECT_EQ(choose_num_splits(8, 256, 264), 2);       // 4 tiles, 2 a split at least
-  EXPECT_EQ(choose_num_splits(8, 64, 264), 1);        // one tile
-  EXPECT_EQ(choose_num_splits(1, 1 << 20, 264), 64);  // capped
-}
-
 }  // namespace
 }  // namespace hopattn::testing

@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const __grid_consta
   } else {
     // Thread per (row, 4 features), the splits unrolled by kUnroll with every load issued before
     // the first use: kUnroll L2 round trips in flight instead of one.
-    constexpr int kUnroll = 8;
+    constexpr int kUnroll = 16;
     const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
     for (int idx = tid; idx < rows_valid * (kHeadDim / 4); idx += kThreads) {
       const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));

@@ -10,6 +10,7 @@
 #include "kernels/common/cuda_host.hpp"
 #include "kernels/decode/kernel.cuh"
 #include "kernels/decode/launch.hpp"
+#include "kernels/decode/split_heuristic.hpp"
 
 namespace hopattn::kernels::decode {
 
@@ -78,14 +79,6 @@ void require_16b_rows(const TensorView& t, const char* name) {
 
 }  // namespace
 
-int choose_num_splits(int64_t ctas, int64_t max_kv_len, int64_t slots) {
-  if (ctas <= 0 || ctas >= slots) return 1;
-  int64_t splits = (slots + ctas - 1) / ctas;
-  const int64_t max_tiles = (max_kv_len + kTileTokens - 1) / kTileTokens;
-  splits = std::min(splits, std::max<int64_t>(1, max_tiles / kMinTilesPerSplit));
-  return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAutoSplits));
-}
-
 LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
   if (a.q.rank() != 4 || a.k_cache.rank() != 4) {
     throw Error(ErrorKind::kValue,
@@ -124,9 +117,15 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
     const int device = a.q.device().index;
     const int kv_bytes = dtype_size(a.k_cache.dtype());
     const int num_sms = sms == SmCount::kDevice ? sm_count(device, kWhere) : kHopperMaxSms;
-    const int64_t slots =
-        int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta);
-    pl.num_splits = choose_num_splits(pl.problems, max_kv_len, slots);
+    const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta);
+    // The workspace is sized for the largest Hopper part; the heuristic is not monotone in the
+    // slot count, so a smaller part takes at most that many splits (never more than it has room
+    // for).
+    const int bound = choose_num_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
+    pl.num_splits =
+        sms == SmCount::kDevice
+            ? std::min(bound, choose_num_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm))
+            : bound;
   }
   if (pl.num_splits > 1) {
     const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;

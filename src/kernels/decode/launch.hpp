@@ -26,19 +26,15 @@ struct LaunchPlan {
   size_t workspace_bytes = 0;  // 0 when num_splits == 1
 };
 
-// Which SM count the split heuristic assumes. The launch uses the device's own; the workspace size
-// uses the largest Hopper part's (132 SMs), which bounds every device's split count from above
-// (the heuristic never splits more with fewer SMs), so the size is a pure host function of the
-// shapes: no device query, valid for any sm_90 device.
+// Which SM count the split heuristic assumes. The workspace size uses the largest Hopper part's
+// (132 SMs), so it is a pure host function of the shapes (no device query, valid for any sm_90
+// device); the launch takes the heuristic's choice for the device's own SM count, clamped to the
+// 132-SM choice (the heuristic is not monotone in the SM count, split_heuristic.hpp).
 enum class SmCount { kDevice, kHopperUpperBound };
 inline constexpr int kHopperMaxSms = 132;
 
 LaunchPlan plan(const DecodeArgs& args, const DecodeOptions& opts,
                 SmCount sm_count = SmCount::kDevice);
-
-// The split heuristic: enough CTAs for about one full wave of `slots` (SMs x CTAs per SM), each
-// split keeping at least kMinTilesPerSplit tiles of the longest possible sequence.
-int choose_num_splits(int64_t ctas, int64_t max_kv_len, int64_t slots);
 
 // Launches on `stream` (no allocation, no synchronization; CUDA-graph capturable). With
 // num_splits > 1 the semaphores at the workspace's start are zeroed on the stream first (the

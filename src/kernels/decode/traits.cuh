@@ -31,8 +31,9 @@ inline constexpr int kMmaRows = 16;      // rows of one mma.sync m16n8k16 tile
 inline constexpr int kMaxRowTiles = 4;   // m16 tiles per CTA: one per warp at most
 inline constexpr int kMaxRowsPerCta = kMaxRowTiles * kMmaRows;
 inline constexpr int kLoadTokensPerWarp = kTileTokens / kWarps;  // each warp gathers 16 rows
-inline constexpr int kMaxSplits = 256;     // forced num_splits (the validator's bound)
-inline constexpr int kMaxAutoSplits = 64;  // the heuristic's bound
+inline constexpr int kMaxSplits = 256;  // forced num_splits (the validator's bound)
+// The heuristic's bound: one lane per split in the last block's weight pass (one load round).
+inline constexpr int kMaxAutoSplits = 32;
 inline constexpr int kMinTilesPerSplit = 2;
 inline constexpr int kMaxBeams = 16;  // beams sharing one prefix (segments of a CTA)
 inline constexpr int kMaxSegments = kMaxBeams + 1;

@@ -466,7 +466,9 @@ def _run_decode(q, k_cache, v_cache, kv_lens, flat, out, lse):
     args = (_d(q), _d(k_cache), _d(v_cache), _d(kv_lens), pages, _d(out), _d(lse))
     with _device_of(q):
         size = _C.decode_workspace_size(*args, **a)
-        workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
+        # Zero-once workspace contract (options.hpp): a fresh workspace per call must start
+        # zeroed. Minimal for now; the Python call path is to keep one workspace across calls.
+        workspace = torch.zeros(size, dtype=torch.uint8, device=q.device) if size else None
         _C.decode(*args, **a, workspace=workspace, stream=_stream(q))
 
 

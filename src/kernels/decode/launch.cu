@@ -245,12 +245,6 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const dim3 grid(pl.num_splits, static_cast<unsigned>(hkv * pl.row_tiles), pl.requests);
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (pl.num_splits > 1) {
-    // The kernel's last block leaves every semaphore at 0, but the workspace's first use may
-    // hold anything (callers allocate it uninitialized): zero the counters on the stream. A
-    // memset node in a CUDA graph; dropping it needs a zero-once workspace contract in the API.
-    check_cuda(cudaMemsetAsync(p.semaphores, 0, pl.semaphore_bytes, s), "cudaMemsetAsync");
-  }
   cudaError_t status = cudaErrorInvalidValue;
   switch (d) {
     case 64:

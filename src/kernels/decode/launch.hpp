@@ -36,9 +36,9 @@ inline constexpr int kHopperMaxSms = 132;
 LaunchPlan plan(const DecodeArgs& args, const DecodeOptions& opts,
                 SmCount sm_count = SmCount::kDevice);
 
-// Launches on `stream` (no allocation, no synchronization; CUDA-graph capturable). With
-// num_splits > 1 the semaphores at the workspace's start are zeroed on the stream first (the
-// workspace may be uninitialized), and the kernel's last blocks leave them zero again.
+// Launches on `stream` (no allocation, no synchronization, one kernel node; CUDA-graph
+// capturable). With num_splits > 1 the semaphores at the workspace's start must be zero (the
+// caller zeroes a workspace once after allocating it); the kernel's last blocks leave them zero.
 void launch(const DecodeArgs& args, const DecodeOptions& opts, const LaunchPlan& plan,
             Stream stream);
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "api/validate.hpp"
 #include "cpu/decode_case.hpp"
 #include "decode_upload.hpp"
 #include "gpu_test_support.hpp"
@@ -38,10 +39,15 @@ namespace {
 using decode_case::DecodeCase;
 using decode_case::ScaleKind;
 
+// Who merges split partials: as HOPATTN_DECODE_MERGE says (the public hopattn::decode), or forced
+// through the internal launch with the plan's merge_in_kernel set.
+enum class Merge { kEnv, kInKernel, kKernel };
+
 struct KernelCase {
   std::string name;
   DecodeCase c;
   int num_splits = 0;  // 0: the library's heuristic
+  Merge merge = Merge::kEnv;
 };
 
 void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
@@ -308,6 +314,19 @@ std::vector<KernelCase> kernel_cases() {
     k.c.scale = 0.3f;
     add(k);
   }
+
+  // Both split-merge paths on every case that splits by force (beams, row tiles, sinks, softcap,
+  // D = 256, empty splits), and on the heuristic's batch-1 split.
+  const size_t n = cases.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (cases[i].num_splits <= 1 && cases[i].name != "splits_auto_batch1_long") continue;
+    for (Merge m : {Merge::kInKernel, Merge::kKernel}) {
+      KernelCase k = cases[i];
+      k.name += m == Merge::kKernel ? "_merge_kernel" : "_merge_inkernel";
+      k.merge = m;
+      cases.push_back(std::move(k));
+    }
+  }
   return cases;
 }
 
@@ -360,7 +379,8 @@ TEST_P(DecodeKernel, MatchesReference) {
   DecodeArgs gpu = upload_decode_args(dev, *r, host);
 
   const size_t ws_bytes = decode_workspace_size(gpu, opts);
-  const kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
+  kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
+  if (kc.merge != Merge::kEnv) plan.merge_in_kernel = kc.merge == Merge::kInKernel;
   ASSERT_EQ(ws_bytes, plan.workspace_bytes);
   if (kc.num_splits > 0) ASSERT_EQ(plan.num_splits, kc.num_splits);
   DeviceAllocation ws(ws_bytes);
@@ -374,7 +394,12 @@ TEST_P(DecodeKernel, MatchesReference) {
   auto run = [&](Outputs& got) {
     dev.poison(r->out_buf);
     dev.poison(r->lse_buf);
-    ::hopattn::decode(gpu, opts, nullptr);
+    if (kc.merge == Merge::kEnv) {
+      ::hopattn::decode(gpu, opts, nullptr);
+    } else {
+      ::hopattn::validate::decode(gpu, opts);  // what the public entry point checks first
+      kernels::decode::launch(gpu, opts, plan, nullptr);
+    }
     check_cuda(cudaDeviceSynchronize(), "decode kernel");
     got.out = HostTensor(r->out_buf.dtype(), r->out_buf.shape());
     got.lse = HostTensor(r->lse_buf.dtype(), r->lse_buf.shape());

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
@@ -77,6 +79,19 @@ void require_16b_rows(const TensorView& t, const char* name) {
   if (!ok) not_supported(detail::concat(name, " with 16-byte aligned rows"), t.shape_string());
 }
 
+// HOPATTN_DECODE_MERGE=kernel: split partials are merged by a second launch instead of the last
+// CTA of each problem (inkernel, the default). An internal switch for timing both, read once.
+bool merge_in_kernel_from_env() {
+  static const bool in_kernel = [] {
+    const char* v = std::getenv("HOPATTN_DECODE_MERGE");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "inkernel") == 0) return true;
+    if (std::strcmp(v, "kernel") == 0) return false;
+    throw Error(ErrorKind::kValue,
+                detail::concat("HOPATTN_DECODE_MERGE: expected kernel or inkernel, got ", v));
+  }();
+  return in_kernel;
+}
+
 }  // namespace
 
 LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
@@ -127,6 +142,7 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
             ? std::min(bound, choose_num_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm))
             : bound;
   }
+  pl.merge_in_kernel = merge_in_kernel_from_env();
   if (pl.num_splits > 1) {
     const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;
     pl.semaphore_bytes = align256(size_t(pl.problems) * sizeof(uint32_t));
@@ -238,6 +254,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
     p.semaphores = reinterpret_cast<uint32_t*>(ws);
     p.partial_o = reinterpret_cast<float*>(ws + pl.partial_o_offset);
     p.partial_lse = reinterpret_cast<float*>(ws + pl.partial_lse_offset);
+    p.merge_in_kernel = pl.merge_in_kernel;
   }
   if (pl.requests == 0) return;
 

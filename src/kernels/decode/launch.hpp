@@ -19,6 +19,10 @@ struct LaunchPlan {
   int rows_per_cta = 0;      // 16, 32 or 64
   int row_tiles = 0;         // ceil(rows_per_request / rows_per_cta)
   int num_splits = 1;
+  // num_splits > 1: the last CTA of each problem merges the splits (semaphore), or a second
+  // launch (decode_merge_kernel) does. HOPATTN_DECODE_MERGE=kernel|inkernel (read once; default
+  // inkernel) picks it, so both can be timed; tests set it directly.
+  bool merge_in_kernel = true;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start
   size_t partial_o_offset = 0;

@@ -48,6 +48,7 @@ struct KernelCase {
   DecodeCase c;
   int num_splits = 0;  // 0: the library's heuristic
   Merge merge = Merge::kEnv;
+  int config = 0;  // CTAs per SM the kernel is built for (LaunchPlan::config); 0: the plan's
 };
 
 void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
@@ -315,10 +316,23 @@ std::vector<KernelCase> kernel_cases() {
     add(k);
   }
 
+  // The two-CTA configuration of D = 128 bf16 (the plan picks the three-CTA one by default):
+  // every case with a bf16 cache at D = 128 again, forced to config 2.
+  const size_t n_plain = cases.size();
+  for (size_t i = 0; i < n_plain; ++i) {
+    const DecodeCase& c = cases[i].c;
+    if (c.head_dim != 128 || c.q_dtype != DType::kBF16 || c.cache.dtype != DType::kBF16) continue;
+    KernelCase k = cases[i];
+    k.name += "_ctas2";
+    k.config = 2;
+    cases.push_back(std::move(k));
+  }
+
   // Both split-merge paths on every case that splits by force (beams, row tiles, sinks, softcap,
   // D = 256, empty splits), and on the heuristic's batch-1 split.
   const size_t n = cases.size();
   for (size_t i = 0; i < n; ++i) {
+    if (cases[i].config != 0) continue;
     if (cases[i].num_splits <= 1 && cases[i].name != "splits_auto_batch1_long") continue;
     for (Merge m : {Merge::kInKernel, Merge::kKernel}) {
       KernelCase k = cases[i];
@@ -381,6 +395,8 @@ TEST_P(DecodeKernel, MatchesReference) {
   const size_t ws_bytes = decode_workspace_size(gpu, opts);
   kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
   if (kc.merge != Merge::kEnv) plan.merge_in_kernel = kc.merge == Merge::kInKernel;
+  if (kc.config != 0) plan.config = kc.config;
+  const bool internal = kc.merge != Merge::kEnv || kc.config != 0;
   ASSERT_EQ(ws_bytes, plan.workspace_bytes);
   if (kc.num_splits > 0) ASSERT_EQ(plan.num_splits, kc.num_splits);
   DeviceAllocation ws(ws_bytes);
@@ -394,7 +410,7 @@ TEST_P(DecodeKernel, MatchesReference) {
   auto run = [&](Outputs& got) {
     dev.poison(r->out_buf);
     dev.poison(r->lse_buf);
-    if (kc.merge == Merge::kEnv) {
+    if (!internal) {
       ::hopattn::decode(gpu, opts, nullptr);
     } else {
       ::hopattn::validate::decode(gpu, opts);  // what the public entry point checks first
@@ -462,10 +478,11 @@ TEST_P(DecodeKernel, MatchesReference) {
   }
   const double l2 = rel_l2(got, want);
   std::printf(
-      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d: max err %.3g (tol %.3g), "
-      "rel L2 %.3g, lse max err %.3g\n",
+      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d config %d merge %s: max err %.3g "
+      "(tol %.3g), rel L2 %.3g, lse max err %.3g\n",
       kc.name.c_str(), static_cast<unsigned long long>(seed), plan.num_splits, plan.rows_per_cta,
-      plan.row_tiles, max_err, tol, l2, max_lse_err);
+      plan.row_tiles, plan.config, plan.merge_in_kernel ? "inkernel" : "kernel", max_err, tol, l2,
+      max_lse_err);
   EXPECT_EQ(nan, 0) << "non-finite outputs (poison left, or NaN leaked)";
   EXPECT_EQ(bad, 0) << bad << " outputs beyond " << tol << "; first: " << first_bad;
   EXPECT_EQ(bad_lse, 0) << bad_lse << " lse values beyond 1e-3; " << first_bad;

@@ -16,11 +16,11 @@
 
 namespace hopattn::kernels::decode {
 
-extern template cudaError_t launch_for_head_dim<64>(const Params&, bool, KvFormat, dim3,
+extern template cudaError_t launch_for_head_dim<64>(const Params&, bool, KvFormat, int, dim3,
                                                     cudaStream_t);
-extern template cudaError_t launch_for_head_dim<128>(const Params&, bool, KvFormat, dim3,
+extern template cudaError_t launch_for_head_dim<128>(const Params&, bool, KvFormat, int, dim3,
                                                      cudaStream_t);
-extern template cudaError_t launch_for_head_dim<256>(const Params&, bool, KvFormat, dim3,
+extern template cudaError_t launch_for_head_dim<256>(const Params&, bool, KvFormat, int, dim3,
                                                      cudaStream_t);
 
 namespace {
@@ -34,23 +34,45 @@ void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(stat
               detail::concat("hopattn.decode (GPU): expected ", what, ", got ", given));
 }
 
-template <int kHeadDim, int kKvBytes>
+template <int kHeadDim, int kKvBytes, int kCtas = 2>
 int ctas_per_sm(int rows_per_cta) {
-  const int smem = Traits<kHeadDim, kKvBytes>::smem_bytes(rows_per_cta);
-  // Register bound, 128 threads a CTA (ptxas -v: 128-152 registers at D = 64, 203-250 at
-  // D = 128, 220-255 at D = 256).
-  const int by_registers = kHeadDim <= 64 ? 3 : 2;
+  const int smem = Traits<kHeadDim, kKvBytes, kCtas>::smem_bytes(rows_per_cta);
+  // Register bound, 128 threads a CTA (ptxas -v: 128-152 registers at D = 64, 203-255 at
+  // D = 128, 220-255 at D = 256; <= 168 in the three-CTA configuration).
+  const int by_registers = kCtas >= 3 || kHeadDim <= 64 ? 3 : 2;
   int n = 1;
   while (n < by_registers && smem_fits(smem, n + 1)) ++n;
   return n;
 }
 
-int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta) {
+int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
+  if (config == 3) return ctas_per_sm<128, 2, 3>(rows_per_cta);
   if (head_dim == 64)
     return kv_bytes == 2 ? ctas_per_sm<64, 2>(rows_per_cta) : ctas_per_sm<64, 1>(rows_per_cta);
   if (head_dim == 128)
     return kv_bytes == 2 ? ctas_per_sm<128, 2>(rows_per_cta) : ctas_per_sm<128, 1>(rows_per_cta);
   return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
+}
+
+// HOPATTN_DECODE_CTAS_PER_SM=2 keeps the two-CTA configuration where a three-CTA one exists
+// (default 3); read once, so both can be timed in two runs of one command.
+bool three_ctas_from_env() {
+  static const bool three = [] {
+    const char* v = std::getenv("HOPATTN_DECODE_CTAS_PER_SM");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "3") == 0) return true;
+    if (std::strcmp(v, "2") == 0) return false;
+    throw Error(ErrorKind::kValue,
+                detail::concat("HOPATTN_DECODE_CTAS_PER_SM: expected 2 or 3, got ", v));
+  }();
+  return three;
+}
+
+// The instantiation's configuration: 3 where it exists and three CTAs of this row count fit an
+// SM's shared memory (64-row CTAs do not), else 2.
+int kernel_config(int head_dim, bool bf16, bool native16, int rows_per_cta) {
+  const KvFormat format = native16 ? KvFormat::kNative16 : KvFormat::kE4M3;
+  if (!has_three_cta_variant(head_dim, bf16, format) || !three_ctas_from_env()) return 2;
+  return ctas_per_sm<128, 2, 3>(rows_per_cta) == 3 ? 3 : 2;
 }
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -123,6 +145,8 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
   pl.row_tiles = (pl.rows_per_request + pl.rows_per_cta - 1) / pl.rows_per_cta;
   pl.problems = int64_t(pl.requests) * hkv * pl.row_tiles;
 
+  pl.config = kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16,
+                            dtype_size(a.k_cache.dtype()) == 2, pl.rows_per_cta);
   if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, kMaxSplits);
   } else {
@@ -132,7 +156,7 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
     const int device = a.q.device().index;
     const int kv_bytes = dtype_size(a.k_cache.dtype());
     const int num_sms = sms == SmCount::kDevice ? sm_count(device, kWhere) : kHopperMaxSms;
-    const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta);
+    const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
     // The workspace is sized for the largest Hopper part; the heuristic is not monotone in the
     // slot count, so a smaller part takes at most that many splits (never more than it has room
     // for).
@@ -265,13 +289,13 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   cudaError_t status = cudaErrorInvalidValue;
   switch (d) {
     case 64:
-      status = launch_for_head_dim<64>(p, bf16, format, grid, s);
+      status = launch_for_head_dim<64>(p, bf16, format, pl.config, grid, s);
       break;
     case 128:
-      status = launch_for_head_dim<128>(p, bf16, format, grid, s);
+      status = launch_for_head_dim<128>(p, bf16, format, pl.config, grid, s);
       break;
     case 256:
-      status = launch_for_head_dim<256>(p, bf16, format, grid, s);
+      status = launch_for_head_dim<256>(p, bf16, format, pl.config, grid, s);
       break;
     default:
       not_supported("head_dim 64, 128 or 256", std::to_string(d));

@@ -19,6 +19,9 @@ struct LaunchPlan {
   int rows_per_cta = 0;      // 16, 32 or 64
   int row_tiles = 0;         // ceil(rows_per_request / rows_per_cta)
   int num_splits = 1;
+  // Kernel configuration: CTAs per SM it is built for (traits.cuh): 3 for D = 128 bf16 over a
+  // bf16 cache with <= 32 rows a CTA, unless HOPATTN_DECODE_CTAS_PER_SM=2; else 2.
+  int config = 2;
   // num_splits > 1: the last CTA of each problem merges the splits (semaphore), or a second
   // launch (decode_merge_kernel) does. HOPATTN_DECODE_MERGE=kernel|inkernel (read once; default
   // inkernel) picks it, so both can be timed; tests set it directly.

@@ -54,16 +54,20 @@ int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
   return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
 }
 
+// An internal two-way switch from the environment: true when `name` is unset, empty or
+// `default_value`, false when it is `other`; anything else is an error.
+bool env_switch(const char* name, const char* default_value, const char* other) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0' || std::strcmp(v, default_value) == 0) return true;
+  if (std::strcmp(v, other) == 0) return false;
+  throw Error(ErrorKind::kValue,
+              detail::concat(name, ": expected ", default_value, " or ", other, ", got ", v));
+}
+
 // HOPATTN_DECODE_CTAS_PER_SM=2 keeps the two-CTA configuration where a three-CTA one exists
 // (default 3); read once, so both can be timed in two runs of one command.
 bool three_ctas_from_env() {
-  static const bool three = [] {
-    const char* v = std::getenv("HOPATTN_DECODE_CTAS_PER_SM");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "3") == 0) return true;
-    if (std::strcmp(v, "2") == 0) return false;
-    throw Error(ErrorKind::kValue,
-                detail::concat("HOPATTN_DECODE_CTAS_PER_SM: expected 2 or 3, got ", v));
-  }();
+  static const bool three = env_switch("HOPATTN_DECODE_CTAS_PER_SM", "3", "2");
   return three;
 }
 
@@ -104,13 +108,7 @@ void require_16b_rows(const TensorView& t, const char* name) {
 // HOPATTN_DECODE_MERGE=kernel: split partials are merged by a second launch instead of the last
 // CTA of each problem (inkernel, the default). An internal switch for timing both, read once.
 bool merge_in_kernel_from_env() {
-  static const bool in_kernel = [] {
-    const char* v = std::getenv("HOPATTN_DECODE_MERGE");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "inkernel") == 0) return true;
-    if (std::strcmp(v, "kernel") == 0) return false;
-    throw Error(ErrorKind::kValue,
-                detail::concat("HOPATTN_DECODE_MERGE: expected kernel or inkernel, got ", v));
-  }();
+  static const bool in_kernel = env_switch("HOPATTN_DECODE_MERGE", "inkernel", "kernel");
   return in_kernel;
 }
 

@@ -59,7 +59,11 @@ class DecodeWorkload final : public Workload {
     if (!device) return;
     for (Tensor* t : {&q_, &k_, &v_, &out_, &lse_, &block_table_, &kv_lens_}) t->to_device();
     const size_t bytes = decode_workspace_size(args(Side::kDevice), opts_);
-    if (bytes > 0) workspace_ = DeviceMemory(bytes);
+    if (bytes > 0) {
+      // Zeroed once, reused by every call (the decode workspace contract, options.hpp).
+      workspace_ = DeviceMemory(bytes);
+      fill_device_bytes(workspace_.data(), 0, bytes);
+    }
   }
 
   void poison_outputs(bool device) override {

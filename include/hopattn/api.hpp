@@ -14,6 +14,8 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
 size_t attention_bwd_workspace_size(const BwdArgs& args, const AttentionOptions& opts);
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream stream = nullptr);
 
+// Bytes of workspace decode needs (0: none). Zero it once after allocating; calls keep it valid
+// for the next call (options.hpp, Workspace).
 size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts);
 void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream = nullptr);
 

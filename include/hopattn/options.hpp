@@ -32,6 +32,10 @@ struct PageTable {
 };
 
 // Caller-owned scratch memory (device memory for CUDA calls); size from *_workspace_size().
+// decode: zero the whole workspace ONCE after allocating it (e.g. cudaMemset) and keep it across
+// calls; every call leaves it fit for the next one (its split semaphores back at zero), so calls
+// need no per-call reset. Calls that may run concurrently (different streams) need workspaces of
+// their own. An interrupted call (a fault, a killed kernel) can leave it dirty: zero it again.
 struct Workspace {
   void* data = nullptr;
   size_t bytes = 0;
@@ -99,7 +103,7 @@ struct DecodeArgs {
   TensorView shared_kv_lens;  // optional int32 [B / beam_width]: prefix read once for all beams
   TensorView out;             // output [B, q_len, Hq, D], q's dtype
   TensorView lse;             // output fp32 [B, q_len, Hq]
-  Workspace workspace;
+  Workspace workspace;        // decode_workspace_size() bytes, zeroed once (see Workspace)
 };
 
 // ---------------------------------------------------------------- mla

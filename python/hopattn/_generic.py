@@ -32,19 +32,20 @@ def dl(x):
     return x if spec is None else (x.view(spec[0]), spec[1])
 
 
-def empty(ref, shape, dtype=None):
-    """An uninitialized array in ref's framework and on its device; dtype: None (ref's), "float32"
-    or "uint8"."""
+def empty(ref, shape, dtype=None, zeroed=False):
+    """An uninitialized (zeroed=True: zero-filled) array in ref's framework and on its device;
+    dtype: None (ref's), "float32" or "uint8"."""
     shape = tuple(int(s) for s in shape)
+    make = "zeros" if zeroed else "empty"
     if _is_numpy(ref):
         import numpy as np
 
-        return np.empty(shape, dtype=ref.dtype if dtype is None else np.dtype(dtype))
+        return getattr(np, make)(shape, dtype=ref.dtype if dtype is None else np.dtype(dtype))
     if type(ref).__module__.split(".")[0] == "cupy":
         import cupy
 
         with cupy.cuda.Device(ref.device.id):
-            return cupy.empty(shape, dtype=ref.dtype if dtype is None else dtype)
+            return getattr(cupy, make)(shape, dtype=ref.dtype if dtype is None else dtype)
     namespace = getattr(ref, "__array_namespace__", None)
     if namespace is None:
         raise TypeError(
@@ -52,7 +53,7 @@ def empty(ref, shape, dtype=None):
             f"(CuPy, JAX), got {type(ref).__module__}.{type(ref).__name__}"
         )
     xp = namespace()
-    return xp.empty(
+    return getattr(xp, make)(
         shape, dtype=ref.dtype if dtype is None else getattr(xp, dtype), device=ref.device
     )
 
@@ -158,7 +159,9 @@ def decode(q, k_cache, v_cache, kv_lens, a, out=None, lse=None):
     )
     kwargs = _decode_kwargs(a)
     size = _C.decode_workspace_size(*args, **kwargs)
-    workspace = empty(q, (size,), "uint8") if size else None
+    # Zero-once workspace contract (options.hpp): a fresh workspace per call must start zeroed.
+    # Minimal for now; the Python call path is to keep one workspace across calls instead.
+    workspace = empty(q, (size,), "uint8", zeroed=True) if size else None
     _C.decode(*args, **kwargs, workspace=dl(workspace), stream=stream_of(q))
     return out, lse
 

@@ -107,8 +107,8 @@ def _cached_workspace(t, stream):
 
 
 def _workspace_for(t, key, size):
-    if key is None:
-        return torch.empty(size, dtype=torch.uint8, device=t.device)
+    if key is None:  # zeroed: the decode workspace contract (options.hpp), zeroed before first use
+        return torch.zeros(size, dtype=torch.uint8, device=t.device)
     old = _workspaces.get(key)
     size = max(size, 2 * old.numel()) if old is not None else size
     _workspaces[key] = torch.zeros(size, dtype=torch.uint8, device=t.device)

@@ -2,8 +2,11 @@
 // reference (double precision, fp32 output) on fresh seeded random data. Problems come from the
 // shared decode builder (tests/cpu/decode_case.hpp): poisoned unused pages, slots and block-table
 // entries (a read past kv_len or through a wrong page shows up as NaN), strided block tables,
-// every KV dtype with per-tensor and per-head scales. Outputs are poisoned (0xff) first; every
-// case runs twice on the same workspace (bitwise-identical results, semaphores back at zero).
+// every KV dtype with per-tensor and per-head scales. Outputs are poisoned (0xff) first. The
+// workspace is garbage except for its zeroed semaphore area (the zero-once contract: nothing else
+// may be relied on), and every case runs twice on it without a reset: the first result against
+// the reference, the second bitwise equal to the first, the semaphores back at zero after each
+// (a counter left non-zero would elect the wrong last block and merge missing partials).
 //
 // Error bounds. Inputs are exact in both computations (16-bit q and V, 8-bit KV dequantized
 // exactly to q's dtype, scales applied in fp32); the kernel rounds P to q's dtype before PV and
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "api/validate.hpp"
 #include "cpu/decode_case.hpp"
 #include "decode_upload.hpp"
 #include "gpu_test_support.hpp"
@@ -35,10 +39,16 @@ namespace {
 using decode_case::DecodeCase;
 using decode_case::ScaleKind;
 
+// Who merges split partials: as HOPATTN_DECODE_MERGE says (the public hopattn::decode), or forced
+// through the internal launch with the plan's merge_in_kernel set.
+enum class Merge { kEnv, kInKernel, kKernel };
+
 struct KernelCase {
   std::string name;
   DecodeCase c;
   int num_splits = 0;  // 0: the library's heuristic
+  Merge merge = Merge::kEnv;
+  int config = 0;  // CTAs per SM the kernel is built for (LaunchPlan::config); 0: the plan's
 };
 
 void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
@@ -305,6 +315,32 @@ std::vector<KernelCase> kernel_cases() {
     k.c.scale = 0.3f;
     add(k);
   }
+
+  // The two-CTA configuration of D = 128 bf16 (the plan picks the three-CTA one by default):
+  // every case with a bf16 cache at D = 128 again, forced to config 2.
+  const size_t n_plain = cases.size();
+  for (size_t i = 0; i < n_plain; ++i) {
+    const DecodeCase& c = cases[i].c;
+    if (c.head_dim != 128 || c.q_dtype != DType::kBF16 || c.cache.dtype != DType::kBF16) continue;
+    KernelCase k = cases[i];
+    k.name += "_ctas2";
+    k.config = 2;
+    cases.push_back(std::move(k));
+  }
+
+  // Both split-merge paths on every case that splits by force (beams, row tiles, sinks, softcap,
+  // D = 256, empty splits), and on the heuristic's batch-1 split.
+  const size_t n = cases.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (cases[i].config != 0) continue;
+    if (cases[i].num_splits <= 1 && cases[i].name != "splits_auto_batch1_long") continue;
+    for (Merge m : {Merge::kInKernel, Merge::kKernel}) {
+      KernelCase k = cases[i];
+      k.name += m == Merge::kKernel ? "_merge_kernel" : "_merge_inkernel";
+      k.merge = m;
+      cases.push_back(std::move(k));
+    }
+  }
   return cases;
 }
 
@@ -357,37 +393,51 @@ TEST_P(DecodeKernel, MatchesReference) {
   DecodeArgs gpu = upload_decode_args(dev, *r, host);
 
   const size_t ws_bytes = decode_workspace_size(gpu, opts);
-  const kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
+  kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
+  if (kc.merge != Merge::kEnv) plan.merge_in_kernel = kc.merge == Merge::kInKernel;
+  if (kc.config != 0) plan.config = kc.config;
+  const bool internal = kc.merge != Merge::kEnv || kc.config != 0;
   ASSERT_EQ(ws_bytes, plan.workspace_bytes);
   if (kc.num_splits > 0) ASSERT_EQ(plan.num_splits, kc.num_splits);
   DeviceAllocation ws(ws_bytes);
-  // Garbage, not zeros: the call must not rely on a zeroed workspace.
+  // Garbage except the semaphores: the zero-once contract promises only those.
   check_cuda(cudaMemset(ws.data(), 0x5a, ws_bytes > 0 ? ws_bytes : 16), "cudaMemset");
+  if (plan.num_splits > 1) {
+    check_cuda(cudaMemset(ws.data(), 0, plan.semaphore_bytes), "cudaMemset(semaphores)");
+  }
   gpu.workspace = {ws_bytes > 0 ? ws.data() : nullptr, ws_bytes};
 
   auto run = [&](Outputs& got) {
     dev.poison(r->out_buf);
     dev.poison(r->lse_buf);
-    ::hopattn::decode(gpu, opts, nullptr);
+    if (!internal) {
+      ::hopattn::decode(gpu, opts, nullptr);
+    } else {
+      ::hopattn::validate::decode(gpu, opts);  // what the public entry point checks first
+      kernels::decode::launch(gpu, opts, plan, nullptr);
+    }
     check_cuda(cudaDeviceSynchronize(), "decode kernel");
     got.out = HostTensor(r->out_buf.dtype(), r->out_buf.shape());
     got.lse = HostTensor(r->lse_buf.dtype(), r->lse_buf.shape());
     dev.download(r->out_buf, got.out);
     dev.download(r->lse_buf, got.lse);
   };
-  Outputs first, second;
-  run(first);
-  if (plan.num_splits > 1) {
-    // Every semaphore back at zero after the launch (the last block of each problem reset it).
+  // Every semaphore back at zero after a launch (the last block of each problem reset it).
+  auto expect_semaphores_zero = [&](const char* when) {
+    if (plan.num_splits <= 1) return;
     std::vector<uint32_t> sem(plan.problems);
     check_cuda(
         cudaMemcpy(sem.data(), ws.data(), sem.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost),
         "cudaMemcpy(semaphores)");
     size_t dirty = 0;
     for (uint32_t s : sem) dirty += s != 0;
-    EXPECT_EQ(dirty, 0u) << "semaphores not reset by the last block of their problem";
-  }
+    EXPECT_EQ(dirty, 0u) << "semaphores not reset by the last block of their problem, " << when;
+  };
+  Outputs first, second;
+  run(first);
+  expect_semaphores_zero("after the first launch");
   run(second);
+  expect_semaphores_zero("after the second launch");
 
   const std::vector<double> got = gather(rebase(host.out, r->out_buf, first.out));
   const std::vector<double> got_lse = gather(rebase(host.lse, r->lse_buf, first.lse));
@@ -428,10 +478,11 @@ TEST_P(DecodeKernel, MatchesReference) {
   }
   const double l2 = rel_l2(got, want);
   std::printf(
-      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d: max err %.3g (tol %.3g), "
-      "rel L2 %.3g, lse max err %.3g\n",
+      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d config %d merge %s: max err %.3g "
+      "(tol %.3g), rel L2 %.3g, lse max err %.3g\n",
       kc.name.c_str(), static_cast<unsigned long long>(seed), plan.num_splits, plan.rows_per_cta,
-      plan.row_tiles, max_err, tol, l2, max_lse_err);
+      plan.row_tiles, plan.config, plan.merge_in_kernel ? "inkernel" : "kernel", max_err, tol, l2,
+      max_lse_err);
   EXPECT_EQ(nan, 0) << "non-finite outputs (poison left, or NaN leaked)";
   EXPECT_EQ(bad, 0) << bad << " outputs beyond " << tol << "; first: " << first_bad;
   EXPECT_EQ(bad_lse, 0) << bad_lse << " lse values beyond 1e-3; " << first_bad;
@@ -451,18 +502,6 @@ INSTANTIATE_TEST_SUITE_P(Grid, DecodeKernel, ::testing::ValuesIn(kernel_cases())
                          [](const ::testing::TestParamInfo<KernelCase>& info) {
                            return info.param.name;
                          });
-
-// The split heuristic: one wave of CTAs, never more splits than the longest sequence's tiles
-// allow, at most kMaxAutoSplits. Host-only (runs without a GPU too, but lives with the kernel).
-TEST(DecodeSplitHeuristic, Bounds) {
-  using kernels::decode::choose_num_splits;
-  EXPECT_EQ(choose_num_splits(264, 1 << 20, 264), 1);  // a full wave already
-  EXPECT_EQ(choose_num_splits(1000, 1 << 20, 264), 1);
-  EXPECT_EQ(choose_num_splits(8, 8192, 264), 33);     // batch 1, 8 KV heads, kv 8k
-  EXPECT_EQ(choose_num_splits(8, 256, 264), 2);       // 4 tiles, 2 a split at least
-  EXPECT_EQ(choose_num_splits(8, 64, 264), 1);        // one tile
-  EXPECT_EQ(choose_num_splits(1, 1 << 20, 264), 64);  // capped
-}
 
 }  // namespace
 }  // namespace hopattn::testing

@@ -2,5 +2,6 @@
 #include "kernels/decode/kernel.cuh"
 
 namespace hopattn::kernels::decode {
-template cudaError_t launch_for_head_dim<64>(const Params&, bool, KvFormat, dim3, cudaStream_t);
+template cudaError_t launch_for_head_dim<64>(const Params&, bool, KvFormat, int, dim3,
+                                             cudaStream_t);
 }  // namespace hopattn::kernels::decode

@@ -5,19 +5,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
 #include "kernels/decode/kernel.cuh"
 #include "kernels/decode/launch.hpp"
+#include "kernels/decode/split_heuristic.hpp"
 
 namespace hopattn::kernels::decode {
 
-extern template cudaError_t launch_for_head_dim<64>(const Params&, bool, KvFormat, dim3,
+extern template cudaError_t launch_for_head_dim<64>(const Params&, bool, KvFormat, int, dim3,
                                                     cudaStream_t);
-extern template cudaError_t launch_for_head_dim<128>(const Params&, bool, KvFormat, dim3,
+extern template cudaError_t launch_for_head_dim<128>(const Params&, bool, KvFormat, int, dim3,
                                                      cudaStream_t);
-extern template cudaError_t launch_for_head_dim<256>(const Params&, bool, KvFormat, dim3,
+extern template cudaError_t launch_for_head_dim<256>(const Params&, bool, KvFormat, int, dim3,
                                                      cudaStream_t);
 
 namespace {
@@ -31,23 +34,49 @@ void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(stat
               detail::concat("hopattn.decode (GPU): expected ", what, ", got ", given));
 }
 
-template <int kHeadDim, int kKvBytes>
+template <int kHeadDim, int kKvBytes, int kCtas = 2>
 int ctas_per_sm(int rows_per_cta) {
-  const int smem = Traits<kHeadDim, kKvBytes>::smem_bytes(rows_per_cta);
-  // Register bound, 128 threads a CTA (ptxas -v: 128-152 registers at D = 64, 203-250 at
-  // D = 128, 220-255 at D = 256).
-  const int by_registers = kHeadDim <= 64 ? 3 : 2;
+  const int smem = Traits<kHeadDim, kKvBytes, kCtas>::smem_bytes(rows_per_cta);
+  // Register bound, 128 threads a CTA (ptxas -v: 128-152 registers at D = 64, 203-255 at
+  // D = 128, 220-255 at D = 256; <= 168 in the three-CTA configuration).
+  const int by_registers = kCtas >= 3 || kHeadDim <= 64 ? 3 : 2;
   int n = 1;
   while (n < by_registers && smem_fits(smem, n + 1)) ++n;
   return n;
 }
 
-int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta) {
+int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
+  if (config == 3) return ctas_per_sm<128, 2, 3>(rows_per_cta);
   if (head_dim == 64)
     return kv_bytes == 2 ? ctas_per_sm<64, 2>(rows_per_cta) : ctas_per_sm<64, 1>(rows_per_cta);
   if (head_dim == 128)
     return kv_bytes == 2 ? ctas_per_sm<128, 2>(rows_per_cta) : ctas_per_sm<128, 1>(rows_per_cta);
   return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
+}
+
+// An internal two-way switch from the environment: true when `name` is unset, empty or
+// `default_value`, false when it is `other`; anything else is an error.
+bool env_switch(const char* name, const char* default_value, const char* other) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0' || std::strcmp(v, default_value) == 0) return true;
+  if (std::strcmp(v, other) == 0) return false;
+  throw Error(ErrorKind::kValue,
+              detail::concat(name, ": expected ", default_value, " or ", other, ", got ", v));
+}
+
+// HOPATTN_DECODE_CTAS_PER_SM=2 keeps the two-CTA configuration where a three-CTA one exists
+// (default 3); read once, so both can be timed in two runs of one command.
+bool three_ctas_from_env() {
+  static const bool three = env_switch("HOPATTN_DECODE_CTAS_PER_SM", "3", "2");
+  return three;
+}
+
+// The instantiation's configuration: 3 where it exists and three CTAs of this row count fit an
+// SM's shared memory (64-row CTAs do not), else 2.
+int kernel_config(int head_dim, bool bf16, bool native16, int rows_per_cta) {
+  const KvFormat format = native16 ? KvFormat::kNative16 : KvFormat::kE4M3;
+  if (!has_three_cta_variant(head_dim, bf16, format) || !three_ctas_from_env()) return 2;
+  return ctas_per_sm<128, 2, 3>(rows_per_cta) == 3 ? 3 : 2;
 }
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -76,15 +105,14 @@ void require_16b_rows(const TensorView& t, const char* name) {
   if (!ok) not_supported(detail::concat(name, " with 16-byte aligned rows"), t.shape_string());
 }
 
-}  // namespace
-
-int choose_num_splits(int64_t ctas, int64_t max_kv_len, int64_t slots) {
-  if (ctas <= 0 || ctas >= slots) return 1;
-  int64_t splits = (slots + ctas - 1) / ctas;
-  const int64_t max_tiles = (max_kv_len + kTileTokens - 1) / kTileTokens;
-  splits = std::min(splits, std::max<int64_t>(1, max_tiles / kMinTilesPerSplit));
-  return static_cast<int>(std::clamp<int64_t>(splits, 1, kMaxAutoSplits));
+// HOPATTN_DECODE_MERGE=kernel: split partials are merged by a second launch instead of the last
+// CTA of each problem (inkernel, the default). An internal switch for timing both, read once.
+bool merge_in_kernel_from_env() {
+  static const bool in_kernel = env_switch("HOPATTN_DECODE_MERGE", "inkernel", "kernel");
+  return in_kernel;
 }
+
+}  // namespace
 
 LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
   if (a.q.rank() != 4 || a.k_cache.rank() != 4) {
@@ -115,6 +143,8 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
   pl.row_tiles = (pl.rows_per_request + pl.rows_per_cta - 1) / pl.rows_per_cta;
   pl.problems = int64_t(pl.requests) * hkv * pl.row_tiles;
 
+  pl.config = kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16,
+                            dtype_size(a.k_cache.dtype()) == 2, pl.rows_per_cta);
   if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, kMaxSplits);
   } else {
@@ -124,10 +154,17 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
     const int device = a.q.device().index;
     const int kv_bytes = dtype_size(a.k_cache.dtype());
     const int num_sms = sms == SmCount::kDevice ? sm_count(device, kWhere) : kHopperMaxSms;
-    const int64_t slots =
-        int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta);
-    pl.num_splits = choose_num_splits(pl.problems, max_kv_len, slots);
+    const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
+    // The workspace is sized for the largest Hopper part; the heuristic is not monotone in the
+    // slot count, so a smaller part takes at most that many splits (never more than it has room
+    // for).
+    const int bound = choose_num_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
+    pl.num_splits =
+        sms == SmCount::kDevice
+            ? std::min(bound, choose_num_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm))
+            : bound;
   }
+  pl.merge_in_kernel = merge_in_kernel_from_env();
   if (pl.num_splits > 1) {
     const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;
     pl.semaphore_bytes = align256(size_t(pl.problems) * sizeof(uint32_t));
@@ -239,6 +276,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
     p.semaphores = reinterpret_cast<uint32_t*>(ws);
     p.partial_o = reinterpret_cast<float*>(ws + pl.partial_o_offset);
     p.partial_lse = reinterpret_cast<float*>(ws + pl.partial_lse_offset);
+    p.merge_in_kernel = pl.merge_in_kernel;
   }
   if (pl.requests == 0) return;
 
@@ -246,22 +284,16 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const dim3 grid(pl.num_splits, static_cast<unsigned>(hkv * pl.row_tiles), pl.requests);
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (pl.num_splits > 1) {
-    // The kernel's last block leaves every semaphore at 0, but the workspace's first use may
-    // hold anything (callers allocate it uninitialized): zero the counters on the stream. A
-    // memset node in a CUDA graph; dropping it needs a zero-once workspace contract in the API.
-    check_cuda(cudaMemsetAsync(p.semaphores, 0, pl.semaphore_bytes, s), "cudaMemsetAsync");
-  }
   cudaError_t status = cudaErrorInvalidValue;
   switch (d) {
     case 64:
-      status = launch_for_head_dim<64>(p, bf16, format, grid, s);
+      status = launch_for_head_dim<64>(p, bf16, format, pl.config, grid, s);
       break;
     case 128:
-      status = launch_for_head_dim<128>(p, bf16, format, grid, s);
+      status = launch_for_head_dim<128>(p, bf16, format, pl.config, grid, s);
       break;
     case 256:
-      status = launch_for_head_dim<256>(p, bf16, format, grid, s);
+      status = launch_for_head_dim<256>(p, bf16, format, pl.config, grid, s);
       break;
     default:
       not_supported("head_dim 64, 128 or 256", std::to_string(d));

@@ -19,6 +19,13 @@ struct LaunchPlan {
   int rows_per_cta = 0;      // 16, 32 or 64
   int row_tiles = 0;         // ceil(rows_per_request / rows_per_cta)
   int num_splits = 1;
+  // Kernel configuration: CTAs per SM it is built for (traits.cuh): 3 for D = 128 bf16 over a
+  // bf16 cache with <= 32 rows a CTA, unless HOPATTN_DECODE_CTAS_PER_SM=2; else 2.
+  int config = 2;
+  // num_splits > 1: the last CTA of each problem merges the splits (semaphore), or a second
+  // launch (decode_merge_kernel) does. HOPATTN_DECODE_MERGE=kernel|inkernel (read once; default
+  // inkernel) picks it, so both can be timed; tests set it directly.
+  bool merge_in_kernel = true;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start
   size_t partial_o_offset = 0;
@@ -26,23 +33,19 @@ struct LaunchPlan {
   size_t workspace_bytes = 0;  // 0 when num_splits == 1
 };
 
-// Which SM count the split heuristic assumes. The launch uses the device's own; the workspace size
-// uses the largest Hopper part's (132 SMs), which bounds every device's split count from above
-// (the heuristic never splits more with fewer SMs), so the size is a pure host function of the
-// shapes: no device query, valid for any sm_90 device.
+// Which SM count the split heuristic assumes. The workspace size uses the largest Hopper part's
+// (132 SMs), so it is a pure host function of the shapes (no device query, valid for any sm_90
+// device); the launch takes the heuristic's choice for the device's own SM count, clamped to the
+// 132-SM choice (the heuristic is not monotone in the SM count, split_heuristic.hpp).
 enum class SmCount { kDevice, kHopperUpperBound };
 inline constexpr int kHopperMaxSms = 132;
 
 LaunchPlan plan(const DecodeArgs& args, const DecodeOptions& opts,
                 SmCount sm_count = SmCount::kDevice);
 
-// The split heuristic: enough CTAs for about one full wave of `slots` (SMs x CTAs per SM), each
-// split keeping at least kMinTilesPerSplit tiles of the longest possible sequence.
-int choose_num_splits(int64_t ctas, int64_t max_kv_len, int64_t slots);
-
-// Launches on `stream` (no allocation, no synchronization; CUDA-graph capturable). With
-// num_splits > 1 the semaphores at the workspace's start are zeroed on the stream first (the
-// workspace may be uninitialized), and the kernel's last blocks leave them zero again.
+// Launches on `stream` (no allocation, no synchronization, one kernel node; CUDA-graph
+// capturable). With num_splits > 1 the semaphores at the workspace's start must be zero (the
+// caller zeroes a workspace once after allocating it); the kernel's last blocks leave them zero.
 void launch(const DecodeArgs& args, const DecodeOptions& opts, const LaunchPlan& plan,
             Stream stream);
 

@@ -54,8 +54,8 @@ __device__ __forceinline__ void issue_tile(const Params& p, char* stage, const P
   constexpr int kChunks = T::kChunksPerRow;
   char* k_tile = stage;
   char* v_tile = stage + T::kTileBytes;
-#pragma unroll
-  for (int j = 0; j < kChunks * kLoadTokensPerWarp / 32; ++j) {
+#pragma unroll(T::kIssueUnroll)
+  for (int j = 0; j < T::kIssueIters; ++j) {
     const int linear = 32 * j + lane;
     const int token = linear / kChunks;
     const int chunk = linear % kChunks;

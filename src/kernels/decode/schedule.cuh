@@ -76,6 +76,8 @@ struct Params {
   float* partial_o;    // [problems][splits][rows_per_cta][D], normalized
   float* partial_lse;  // [problems][splits][rows_per_cta], log2 domain, sink excluded
   uint32_t* semaphores;
+  // The last CTA of each problem merges (true), or decode_merge_kernel does after the launch.
+  bool merge_in_kernel;
 };
 
 inline constexpr float kLog2e = 1.4426950408889634f;

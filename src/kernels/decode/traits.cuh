@@ -31,8 +31,9 @@ inline constexpr int kMmaRows = 16;      // rows of one mma.sync m16n8k16 tile
 inline constexpr int kMaxRowTiles = 4;   // m16 tiles per CTA: one per warp at most
 inline constexpr int kMaxRowsPerCta = kMaxRowTiles * kMmaRows;
 inline constexpr int kLoadTokensPerWarp = kTileTokens / kWarps;  // each warp gathers 16 rows
-inline constexpr int kMaxSplits = 256;     // forced num_splits (the validator's bound)
-inline constexpr int kMaxAutoSplits = 64;  // the heuristic's bound
+inline constexpr int kMaxSplits = 256;  // forced num_splits (the validator's bound)
+// The heuristic's bound: one lane per split in the last block's weight pass (one load round).
+inline constexpr int kMaxAutoSplits = 32;
 inline constexpr int kMinTilesPerSplit = 2;
 inline constexpr int kMaxBeams = 16;  // beams sharing one prefix (segments of a CTA)
 inline constexpr int kMaxSegments = kMaxBeams + 1;
@@ -47,8 +48,10 @@ enum class KvFormat : uint8_t { kNative16, kE4M3, kE5M2, kInt8 };
 
 constexpr int kv_format_bytes(KvFormat f) { return f == KvFormat::kNative16 ? 2 : 1; }
 
-// One instantiation's geometry. Row = one token's K (or V) vector of one KV head.
-template <int kHeadDim, int kKvBytes>
+// One instantiation's geometry. Row = one token's K (or V) vector of one KV head. kCtasPerSm:
+// 2 (the default: ~96 KB of ring, registers unbounded up to 255) or 3 (a ~64 KB ring and at most
+// 168 registers, so three CTAs share an SM: 12 warps instead of 8 to hide latency with).
+template <int kHeadDim, int kKvBytes, int kCtasPerSm = 2>
 struct Traits {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim 64/128/256");
   static_assert(kKvBytes == 1 || kKvBytes == 2, "8- or 16-bit KV");
@@ -58,10 +61,21 @@ struct Traits {
   static constexpr int kChunksPerRow = kRowBytes / 16;  // 16-byte cp.async pieces
   static constexpr int kTileBytes = kTileTokens * kRowBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K tile then V tile
-  // About 96 KB of ring (two CTAs per SM where registers allow), never fewer than 3 stages.
-  static constexpr int kStagesWanted = (96 * 1024) / kStageBytes;
-  static constexpr int kStages = kStagesWanted < 3 ? 3 : (kStagesWanted > 8 ? 8 : kStagesWanted);
+  // About 96 KB of ring (two CTAs per SM where registers allow), never fewer than 3 stages; with
+  // three CTAs per SM about 64 KB (D = 128 16-bit: 2 stages, one tile in flight per CTA while the
+  // other is consumed: 96 KB per SM).
+  static constexpr int kCtas = kCtasPerSm;
+  static constexpr int kRingBudget = kCtasPerSm >= 3 ? 64 * 1024 : 96 * 1024;
+  static constexpr int kMinStages = kCtasPerSm >= 3 ? 2 : 3;
+  static constexpr int kStagesWanted = kRingBudget / kStageBytes;
+  static constexpr int kStages =
+      kStagesWanted < kMinStages ? kMinStages : (kStagesWanted > 8 ? 8 : kStagesWanted);
   static constexpr int kRingBytes = kStages * kStageBytes;
+  // The gather's 16-byte copies per lane and tile: fully unrolled, ptxas hoists every shuffle and
+  // 64-bit address of the 8 (D = 128 16-bit) iterations, ~40 registers; under the 168-register
+  // bound of three CTAs that spills, so that configuration keeps the loop rolled.
+  static constexpr int kIssueIters = kChunksPerRow * kLoadTokensPerWarp / 32;
+  static constexpr int kIssueUnroll = kCtasPerSm >= 3 ? 1 : kIssueIters;
 
   // D = 256: a warp pair shares rows and keys; both compute S, each accumulates half of the
   // output features (a 16 x 256 fp32 accumulator alone would take 128 registers a thread).

@@ -297,6 +297,9 @@ rate is TFLOP/s for fwd, bwd and MLA prefill, TB/s of the minimum traffic (input
 outputs written once) for decode, MLA decode and merge; max err is the largest absolute error of
 the output against the check. Exit code: 0 all rows passed (or have no GPU kernel yet), 1 a check
 failed, 2 bad command line.
+
+Environment: HOPATTN_BENCH_WARM_L2=1 skips the L2 flush before each timed GPU call (a diagnostic:
+the difference to a flushed run is the cost of cold code and data).
 )";
 }
 

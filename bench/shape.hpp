@@ -26,7 +26,7 @@ struct Shape {
   bool causal = false;
   Window window{};
   float softcap = 0.f;
-  bool deterministic = false;  // bwd: bitwise reproducible dQ (a row of its own in `bench bwd`)
+  bool deterministic = false;    // bwd: bitwise reproducible dQ (a row of its own in `bench bwd`)
   std::optional<bool> pack_gqa;  // fwd: AttentionOptions::pack_gqa (unset: the kernel decides)
 
   std::string describe() const;  // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"

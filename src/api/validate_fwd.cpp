@@ -139,6 +139,12 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
   const Checker c("attention_bwd", f.q, "q");
   check_options(c, opts);
   const FwdDims d = check_fwd_args(c, f);
+  // Training has no paged KV cache; the CPU reference takes one, the CUDA backward does not.
+  if (c.on_cuda() && layout_of(f) == KVLayoutKind::kPaged) {
+    c.fail(ErrorKind::kNotImplemented, "page_table",
+           "dense or varlen k and v on CUDA (the backward has no paged KV cache)",
+           "a paged KV cache");
+  }
 
   c.tensor(args.dout, "dout", DTypes({f.out.dtype()}, "out's dtype"), Shape::of(f.out),
            "out's shape");

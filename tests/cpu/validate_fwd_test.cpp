@@ -750,6 +750,22 @@ TEST(ValidateBwd, CudaGradientsNeedTmaLayouts) {
                            "dq: expected innermost stride 1 on CUDA (TMA), got stride 3"));
 }
 
+TEST(ValidateBwd, CudaRejectsAPagedCache) {
+  Bwd b{paged_fwd(), {}};
+  b.fwd.args.max_seqlen_q = 3;
+  b.fwd.args.max_seqlen_k = 12;
+  move_to_cuda(b.fwd.args);
+  TensorKeeper& keep = b.fwd.keep;
+  b.args.fwd = b.fwd.args;
+  b.args.dout = on_cuda(keep.make(kBF16, {5, 8, 64}));
+  b.args.dq = on_cuda(keep.make(kBF16, {5, 8, 64}));
+  b.args.dk = on_cuda(keep.make(kBF16, {6, 4, 2, 64}));
+  b.args.dv = on_cuda(keep.make(kBF16, {6, 4, 2, 64}));
+  EXPECT_TRUE(throws_error([&] { validate_bwd(b); }, ErrorKind::kNotImplemented,
+                           "hopattn.attention_bwd: page_table: expected dense or varlen k and v "
+                           "on CUDA (the backward has no paged KV cache), got a paged KV cache"));
+}
+
 // ------------------------------------------------------------------------------------ public API
 
 // The public entry points validate before they compute: a rejected call leaves its outputs as

@@ -35,7 +35,17 @@ hopattn with deterministic=True; "det / normal" is its speed over the normal mod
 import argparse
 import sys
 
-from peer_rows import Row, llama_rows, publish, ratio, short, sweep_rows, table
+from peer_rows import (
+    Row,
+    add_head_dims_arg,
+    keep_head_dims,
+    llama_rows,
+    publish,
+    ratio,
+    short,
+    sweep_rows,
+    table,
+)
 
 BWD_FLOP_FACTOR = 2.5  # backward work over the forward's (5 GEMMs against 2)
 IMPLS = ("hopattn", "det", "cudnn", "flash")
@@ -179,6 +189,7 @@ def row_cells(rates, cells):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="6 rows, under a minute")
+    add_head_dims_arg(parser)
     parser.add_argument(
         "--dry-run", action="store_true", help="print the rows and their FLOPs (no torch needed)"
     )
@@ -189,7 +200,7 @@ def main():
         help="compare hopattn's gradients with SDPA's on small shapes first",
     )
     args = parser.parse_args()
-    rows = quick_rows() if args.quick else all_rows()
+    rows = keep_head_dims(quick_rows() if args.quick else all_rows(), args.head_dims)
     if args.dry_run:
         dry_run(rows)
         return

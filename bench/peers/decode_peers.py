@@ -309,7 +309,8 @@ def main():
         with open(os.path.join(out, "decode_peers.md"), "w") as f:
             f.write(
                 f"{dev.name}, torch {torch.__version__}, cuDNN "
-                f"{torch.backends.cudnn.version()}, median of {reps} graph replays of 8 calls, L2 flushed\n\n"
+                f"{torch.backends.cudnn.version()}, median of {reps} graph replays of 8 calls, "
+                "L2 flushed\n\n"
             )
             if errors:
                 f.write(f"check rel L2: bf16 {errors[0]:.2e}, fp8 e4m3 {errors[1]:.2e}\n\n")

@@ -30,7 +30,17 @@ import argparse
 import sys
 
 import torch
-from peer_rows import Row, llama_rows, publish, ratio, short, sweep_rows, table
+from peer_rows import (
+    Row,
+    add_head_dims_arg,
+    keep_head_dims,
+    llama_rows,
+    publish,
+    ratio,
+    short,
+    sweep_rows,
+    table,
+)
 from peer_torch import Inputs, run_rows, sdpa_fn, setup_line, time_ms
 
 import hopattn
@@ -148,11 +158,12 @@ def row_cells(rates, cells):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="6 rows, under a minute")
+    add_head_dims_arg(parser)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("fwd_peers.py: needs a CUDA device")
 
-    rows = quick_rows() if args.quick else all_rows()
+    rows = keep_head_dims(quick_rows() if args.quick else all_rows(), args.head_dims)
     elapsed = run_rows(rows, run_row)
     header = [
         f"# fwd peers ({'quick' if args.quick else 'sweep'})",

@@ -59,6 +59,21 @@ class Row:
         return self.label, size, ", ".join(flags)
 
 
+def add_head_dims_arg(parser):
+    """--head-dims D[,D...]: keep only the rows whose Dqk is listed (e.g. a rerun of the rows of
+    one head dim after a change to its kernel)."""
+    parser.add_argument(
+        "--head-dims",
+        type=lambda text: {int(d) for d in text.split(",")},
+        default=None,
+        help="comma-separated Dqk values: run only those rows",
+    )
+
+
+def keep_head_dims(rows, dims):
+    return rows if dims is None else [r for r in rows if r.d in dims]
+
+
 def sweep_rows(head_dims=((64, 64), (128, 128), (256, 256)), peers_for=None):
     """The issue's sweep: batch * seqlen = 16k tokens, heads * Dqk = 2048, seqlen 512..16k, causal
     and not, for each (Dqk, Dv); peers_for(dqk, dv) -> the SDPA backends to time (default both)."""

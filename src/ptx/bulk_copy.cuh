@@ -65,9 +65,4 @@ __device__ __forceinline__ void red_add_release_gpu(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
-// PTX ISA "nanosleep": suspends the thread for about `ns` nanoseconds (a polite spin).
-__device__ __forceinline__ void nanosleep(uint32_t ns) {
-  asm volatile("nanosleep.u32 %0;\n" ::"r"(ns));
-}
-
 }  // namespace hopattn::ptx

@@ -62,14 +62,9 @@ TEST(BwdGeometry, BlockRangesMatchBruteForce) {
             const bool in_range = m >= r.begin && m < r.end;
             ASSERT_EQ(in_range, meet) << "sq " << sq << " sk " << sk << " window " << w[0] << ","
                                       << w[1] << " m " << m << " n " << n;
-            if (meet) {
-              ASSERT_LE(g.first_n_block(m), n);
-              // Deterministic order: the blocks from first_n_block(m) to n all meet tile m.
-              for (int n2 = g.first_n_block(m); n2 < n; ++n2) {
-                const kb::BlockGeometry::MRange r2 = g.m_range(n2);
-                ASSERT_TRUE(m >= r2.begin && m < r2.end) << "gap at n " << n2;
-              }
-            }
+            // Deterministic order (dq_turn): the blocks meeting tile m are first..last_n_block(m)
+            // (tests/cpu/bwd_order_test.cpp checks the order itself).
+            ASSERT_EQ(meet, n >= g.first_n_block(m) && n <= g.last_n_block(m)) << "m " << m;
             if (!g.needs_mask(m, n)) {
               ASSERT_TRUE(all) << "m " << m << " n " << n;
             }
@@ -418,6 +413,33 @@ TEST(BwdKernel, E_Deterministic) {
   w.opts.window = {100, 20};
   w.opts.deterministic = true;
   check_case(w, test_seed());
+}
+
+// The deterministic order across CTAs (descending KV blocks, higher blocks launched first,
+// workspace.hpp): causal with a left window, causal with q_len > kv_len (rows that see no key),
+// varlen causal with GQA, and one KV head whose single q tile meets more KV blocks than an H200
+// runs at once (133 CTAs of 128 or 64 keys, one per SM: the first ones must not wait for ones that
+// have not started).
+TEST(BwdKernel, E_DeterministicOrder) {
+  SKIP_WITHOUT_HOPPER();
+  BwdCase c = dense_case(DType::kBF16, 2, 700, 700, 2, 2, true);
+  c.opts.window = {150, -1};
+  c.opts.deterministic = true;
+  check_case(c, test_seed());
+  BwdCase rows = dense_case(DType::kFP16, 2, 900, 333, 1, 3, true, 64);
+  rows.opts.deterministic = true;
+  check_case(rows, test_seed());
+  BwdCase v = varlen_case(DType::kBF16, {1, 239, 64, 600}, {113, 0, 500, 640}, 2, 4, true);
+  v.opts.deterministic = true;
+  check_case(v, test_seed());
+  for (auto [d, kv_len] : {std::pair{128, 133 * 128}, std::pair{256, 133 * 64 + 5}}) {
+    BwdCase wide = dense_case(DType::kBF16, 1, 64, kv_len, 1, 1, true, d);
+    wide.opts.deterministic = true;
+    check_case(wide, test_seed());
+    wide.opts.causal = false;
+    wide.q_lens = {100};
+    check_case(wide, test_seed());
+  }
 }
 
 TEST(BwdKernel, F_SlidingWindow) {

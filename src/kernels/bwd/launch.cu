@@ -169,6 +169,17 @@ RowKernelParams row_params(const BwdArgs& args, const Problem& pr) {
   return p;
 }
 
+// Groups per launch section (CtaOrder; launch_section_groups). HOPATTN_BWD_ORDER=heads launches
+// group after group instead (sections of one group: the order before sections), read once, so
+// that both can be timed in two runs of one command.
+int launch_section(const Problem& pr) {
+  static const bool sections = env_switch("HOPATTN_BWD_ORDER", "sections", "heads");
+  if (!sections) return 1;
+  const int64_t group_bytes =
+      int64_t{pr.hq / pr.hkv} * pr.max_seqlen_q * (2 * pr.dqk + 2 * pr.dv + 4 * pr.dqk);
+  return launch_section_groups(group_bytes, pr.hkv * pr.seq.batch);
+}
+
 template <class Traits>
 void run_main(const BwdArgs& args, const AttentionOptions& opts, const Problem& pr,
               cudaStream_t stream) {
@@ -207,7 +218,11 @@ void run_main(const BwdArgs& args, const AttentionOptions& opts, const Problem& 
       ptx::encode_tensor_map(tma_spec(no_queries ? f.v : args.dout, pr.varlen, Traits::kBlockM));
   p.tm_k = ptx::encode_tensor_map(tma_spec(f.k, pr.varlen, Traits::kBlockN));
   p.tm_v = ptx::encode_tensor_map(tma_spec(f.v, pr.varlen, Traits::kBlockN));
-  const dim3 grid((pr.max_seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN, pr.hkv, pr.seq.batch);
+  p.order.num_n_blocks = (pr.max_seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+  p.order.groups = pr.hkv * pr.seq.batch;
+  p.order.section = launch_section(pr);
+  p.order.descending = opts.deterministic;
+  const dim3 grid(static_cast<unsigned>(int64_t{p.order.num_n_blocks} * p.order.groups));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "bwd kernel launch");
 }
 
@@ -289,6 +304,14 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
   if (batch > 65535 || f.k.size(-2) > 65535) {
     unsupported(detail::concat("at most 65535 requests and KV heads (grid limits); got ", batch,
                                " requests, ", f.k.size(-2), " KV heads"));
+  }
+  // The main kernel: one CTA per (KV block, KV head, request) in a 1-D grid indexed by int.
+  const int64_t kv_len = is_varlen(f) ? f.max_seqlen_k : f.k.size(1);
+  const int64_t block_n = dqk > 128 ? 64 : kBlockN;
+  const int64_t ctas = (kv_len + block_n - 1) / block_n * f.k.size(-2) * batch;
+  if (ctas > INT32_MAX) {
+    unsupported(detail::concat("at most ", INT32_MAX, " KV blocks x KV heads x requests (", block_n,
+                               "-key blocks; grid limit); got ", ctas));
   }
 }
 

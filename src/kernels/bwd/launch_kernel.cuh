@@ -10,7 +10,8 @@
 
 namespace hopattn::kernels::bwd {
 
-// Returns the launch error (cudaSuccess when queued). grid = (KV blocks, Hkv, B).
+// Returns the launch error (cudaSuccess when queued). grid: 1-D, KV blocks x Hkv x B CTAs
+// (BwdParams::order maps blockIdx.x to one).
 template <class Traits>
 cudaError_t launch_kernel(const BwdParams& params, dim3 grid, cudaStream_t stream) {
   const auto kernel = bwd_kernel<Traits>;

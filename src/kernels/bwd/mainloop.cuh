@@ -15,7 +15,7 @@
 //                                         A fragments, by columns SS per 64-column panel of w)
 //   dQ writer (producer warp 1, one thread): bulk reduce-adds each staging buffer into the fp32
 //       dq_accum tile in global memory; in deterministic mode it first waits until the tile's
-//       semaphore says every lower KV block has added, and bumps it after its own add landed.
+//       semaphore says every higher KV block has added, and bumps it after its own add landed.
 #pragma once
 
 #include <climits>
@@ -57,10 +57,11 @@ struct CtaWork {
 
 template <class Traits>
 __device__ __forceinline__ CtaWork make_cta_work(const BwdParams& p) {
+  const CtaOrder::Coord c = p.order.at(static_cast<int>(blockIdx.x));
   CtaWork w;
-  w.n_block = static_cast<int>(blockIdx.x);
-  w.kv_head = static_cast<int>(blockIdx.y);
-  w.batch = static_cast<int>(blockIdx.z);
+  w.n_block = c.n_block;
+  w.kv_head = c.group % p.heads_kv;
+  w.batch = c.group / p.heads_kv;
   w.seq = seq_info(p.seq, p.ws, Traits::kBlockM, w.batch);
   w.geo = BlockGeometry{w.seq.seqlen_q, w.seq.seqlen_k,  p.window_left,
                         p.window_right, Traits::kBlockM, Traits::kBlockN};
@@ -149,7 +150,7 @@ struct BwdMainloop {
       for (int m = w.m_begin; m < w.m_end; ++m) {
         float* dst = p.ws.dq_accum + (tile0 + m) * kTileFloats;
         uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile0 + m : nullptr;
-        if (sem != nullptr) wait_turn(sem, w.n_block - w.geo.first_n_block(m));
+        if (sem != nullptr) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
 #pragma unroll
         for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
           wait_barrier(sm.dq_full(g), st.parity());
@@ -181,12 +182,13 @@ struct BwdMainloop {
     ptx::bulk_wait_all<0>();  // nothing may be in flight when the CTA exits
   }
 
-  // Deterministic order: KV block n adds to a dQ tile after exactly `turn` lower blocks did.
+  // Deterministic order: KV block n adds to a dQ tile after exactly `turn` higher blocks did
+  // (BlockGeometry::dq_turn). The spin has no backoff: in the launch order the turn has mostly
+  // come already, and when not, the hand-over's latency is what the MMA warpgroups wait for.
   __device__ static void wait_turn(const uint32_t* sem, int turn) {
     if (ptx::load_acquire_gpu(sem) != static_cast<uint32_t>(turn)) {
       const uint64_t start = ptx::global_timer_ns();
       while (ptx::load_acquire_gpu(sem) != static_cast<uint32_t>(turn)) {
-        ptx::nanosleep(64);
         if (ptx::global_timer_ns() - start > kHangTimeoutNs) __trap();
       }
     }

@@ -237,6 +237,7 @@ struct BwdParams {
   SequenceParams seq;
   WorkspaceParams ws;
   int heads_q = 0, heads_kv = 0, group = 1;  // group = Hq / Hkv
+  CtaOrder order{};                          // blockIdx.x -> (KV block, KV head + Hkv request)
   int window_left = -1, window_right = -1;   // causal: right = 0
   float scale_log2 = 0.f;                    // log2(e) * scale, or log2(e) * softcap with a softcap
   float softcap_scale = 0.f;                 // > 0: logits are softcap * tanh(s * softcap_scale)

@@ -91,10 +91,23 @@ struct BlockGeometry {
     return std::min<int64_t>(seqlen_k, last_row + diag() + window_right + 1);
   }
 
-  // First KV block that contributes to q tile m (the deterministic order starts there).
+  // The KV blocks that meet q tile m are first_n_block(m) .. last_n_block(m) (none when
+  // last < first; m_range says the same from the blocks' side).
   HOPATTN_HOST_DEVICE int first_n_block(int m) const {
     return static_cast<int>(col_begin(m) / block_n);
   }
+  HOPATTN_HOST_DEVICE int last_n_block(int m) const {
+    const int64_t e = col_end(m);
+    return e <= 0 ? -1 : static_cast<int>((e - 1) / block_n);
+  }
+
+  // Deterministic mode: the KV blocks add their dQ sums to tile m in descending block order, and
+  // this is how many add before block n (the tile semaphore's value block n waits for). Every
+  // block walks its q tiles upwards from m_range(n).begin, which does not decrease with n, so a
+  // higher block reaches each tile (of the group's first q head; the later heads follow a walk of
+  // the same or, causal, fewer tiles) no later than a lower one: CTAs that start together never
+  // wait. Ascending order made every block wait for all lower ones, which reach the tile last.
+  HOPATTN_HOST_DEVICE int dq_turn(int m, int n) const { return last_n_block(m) - n; }
 
   // The q tiles [m_begin, m_end) that KV block n (n N < seqlen_k) meets; empty when
   // m_begin >= m_end.
@@ -130,6 +143,47 @@ struct BlockGeometry {
     return false;
   }
 };
+
+// ------------------------------------------------------------------------------ launch order
+// Which KV block of which group (a (KV head, request) pair: group = kv_head + Hkv * request) a CTA
+// of the 1-D grid works on. CTAs start roughly in blockIdx order, and that order goes section by
+// section of `section` groups (the launcher sizes a section so that its groups' Q, dO and dq_accum
+// fit in L2) and, inside a section, block by block, each block of every group of the section
+// before the next block. Blocks ascend, so that the longest causal blocks (the lowest) start first
+// across several heads, or descend in deterministic mode: there a CTA waits for the higher blocks
+// of its group (dq_turn), so those must start before it, else a CTA could wait for one that
+// cannot start until a waiting CTA exits.
+struct CtaOrder {
+  int num_n_blocks;  // KV blocks per group (of the longest request)
+  int groups;        // Hkv * requests
+  int section;       // groups per section, >= 1
+  bool descending;
+
+  struct Coord {
+    int n_block, group;
+  };
+  HOPATTN_HOST_DEVICE Coord at(int linear) const {
+    const int per_section = section * num_n_blocks;
+    const int first = linear / per_section * section;
+    const int width = std::min(section, groups - first);
+    const int in = linear % per_section;
+    const int step = in / width;
+    return Coord{descending ? num_n_blocks - 1 - step : step, first + in % width};
+  }
+};
+
+// Groups per section: at most as many as keep their q-side data (`group_bytes`: Q and dO in 16
+// bits, dq_accum in fp32, over the group's q heads) within 40 MB of the L2 (50 MB on H100 and
+// H200), in sections of equal size (16 groups of which 5 fit: 4 x 4, not 5 + 5 + 5 + 1, whose last
+// section of one group would run its long blocks alone at the end).
+inline int launch_section_groups(int64_t group_bytes, int groups) {
+  constexpr int64_t kL2Budget = int64_t{40} << 20;
+  if (groups <= 1) return 1;
+  const int64_t fit =
+      group_bytes <= 0 ? groups : std::clamp<int64_t>(kL2Budget / group_bytes, 1, groups);
+  const int64_t count = (groups + fit - 1) / fit;
+  return static_cast<int>((groups + count - 1) / count);
+}
 
 // ------------------------------------------------------------------------------ workspace
 struct WorkspaceLayout {

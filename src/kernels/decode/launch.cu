@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
@@ -52,16 +50,6 @@ int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
   if (head_dim == 128)
     return kv_bytes == 2 ? ctas_per_sm<128, 2>(rows_per_cta) : ctas_per_sm<128, 1>(rows_per_cta);
   return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
-}
-
-// An internal two-way switch from the environment: true when `name` is unset, empty or
-// `default_value`, false when it is `other`; anything else is an error.
-bool env_switch(const char* name, const char* default_value, const char* other) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0' || std::strcmp(v, default_value) == 0) return true;
-  if (std::strcmp(v, other) == 0) return false;
-  throw Error(ErrorKind::kValue,
-              detail::concat(name, ": expected ", default_value, " or ", other, ", got ", v));
 }
 
 // HOPATTN_DECODE_CTAS_PER_SM=2 keeps the two-CTA configuration where a three-CTA one exists

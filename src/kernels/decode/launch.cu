@@ -37,8 +37,8 @@ void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(stat
 template <int kHeadDim, int kKvBytes, int kCtas = 2>
 int ctas_per_sm(int rows_per_cta) {
   const int smem = Traits<kHeadDim, kKvBytes, kCtas>::smem_bytes(rows_per_cta);
-  // Register bound, 128 threads a CTA (ptxas -v: 128-152 registers at D = 64, 203-255 at
-  // D = 128, 220-255 at D = 256; <= 168 in the three-CTA configuration).
+  // Register bound, 128 threads a CTA (ptxas -v: 128-135 registers at D = 64, 191-214 at
+  // D = 128, 185-190 at D = 256; <= 168 in the three-CTA configuration).
   const int by_registers = kCtas >= 3 || kHeadDim <= 64 ? 3 : 2;
   int n = 1;
   while (n < by_registers && smem_fits(smem, n + 1)) ++n;

@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 namespace hopattn::ptx {
 
@@ -43,19 +42,6 @@ __device__ __forceinline__ uint2 int8x4_to_f16x2x2(uint32_t four) {
   const __half2 a = __hsub2(*reinterpret_cast<const __half2*>(&lo), bias);
   const __half2 b = __hsub2(*reinterpret_cast<const __half2*>(&hi), bias);
   return make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
-}
-
-// fp16 pair to the MMA element type (exact for every value an 8-bit KV format can hold).
-template <class Elt>
-__device__ __forceinline__ uint32_t f16x2_to(uint32_t h) {
-  if constexpr (std::is_same_v<Elt, __half>) {
-    return h;
-  } else {
-    static_assert(std::is_same_v<Elt, __nv_bfloat16>, "f16x2_to: bf16 or fp16");
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-    return *reinterpret_cast<const uint32_t*>(&b);
-  }
 }
 
 }  // namespace hopattn::ptx

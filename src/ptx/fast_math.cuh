@@ -17,6 +17,13 @@ __device__ __forceinline__ float log2_approx(float x) {
   return y;
 }
 
+// PTX ISA "rcp" (rcp.approx.ftz.f32): 1/x within 1 ulp, 1/inf = 0; no IEEE slow path.
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // PTX ISA "tanh" (tanh.approx.f32, sm_75+): max relative error about 2^-11, used by softcap.
 __device__ __forceinline__ float tanh_approx(float x) {
   float y;

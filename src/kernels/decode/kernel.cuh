@@ -316,8 +316,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = out_feature<kFormat>(half * T::kWarpFeatures, n, qd, e);
-        wo[g * T::kMergeStride + d] = st.o[n][e];
-        wo[(g + 8) * T::kMergeStride + d] = st.o[n][2 + e];
+        wo[g * T::kMergeStride + d] = st.o[n][e] * o_unscale<kFormat>(n);
+        wo[(g + 8) * T::kMergeStride + d] = st.o[n][2 + e] * o_unscale<kFormat>(n);
       }
     }
   }

@@ -35,8 +35,8 @@ void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(stat
 template <int kHeadDim, int kKvBytes, int kCtas = 2>
 int ctas_per_sm(int rows_per_cta) {
   const int smem = Traits<kHeadDim, kKvBytes, kCtas>::smem_bytes(rows_per_cta);
-  // Register bound, 128 threads a CTA (ptxas -v: 128-152 registers at D = 64, 203-255 at
-  // D = 128, 220-255 at D = 256; <= 168 in the three-CTA configuration).
+  // Register bound, 128 threads a CTA (ptxas -v: 128-135 registers at D = 64, 191-214 at
+  // D = 128, 185-190 at D = 256; <= 168 in the three-CTA configuration).
   const int by_registers = kCtas >= 3 || kHeadDim <= 64 ? 3 : 2;
   int n = 1;
   while (n < by_registers && smem_fits(smem, n + 1)) ++n;
@@ -209,6 +209,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   p.v_slot_stride = a.v_cache.stride(slot_dim) * kb;
   p.v_head_stride = a.v_cache.stride(head_dim) * kb;
   p.page_size = static_cast<int>(a.k_cache.size(slot_dim));
+  p.page_div = make_fast_div(static_cast<uint32_t>(std::max(1, p.page_size)));
 
   const PageTable& pt = a.pages;
   if (pt.block_table.defined()) {

@@ -8,7 +8,9 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/decode/kv_bits.hpp"
 #include "kernels/decode/schedule.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/dequant.cuh"
@@ -35,7 +37,7 @@ __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& 
     const TileInfo t = tile_info(cs, k);
     const int key = t.start + warp * kLoadTokensPerWarp + lane;
     if (key < t.end) {
-      const int index = key / p.page_size;
+      const int index = fast_div(key, p.page_div);
       ref.slot = key - index * p.page_size;
       const int64_t at = cs.seg_pages[t.segment];
       ref.page = p.block_table != nullptr ? __ldg(p.block_table + at + index * p.bt_stride_page)
@@ -45,28 +47,46 @@ __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& 
   return ref;
 }
 
+// 64-bit shuffle of a pointer from lane `from`.
+__device__ __forceinline__ const char* shfl_ptr(const char* ptr, int from) {
+  const uint64_t v = reinterpret_cast<uint64_t>(ptr);
+  const uint32_t lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(v), from);
+  const uint32_t hi = __shfl_sync(0xffffffffu, static_cast<uint32_t>(v >> 32), from);
+  return reinterpret_cast<const char*>(uint64_t(hi) << 32 | lo);
+}
+
 // Issues this warp's 16 K rows and 16 V rows of one tile: consecutive lanes copy consecutive
-// 16-byte pieces of a row, so each instruction reads whole rows (coalesced).
+// 16-byte pieces of a row, so each instruction reads whole rows (coalesced). The address math is
+// done once per key, not once per piece: lane l < 16 turns its key's (page, slot) into the 64-bit
+// K and V row addresses, and each copy shuffles the two addresses of its row and adds the lane's
+// fixed piece offset (a row's kChunks pieces divide 32, so lane l always copies piece
+// l % kChunks, of row j * 32 / kChunks + l / kChunks in copy j). Missing keys: a ballot bit
+// (zero-fill, the source then the cache base).
 template <class T>
 __device__ __forceinline__ void issue_tile(const Params& p, char* stage, const PageRef& ref,
                                            const char* k_head, const char* v_head, int warp,
                                            int lane) {
   constexpr int kChunks = T::kChunksPerRow;
-  char* k_tile = stage;
-  char* v_tile = stage + T::kTileBytes;
+  static_assert(32 % kChunks == 0, "a row's pieces divide a warp");
+  constexpr int kRowsPerCopy = 32 / kChunks;
+  const bool own = ref.page >= 0;
+  const int64_t page = own ? ref.page : 0;
+  const char* k_row =
+      own ? k_head + page * p.k_page_stride + ref.slot * p.k_slot_stride : p.k_cache;
+  const char* v_row =
+      own ? v_head + page * p.v_page_stride + ref.slot * p.v_slot_stride : p.v_cache;
+  const uint32_t present = __ballot_sync(0xffffffffu, own);
+  const int chunk = lane % kChunks;
+  const int first = lane / kChunks;
+  const auto k_tile = static_cast<uint32_t>(__cvta_generic_to_shared(stage));
+  const uint32_t v_tile = k_tile + T::kTileBytes;
 #pragma unroll(T::kIssueUnroll)
   for (int j = 0; j < T::kIssueIters; ++j) {
-    const int linear = 32 * j + lane;
-    const int token = linear / kChunks;
-    const int chunk = linear % kChunks;
-    const int page = __shfl_sync(0xffffffffu, ref.page, token);
-    const int slot = __shfl_sync(0xffffffffu, ref.slot, token);
+    const int token = j * kRowsPerCopy + first;
     const int row = warp * kLoadTokensPerWarp + token;
-    const bool ok = page >= 0;
-    const char* k_src =
-        ok ? k_head + page * p.k_page_stride + slot * p.k_slot_stride + chunk * 16 : p.k_cache;
-    const char* v_src =
-        ok ? v_head + page * p.v_page_stride + slot * p.v_slot_stride + chunk * 16 : p.v_cache;
+    const bool ok = (present >> token) & 1u;
+    const char* k_src = shfl_ptr(k_row, token) + chunk * 16;
+    const char* v_src = shfl_ptr(v_row, token) + chunk * 16;
     ptx::cp_async_16(k_tile + T::swizzled(row, chunk * 16, T::kRowBytes, T::k_mask(row)), k_src,
                      ok ? 16 : 0);
     ptx::cp_async_16(v_tile + T::swizzled(row, chunk * 16, T::kRowBytes, T::v_mask(row)), v_src,
@@ -179,23 +199,43 @@ __device__ __forceinline__ void load_q_chunk(const char* q_smem, int m_tile, int
   }
 }
 
-// Four 8-bit values -> two 16-bit pairs of the MMA type: {(x0, x1), (x2, x3)}.
-template <class Elt, KvFormat kFormat>
+// 8-bit V of e4m3: the second pair of every dequant4 (features 8g + odd j of a 64-feature chunk:
+// the odd n-tiles of o) goes through the integer pipe instead of the conversion pipe (a quarter
+// of a block's pairs; README "8-bit KV"). Build with -DHOPATTN_DECODE_E4M3_INT_V=0 to time the
+// all-cvt kernel.
+#ifndef HOPATTN_DECODE_E4M3_INT_V
+#define HOPATTN_DECODE_E4M3_INT_V 1
+#endif
+inline constexpr bool kE4m3IntV = HOPATTN_DECODE_E4M3_INT_V != 0;
+
+// Four 8-bit values -> two fp16 pairs {(x0, x1), (x2, x3)}, the MMA operands of an 8-bit cache.
+// e4m3: cvt per pair; with kIntHi the second pair by integer operations at 2^-8 scale
+// (kv_bits.hpp; the caller undoes the scale). e5m2: each code is the high byte of its fp16, so a
+// byte permute per pair and no conversion. int8: byte permutes and an fp16 subtraction.
+template <KvFormat kFormat, bool kIntHi = false>
 __device__ __forceinline__ uint2 dequant4(uint32_t four) {
-  uint32_t lo, hi;
   if constexpr (kFormat == KvFormat::kE4M3) {
-    lo = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four & 0xffffu));
-    hi = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four >> 16));
+    const uint32_t lo = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four & 0xffffu));
+    if constexpr (kIntHi) {
+      // Bytes 2, 3 to bytes 1, 3 (bytes 0, 2 are ignored).
+      return make_uint2(lo, e4m3x2_hi_bytes_to_f16x2_scaled(ptx::prmt(four, 0u, 0x3322u)));
+    } else {
+      return make_uint2(lo, ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four >> 16)));
+    }
   } else if constexpr (kFormat == KvFormat::kE5M2) {
-    lo = ptx::cvt_f16x2_e5m2x2(static_cast<uint16_t>(four & 0xffffu));
-    hi = ptx::cvt_f16x2_e5m2x2(static_cast<uint16_t>(four >> 16));
+    // {0, x0, 0, x1} and {0, x2, 0, x3}: byte 4 of the selector is the zero operand's.
+    return make_uint2(ptx::prmt(four, 0u, 0x1404u), ptx::prmt(four, 0u, 0x3424u));
   } else {
     static_assert(kFormat == KvFormat::kInt8, "8-bit formats only");
-    const uint2 h = ptx::int8x4_to_f16x2x2(four);
-    lo = h.x;
-    hi = h.y;
+    return ptx::int8x4_to_f16x2x2(four);
   }
-  return make_uint2(ptx::f16x2_to<Elt>(lo), ptx::f16x2_to<Elt>(hi));
+}
+
+// Factor of o's n-tile n that the V unpacking left out: 2^8 on the n-tiles of e4m3's integer
+// pairs (odd n), 1 elsewhere; applied once, when the accumulator leaves the registers.
+template <KvFormat kFormat>
+__device__ __forceinline__ constexpr float o_unscale(int n) {
+  return kFormat == KvFormat::kE4M3 && kE4m3IntV && (n % 2) == 1 ? kE4m3BitsUnscale : 1.f;
 }
 
 // ------------------------------------------------------------------------------ block math
@@ -207,19 +247,53 @@ struct WarpState {
   float l[2];                 // this lane's part of the row sums
 };
 
-// Scores of a block in the log2 domain: s2 = log2(e) * softcap(scale * k_scale * q.k).
+// Scores of a block in the log2 domain: s2 = log2(e) * softcap(scale * k_scale * q.k). One
+// warp-uniform branch per block picks the softcap loop, so the common path is 8 multiplies.
 struct LogitTransform {
   float mul;   // no softcap: scale * k_scale * log2(e); softcap: scale * k_scale / c
   float post;  // softcap: c * log2(e)
   bool softcap;
-  __device__ __forceinline__ float operator()(float x) const {
-    if (!softcap) return x * mul;
-    // tanh(u) = 1 - 2 / (1 + e^2u): absolute error ~1e-7 (tanh.approx's 2^-11 relative error
-    // would move the logits by ~1e-2 at c = 30).
-    const float e = ptx::exp2_approx(2.f * kLog2e * (x * mul));
-    return post * (1.f - 2.f * __frcp_rn(1.f + e));
+  __device__ __forceinline__ void operator()(float (&s)[2][4]) const {
+    if (softcap) {
+      // tanh(u) = 1 - 2 / (1 + e^2u): absolute error ~1e-7 (tanh.approx's 2^-11 relative error
+      // would move the logits by ~1e-2 at c = 30). rcp.approx (1 ulp): e = inf gives 1, e = 0
+      // gives -1, as the IEEE reciprocal did, without its denormal slow path.
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float x = ptx::exp2_approx(2.f * kLog2e * (s[nt][e] * mul));
+          s[nt][e] = post * (1.f - 2.f * ptx::rcp_approx(1.f + x));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] *= mul;
+      }
+    }
   }
 };
+
+// -inf for the (row, key) pairs of a boundary block that a row does not see (keys past the tile
+// end included). Element e of n-tile nt: row g (e < 2) or g + 8, key key0 + 8nt + 2qd + (e & 1).
+// Both row masks are read once; the test is branch-free (key_visible), so a masked block costs
+// ~60 instructions and no divergence.
+__device__ __forceinline__ void mask_block(float (&s)[2][4], const RowMask* rows, int m_tile,
+                                           int lane, int key0, int tile_end, int beam) {
+  const int g = lane / 4, qd = lane % 4;
+  const RowMask r[2] = {rows[m_tile * kMmaRows + g], rows[m_tile * kMmaRows + g + 8]};
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + 8 * nt + 2 * qd + (e & 1);
+      const bool ok = (key < tile_end) & key_visible(r[e >> 1], key, beam);
+      s[nt][e] = ok ? s[nt][e] : -INFINITY;
+    }
+  }
+}
 
 // One warp, one 16-key block (keys tb .. tb+15 of the stage): S = Q K^T (16 x 16), mask, online
 // softmax update, O += P V for the warp's features (half `half` of them at D = 256).
@@ -232,6 +306,8 @@ __device__ __forceinline__ void attend_block(WarpState<T::kWarpFeatures>& st, co
                                              const LogitTransform& logit) {
   constexpr int kHeadDim = T::kHeadDimValue;
   constexpr int kFeatures = T::kWarpFeatures;
+  static_assert(kFormat == KvFormat::kNative16 || std::is_same_v<Elt, __half>,
+                "8-bit caches run fp16 MMAs (dequant4 makes fp16 pairs)");
   const int g = lane / 4, qd = lane % 4;
   float s[2][4] = {};
   // D = 256 (q from smem) keeps one chunk's fragments live at a time: the o accumulator already
@@ -266,7 +342,7 @@ __device__ __forceinline__ void attend_block(WarpState<T::kWarpFeatures>& st, co
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const uint2 pr = dequant4<Elt, kFormat>(words[i]);
+          const uint2 pr = dequant4<kFormat>(words[i]);
           b[2 * i] = pr.x;
           b[2 * i + 1] = pr.y;
         }
@@ -276,21 +352,8 @@ __device__ __forceinline__ void attend_block(WarpState<T::kWarpFeatures>& st, co
     }
   }
 
-  // Logits, mask. Element e of n-tile nt: row g (e < 2) or g + 8, key tb + 8nt + 2qd + (e & 1).
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x = logit(s[nt][e]);
-      if (masked) {
-        const int key = key0 + 8 * nt + 2 * qd + (e & 1);
-        const RowMask& rm = rows[m_tile * kMmaRows + g + (e < 2 ? 0 : 8)];
-        const bool ok = key < tile_end && key_visible(rm, key, beam);
-        if (!ok) x = -INFINITY;
-      }
-      s[nt][e] = x;
-    }
-  }
+  logit(s);
+  if (masked) mask_block(s, rows, m_tile, lane, key0, tile_end, beam);
 
   // Online softmax. A row spans one lane quad: reduce over qd with two xor-shuffles.
   float mx[2] = {fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])),
@@ -371,8 +434,9 @@ __device__ __forceinline__ void attend_block(WarpState<T::kWarpFeatures>& st, co
         const uint32_t sel = jj | (4 + jj) << 4 | (jj + 1) << 8 | (5 + jj) << 12;
         const uint32_t k01 = ptx::prmt(j < 4 ? w[0].x : w[0].y, j < 4 ? w[1].x : w[1].y, sel);
         const uint32_t k89 = ptx::prmt(j < 4 ? w[2].x : w[2].y, j < 4 ? w[3].x : w[3].y, sel);
-        const uint2 b0 = dequant4<Elt, kFormat>(k01);  // b0 of n-tiles j, j+1
-        const uint2 b1 = dequant4<Elt, kFormat>(k89);  // b1 of n-tiles j, j+1
+        // b0 / b1 of n-tiles j, j+1 (j + 1 odd: at 2^-8 scale on e4m3's integer path).
+        const uint2 b0 = dequant4<kFormat, kE4m3IntV>(k01);
+        const uint2 b1 = dequant4<kFormat, kE4m3IntV>(k89);
         ptx::mma_m16n8k16<Elt>(st.o[8 * cl + j], pa, b0.x, b1.x);
         ptx::mma_m16n8k16<Elt>(st.o[8 * cl + j + 1], pa, b0.y, b1.y);
       }

@@ -17,6 +17,35 @@ struct MaskOptions {
   int window_right = -1;
 };
 
+// n / d for 0 <= n < 2^31 and a divisor d >= 1 fixed per launch, by one multiply-high, an add and
+// a shift instead of the ~20-instruction integer division (the page of a key, once per tile and
+// lane). Round-up method (Granlund and Montgomery, 1994): l = ceil(log2 d), mul = floor(2^32 (2^l
+// - d) / d) + 1 < 2^32; then n / d = (mulhi(n, mul) + n) >> l for every n < 2^32, and the sum
+// stays below 2^32 because mulhi(n, mul) <= n < 2^31.
+struct FastDiv {
+  uint32_t mul = 1;
+  uint32_t shift = 0;
+};
+
+HOPATTN_HOST_DEVICE FastDiv make_fast_div(uint32_t d) {
+  uint32_t l = 0;
+  while ((uint64_t(1) << l) < d) ++l;
+  FastDiv f;
+  f.mul = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1);
+  f.shift = l;
+  return f;
+}
+
+HOPATTN_HOST_DEVICE int fast_div(int n, FastDiv f) {
+  const uint32_t u = static_cast<uint32_t>(n);
+#if defined(__CUDA_ARCH__)
+  const uint32_t hi = __umulhi(u, f.mul);
+#else
+  const uint32_t hi = static_cast<uint32_t>((uint64_t(u) * f.mul) >> 32);
+#endif
+  return static_cast<int>((hi + u) >> f.shift);
+}
+
 struct Params {
   // q [B, q_len, Hq, D] and out (same shape, q's dtype): innermost stride 1, 16-byte aligned rows.
   const void* q;
@@ -32,6 +61,7 @@ struct Params {
   int64_t k_page_stride, k_slot_stride, k_head_stride;
   int64_t v_page_stride, v_slot_stride, v_head_stride;
   int page_size;
+  FastDiv page_div;  // make_fast_div(page_size)
 
   // Page list of page-table row b: block_table[b][i] or indices[indptr[b] + i].
   const int32_t* block_table;  // null: CSR
@@ -242,11 +272,15 @@ HOPATTN_HOST_DEVICE RowMask row_mask(const Params& p, const CtaShared& cs, int r
   return m;
 }
 
+// Branch-free (bitwise & and |): a masked block evaluates it for 8 (row, key) pairs a lane, and
+// short-circuit code compiled to ~15 branches each. key - draft is below 32 wherever key >= draft
+// (draft keys are the last q_len <= 16 keys), so the & 31 only keeps the shift defined elsewhere.
 HOPATTN_HOST_DEVICE bool key_visible(const RowMask& m, int key, int beam) {
-  if (key < m.lo || key > m.hi) return false;
-  if (beam >= 0 && beam != m.beam) return false;
-  if (key >= m.draft && ((m.bits >> (key - m.draft)) & 1u) == 0) return false;
-  return true;
+  const bool in_range = (key >= m.lo) & (key <= m.hi);
+  const bool same_beam = (beam < 0) | (beam == m.beam);
+  const bool tree_ok =
+      (key < m.draft) | (((m.bits >> (static_cast<unsigned>(key - m.draft) & 31u)) & 1u) != 0);
+  return in_range & same_beam & tree_ok;
 }
 
 }  // namespace hopattn::kernels::decode

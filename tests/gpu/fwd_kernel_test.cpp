@@ -713,6 +713,69 @@ TEST(FwdKernel, HeadDim256And192x128) {
   check_case(v, test_seed());
 }
 
+// ---------------------------------------------------------------------------- head dim 256
+// Head dim 256 stages O in the Q buffer (80-key tiles; traits.cuh kOInQ): the next tile's Q may
+// only land once the O stores have read it out, and tiles without visible keys write zeros
+// without touching shared memory. Lengths around the 80-key block (79, 80, 81, 161), one row, q
+// longer than kv (causal: whole tiles see no key), and every mask and score option.
+TEST(FwdKernel, HeadDim256Options) {
+  SKIP_WITHOUT_HOPPER();
+  for (const auto& [q_len, kv_len] : {std::pair{1, 81}, std::pair{79, 80}, std::pair{161, 79},
+                                      std::pair{700, 100}, std::pair{239, 1}}) {
+    FwdCase c = dense_case(DType::kBF16, 2, q_len, kv_len, 2, 2, true);
+    c.d = 256;
+    check_case(c, test_seed());
+  }
+  FwdCase w = dense_case(DType::kFP16, 2, 333, 500, 1, 3, false);
+  w.d = 256;
+  w.opts.window = {100, 20};
+  check_case(w, test_seed());
+  w.opts.causal = true;
+  w.opts.window = {170, -1};
+  w.opts.softcap = 20.f;
+  check_case(w, test_seed());
+  FwdCase sinks = dense_case(DType::kBF16, 2, 400, 150, 2, 2, true);  // rows that see no key
+  sinks.d = 256;
+  sinks.sinks = true;
+  check_case(sinks, test_seed());
+}
+
+// Several tiles per CTA (384 tiles on the 132 SMs of an H200): every CTA reloads Q over the O of
+// its previous tile, MHA, GQA and GQA-packed, causal and not; every case also runs twice and must
+// repeat bit for bit.
+TEST(FwdKernel, HeadDim256ManyTilesPerCta) {
+  SKIP_WITHOUT_HOPPER();
+  FwdCase mha = dense_case(DType::kBF16, 3, 1000, 1000, 16, 1, true);
+  mha.d = 256;
+  check_case(mha, test_seed());
+  FwdCase gqa = dense_case(DType::kFP16, 3, 1000, 600, 4, 4, false);
+  gqa.d = 256;
+  gqa.opts.pack_gqa = false;
+  check_case(gqa, test_seed());
+  gqa.dtype = DType::kBF16;
+  gqa.opts.causal = true;
+  gqa.opts.pack_gqa = true;  // 32 positions x 4 heads a tile: 32 m-blocks x 12 KV heads
+  check_case(gqa, test_seed());
+}
+
+// Tiles without keys between tiles with keys in one CTA's sequence: requests alternate kv 0 and
+// 300 (q 600: 5 m-blocks x 64 (request, head) pairs, one L2 section; CTA c takes tiles c,
+// c + 132, c + 264, whose pairs are 4 apart: consecutive requests), so a CTA writes a zero tile
+// while its producer may already load the next tile's Q, then computes that tile. The last tile
+// of a request has 88 rows: its second consumer stores with plain stores from the staging rows.
+// Causal: the first 300 rows of every request see no key either.
+TEST(FwdKernel, HeadDim256EmptyTilesBetweenTiles) {
+  SKIP_WITHOUT_HOPPER();
+  std::vector<int> q_lens(16, 600), kv_lens(16);
+  for (int b = 0; b < 16; ++b) kv_lens[b] = b % 2 == 0 ? 300 : 0;
+  FwdCase c = varlen_case(DType::kBF16, q_lens, kv_lens, 4, 1, false);
+  c.d = 256;
+  check_case(c, test_seed());
+  c.sinks = true;
+  c.opts.causal = true;
+  check_case(c, test_seed());
+}
+
 // ---------------------------------------------------------------------------- GQA packing
 // Packed tiles hold floor(128 / group) q positions of every head of a group: groups that divide
 // 64 store O by TMA boxes of (D, group, 64 / group), the others (3, 5, 6, 7, 12, 96, 128) with

@@ -76,7 +76,7 @@ TEST(FwdOutOfRangeRows, VarlenNeighbourNaNInf) {
   check_case(w, test_seed());
 }
 
-// Every built head dim: the tail maps are per configuration (kBlockN 128, 112, 48).
+// Every built head dim: the tail maps are per configuration (kBlockN 128, 112, 80).
 TEST(FwdOutOfRangeRows, VarlenNeighbourNaNInfHeadDims) {
   SKIP_WITHOUT_HOPPER();
   const std::vector<int> q_lens{100, 0, 77, 0, 61};
@@ -131,7 +131,7 @@ TEST(FwdPaged, OtherPageSizes) {
   }
 }
 
-// Other head dims (kBlockN 128, 112, 48): TMA for 16 and 64 (boxes of 16 or 64 rows), the
+// Other head dims (kBlockN 128, 112, 80): TMA for 16 and 64 (boxes of 16 or 64 rows), the
 // gather for 13.
 TEST(FwdPaged, HeadDims) {
   SKIP_WITHOUT_HOPPER();

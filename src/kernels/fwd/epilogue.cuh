@@ -8,6 +8,14 @@
 // 16-byte stores instead. With GQA packing rows are (q position, q head) pairs (traits.cuh,
 // PackParams): the TMA box covers pack heads x 64 / pack positions when pack divides 64; other
 // groups always take the plain stores, which address each row's position and head.
+//
+// With Traits::kOInQ the staging panels are the consumer's own rows of the Q buffer (traits.cuh).
+// The producer loads the next tile's Q there once all 256 consumer threads arrived on q_empty,
+// which they do here, after the staging buffer is no longer read: the storing thread after its
+// TMA store's bulk async-group has finished reading (cp.async.bulk.wait_group.read), the others
+// after their own reads (plain stores) or right away. A tile without KV blocks loads no Q
+// (the producer skips it): its consumers then write the zeros straight from registers and leave
+// shared memory alone.
 #pragma once
 
 #include <cmath>
@@ -15,6 +23,7 @@
 #include "kernels/fwd/mask.cuh"
 #include "kernels/fwd/traits.cuh"
 #include "ptx/fence.cuh"
+#include "ptx/mbarrier.cuh"
 #include "ptx/named_barrier.cuh"
 #include "ptx/pack.cuh"
 #include "ptx/shared_memory.cuh"
@@ -37,8 +46,10 @@ struct FwdEpilogue {
     const uint32_t smem_o_addr = ptx::opaque(ptx::smem_address(smem_o));
     const uint32_t barrier = kEpilogue0 + consumer;
 
-    // The previous tile's TMA store must be done reading the staging buffer.
-    if (tid == 0) ptx::tma_store_wait_read<0>();
+    // The previous tile's TMA store must be done reading the staging buffer (kOInQ: it was, before
+    // this tile's Q could arrive). The barrier also orders every warp's last GEMM (which read this
+    // warpgroup's Q rows) before any write to them.
+    if (!Traits::kOInQ && tid == 0) ptx::tma_store_wait_read<0>();
     ptx::named_barrier_sync(barrier, 128);
 
     // Register i holds column 8 * (i >> 2) + 2 * (lane % 4) + (i & 1) of row half (i >> 1) & 1.
@@ -54,7 +65,7 @@ struct FwdEpilogue {
     const uint32_t swizzle = lane_bits >> 2;  // row % 8
 #pragma unroll
     for (int c = 0; c < Traits::kORegs / 4; ++c) {
-      const uint32_t chunk_addr = row_addr + (c / 8) * Traits::kOPanelBytes +
+      const uint32_t chunk_addr = row_addr + (c / 8) * Traits::kOPanelStride +
                                   ((static_cast<uint32_t>(c % 8) ^ swizzle) << 4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -68,40 +79,62 @@ struct FwdEpilogue {
 
     const int row_first = consumer * Traits::kRowsPerConsumer;  // tile row
     const int rows_valid = min(Traits::kRowsPerConsumer, t.rows(p) - row_first);
+    bool stored_by_tma = false;
     if (rows_valid > 0) {
-      const bool tma = p.pack.o_by_tma &&
-                       (p.seq.cu_seqlens_q == nullptr || rows_valid == Traits::kRowsPerConsumer);
-      if (tma) {
+      stored_by_tma = p.pack.o_by_tma &&
+                      (p.seq.cu_seqlens_q == nullptr || rows_valid == Traits::kRowsPerConsumer);
+      if (stored_by_tma) {
         if (tid == 0) {
           // Box (64 columns, pack heads, 64 / pack positions); pack divides 64 here.
           const int q_pos = row_address(p, w, t, row_first).q_pos;
 #pragma unroll
           for (int i = 0; i < kPanels; ++i) {
-            ptx::tma_store_4d(&p.tm_o, smem_o + i * Traits::kOPanelBytes, i * Traits::kPanelCols,
+            ptx::tma_store_4d(&p.tm_o, smem_o + i * Traits::kOPanelStride, i * Traits::kPanelCols,
                               w.head * p.pack.pack, t.row_q + q_pos, t.batch_coord);
           }
           ptx::tma_store_commit();
         }
       } else {
-        store_rows_direct(p, w, t, smem_o_addr, row_first, rows_valid, tid);
+        store_rows_direct<false>(p, w, t, smem_o_addr, row_first, rows_valid, tid);
       }
     }
+    store_lse(p, w, t, row_first + warp_row, lane, lse);
+    if constexpr (Traits::kOInQ) {
+      // Hand the Q buffer back (after the LSE stores, which overlap the TMA store's reads).
+      if (stored_by_tma && tid == 0) ptx::tma_store_wait_read<0>();
+      ptx::mbarrier_arrive(sm.q_empty());
+    }
+  }
 
-    if (lane % 4 == 0) {
+  // kOInQ, a tile without KV blocks (no Q was loaded, the buffer may hold the next tile's): every
+  // row is zero (out_scale is 0 for a row that sees no key), written from registers.
+  __device__ static void store_empty(const FwdParams& p, const WorkTile& w, const TileInfo& t,
+                                     int consumer, const float (&lse)[2]) {
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    const int row_first = consumer * Traits::kRowsPerConsumer;
+    const int rows_valid = min(Traits::kRowsPerConsumer, t.rows(p) - row_first);
+    if (rows_valid > 0) store_rows_direct<true>(p, w, t, 0, row_first, rows_valid, tid);
+    store_lse(p, w, t, row_first + (tid / 32) * 16 + tid % 32 / 4, tid % 32, lse);
+  }
+
+  // The LSE of this thread's two rows (tile rows `row`, row + 8), by the quad's first lane.
+  __device__ static void store_lse(const FwdParams& p, const WorkTile& w, const TileInfo& t,
+                                   int row, int lane, const float (&lse)[2]) {
+    if (lane % 4 != 0) return;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row_first + warp_row + 8 * h;
-        if (row < t.rows(p)) {
-          const RowAddress a = row_address(p, w, t, row);
-          p.out.lse[w.batch * p.out.lse_batch_stride +
-                    static_cast<int64_t>(t.row_q + a.q_pos) * p.out.lse_row_stride +
-                    a.head * p.out.lse_head_stride] = lse[h];
-        }
+    for (int h = 0; h < 2; ++h) {
+      if (row + 8 * h < t.rows(p)) {
+        const RowAddress a = row_address(p, w, t, row + 8 * h);
+        p.out.lse[w.batch * p.out.lse_batch_stride +
+                  static_cast<int64_t>(t.row_q + a.q_pos) * p.out.lse_row_stride +
+                  a.head * p.out.lse_head_stride] = lse[h];
       }
     }
   }
 
-  // 16-byte chunks from the swizzled panels to global memory, valid rows only.
+  // 16-byte chunks from the swizzled panels to global memory, valid rows only; kZeros: zeros,
+  // shared memory untouched.
+  template <bool kZeros>
   __device__ static void store_rows_direct(const FwdParams& p, const WorkTile& w, const TileInfo& t,
                                            uint32_t smem_o, int row_first, int rows_valid,
                                            int tid) {
@@ -113,8 +146,9 @@ struct FwdEpilogue {
       const int chunk = idx % kChunksPerRow;
       const int panel = chunk / kChunksPerPanelRow;
       const int in_row = chunk % kChunksPerPanelRow;
-      const uint4 v = ptx::ld_shared_v4(smem_o + panel * Traits::kOPanelBytes +
-                                        r * Traits::kRowBytes + ((in_row ^ (r % 8)) * 16));
+      const uint4 v = kZeros ? make_uint4(0u, 0u, 0u, 0u)
+                             : ptx::ld_shared_v4(smem_o + panel * Traits::kOPanelStride +
+                                                 r * Traits::kRowBytes + ((in_row ^ (r % 8)) * 16));
       const RowAddress a = row_address(p, w, t, row_first + r);
       const int64_t dst = w.batch * p.out.o_batch_stride +
                           static_cast<int64_t>(t.row_q + a.q_pos) * p.out.o_row_stride +

@@ -76,7 +76,11 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
     }
     float out_scale[2], lse[2];
     softmax.finalize(sink_log2, out_scale, lse);
-    Epilogue::store(p, sm, w, t, consumer, o, out_scale, lse);
+    if (Traits::kOInQ && t.n_blocks() == 0) {
+      Epilogue::store_empty(p, w, t, consumer, lse);  // the Q buffer is not this tile's
+    } else {
+      Epilogue::store(p, sm, w, t, consumer, o, out_scale, lse);
+    }
   }
   Epilogue::finish();
 }

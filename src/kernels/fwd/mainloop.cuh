@@ -2,9 +2,12 @@
 // warpgroup's GEMMs and online softmax over the tile's KV blocks.
 //
 // Pipeline (per CTA, counters never reset between tiles): Q has one buffer guarded by q_full
-// (TMA, 1 arrival + bytes) / q_empty (256 consumer threads); K and V each have a ring of kStages
-// buffers with full (TMA) / empty (256 consumer threads) barriers. KV block n of a tile goes to
-// stage it % kStages for the CTA-wide block counter `it`, K and V of one block in the same stage.
+// (TMA, 1 arrival + bytes) / q_empty (256 consumer threads, once a tile with KV blocks: after
+// their last S GEMM, or with Traits::kOInQ from the epilogue once O staged over Q has been
+// read out; tiles without KV blocks load no Q and release nothing); K and V each have a ring of
+// kStages buffers with full (TMA) / empty (256 consumer threads) barriers. KV block n of a tile
+// goes to stage it % kStages for the CTA-wide block counter `it`, K and V of one block in the same
+// stage.
 //
 // Consumer schedule for KV blocks n_max-1 down to n_min (the masked blocks come first):
 //   S = Q K[n_max-1]^T; softmax; P = 16-bit(S)
@@ -279,7 +282,7 @@ struct FwdMainloop {
     turn_end(consumer);
     ptx::wgmma_wait_group<0>();
     ptx::fence_operands(s);
-    if (t.n_blocks() == 1) ptx::mbarrier_arrive(sm.q_empty());
+    if (!Traits::kOInQ && t.n_blocks() == 1) ptx::mbarrier_arrive(sm.q_empty());
     ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
     transform_scores(p, t, s, rows, n, lane);
     softmax.update(s, correction);  // O is still zero: nothing to correct
@@ -301,7 +304,7 @@ struct FwdMainloop {
       turn_end(consumer);
       ptx::wgmma_wait_group<1>();  // S is ready; O += P V may still run
       ptx::fence_operands(s);
-      if (n == t.n_block_min) ptx::mbarrier_arrive(sm.q_empty());
+      if (!Traits::kOInQ && n == t.n_block_min) ptx::mbarrier_arrive(sm.q_empty());
       ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
       transform_scores(p, t, s, rows, n, lane);
       softmax.update(s, correction);

@@ -22,9 +22,12 @@ enum NamedBarrier : uint32_t {
 };
 
 // Elt: __nv_bfloat16 or __half (q, k, v, o). kHeadDim = Dqk, kHeadDimV = Dv, multiples of 64
-// (one 128-byte swizzled panel per 64 columns).
+// (one 128-byte swizzled panel per 64 columns). kOInQ: each consumer stages its O rows in the
+// rows of Q it read (Q is dead once its last S = Q K^T GEMM of the tile has completed), which
+// frees 32 KB per consumer for longer KV tiles; the next tile's Q then waits for the O stores
+// (README.md, "Output staging in Q").
 template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kBlockN_ = 128,
-          int kStages_ = 2>
+          int kStages_ = 2, bool kOInQ_ = false>
 struct FwdTraits {
   using Elt = Elt_;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
@@ -35,6 +38,8 @@ struct FwdTraits {
   static constexpr int kStages = kStages_;  // depth of the K and V rings
   static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims: multiples of 64");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "kBlockN: multiple of 16, at most 256");
+  static constexpr bool kOInQ = kOInQ_;
+  static_assert(!kOInQ || kHeadDimV <= kHeadDim, "O staged in Q: needs Dv <= Dqk");
 
   // One producer warpgroup, two consumer warpgroups of 64 query rows each. With a gathered
   // (paged) KV cache, warps 1..3 of the producer warpgroup copy K and V rows.
@@ -70,8 +75,15 @@ struct FwdTraits {
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kKOffset = kQOffset + kQBytes;
   static constexpr uint32_t kVOffset = kKOffset + kStages * kKStageBytes;
-  static constexpr uint32_t kOOffset = kVOffset + kStages * kVStageBytes;
-  static constexpr uint32_t kBarrierOffset = kOOffset + kConsumerWarpgroups * kOBytesPerConsumer;
+  static constexpr uint32_t kVEnd = kVOffset + kStages * kVStageBytes;
+  // O staging of consumer c, panel i (64 rows x 128 B): in its own buffer after V, panels
+  // kOPanelBytes apart; or (kOInQ) over Q rows 64c .. 64c + 63 of Q panel i, exactly the bytes
+  // consumer c's S GEMMs read, so that neither consumer overwrites Q the other still reads.
+  static constexpr uint32_t kOOffset = kOInQ ? kQOffset : kVEnd;
+  static constexpr uint32_t kOConsumerBytes = kOInQ ? kOPanelBytes : kOBytesPerConsumer;
+  static constexpr uint32_t kOPanelStride = kOInQ ? kQPanelBytes : kOPanelBytes;
+  static constexpr uint32_t kBarrierOffset =
+      kOInQ ? kVEnd : kOOffset + kConsumerWarpgroups * kOBytesPerConsumer;
   // q_full, q_empty, then k_full, k_empty, v_full, v_empty, job_full rings.
   static constexpr int kNumBarriers = 2 + 5 * kStages;
   // Paged gather: one job slot per stage (kv_loader.cuh).
@@ -104,8 +116,9 @@ struct SharedPlan {
   __device__ uint8_t* v(int stage) const {
     return base + Traits::kVOffset + stage * Traits::kVStageBytes;
   }
+  // Panel i of consumer c's O staging is at o(c) + i * Traits::kOPanelStride.
   __device__ uint8_t* o(int consumer) const {
-    return base + Traits::kOOffset + consumer * Traits::kOBytesPerConsumer;
+    return base + Traits::kOOffset + consumer * Traits::kOConsumerBytes;
   }
   __device__ uint64_t* barriers() const {
     return reinterpret_cast<uint64_t*>(base + Traits::kBarrierOffset);

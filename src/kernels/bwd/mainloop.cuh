@@ -16,6 +16,8 @@
 //   dQ writer (producer warp 1, one thread): bulk reduce-adds each staging buffer into the fp32
 //       dq_accum tile in global memory; in deterministic mode it first waits until the tile's
 //       semaphore says every higher KV block has added, and bumps it after its own add landed.
+//       Not at 256 (kDqFromRegisters): there the MMA threads add their dQ registers into dq_accum
+//       with v4 reductions (add_dq) and wait for the turn themselves, and the writer idles.
 #pragma once
 
 #include <climits>

@@ -564,7 +564,7 @@ struct BwdMainloop {
 
     if constexpr (Traits::kDqFromRegisters) {
       // Deterministic: every MMA thread waits for the tile's turn itself (its acquire orders its
-      // own reductions after the higher blocks' sums), while the dQ and dK/dV GEMMs run.
+      // own reductions after the higher blocks' sums), while the dK/dV GEMMs run.
       const int64_t tile = dq_tile(p, w, head, m);
       uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile : nullptr;
       ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run

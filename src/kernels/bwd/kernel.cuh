@@ -70,12 +70,20 @@ __device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const 
   if (w.has_steps()) {
     wait_barrier(sm.kv_full(), 0);
     typename Mainloop::Steps st;
+    bool hung = false;
     for (int r = 0; r < p.group; ++r) {
+      const int head = Traits::kDqFromRegisters ? w.kv_head * p.group + r : 0;  // dQ's tile
       for (int m = w.m_begin; m < w.m_end; ++m) {
-        Mainloop::template step<kSoftcap>(p, sm, w, t, m, st, acc);
+        if constexpr (Traits::kDqFromRegisters) {
+          if (Mainloop::template step<kSoftcap>(p, sm, w, t, head, m, st, acc)) hung = true;
+        } else {
+          Mainloop::template step<kSoftcap>(p, sm, w, t, head, m, st, acc);
+        }
         st.advance();
       }
     }
+    if (Traits::kDqFromRegisters && hung)
+      __trap();  // a deterministic turn that never came (a missing KV block)
   }
   // Keys no query sees (or a request without queries) get zero gradients.
   store_key_rows<Traits>(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, w, wg, t.tid(),
@@ -101,7 +109,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(sm.do_full(s), 1);
       ptx::mbarrier_init(sm.do_empty(s), Traits::kMmaThreads);
     }
-    for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
+    for (int g = 0; g < (Traits::kDqFromRegisters ? 0 : Traits::kMmaWarpgroups); ++g) {
       ptx::mbarrier_init(sm.dq_full(g), 128);
       ptx::mbarrier_init(sm.dq_empty(g), 1);
     }
@@ -116,7 +124,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::prefetch_tensor_map(&p.tm_k);
       ptx::prefetch_tensor_map(&p.tm_v);
       BwdMainloop<Traits>::load(p, sm, w);
-    } else if (threadIdx.x == 32) {
+    } else if (!Traits::kDqFromRegisters && threadIdx.x == 32) {
       BwdMainloop<Traits>::store_dq(p, sm, w);
     }
   } else {

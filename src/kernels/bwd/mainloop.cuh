@@ -16,12 +16,15 @@
 //   dQ writer (producer warp 1, one thread): bulk reduce-adds each staging buffer into the fp32
 //       dq_accum tile in global memory; in deterministic mode it first waits until the tile's
 //       semaphore says every higher KV block has added, and bumps it after its own add landed.
+//       Not at 256 (kDqFromRegisters): there the MMA threads add their dQ registers into dq_accum
+//       with v4 reductions (add_dq) and wait for the turn themselves, and the writer idles.
 #pragma once
 
 #include <climits>
 #include <cmath>
 
 #include "kernels/bwd/traits.cuh"
+#include "ptx/atomic.cuh"
 #include "ptx/bulk_copy.cuh"
 #include "ptx/fast_math.cuh"
 #include "ptx/fence.cuh"
@@ -185,14 +188,24 @@ struct BwdMainloop {
   // Deterministic order: KV block n adds to a dQ tile after exactly `turn` higher blocks did
   // (BlockGeometry::dq_turn). The spin has no backoff: in the launch order the turn has mostly
   // come already, and when not, the hand-over's latency is what the MMA warpgroups wait for.
-  __device__ static void wait_turn(const uint32_t* sem, int turn) {
+  // False if the turn has not come within kHangTimeoutNs (the caller traps).
+  __device__ static bool spin_turn(const uint32_t* sem, int turn) {
     if (ptx::load_acquire_gpu(sem) != static_cast<uint32_t>(turn)) {
       const uint64_t start = ptx::global_timer_ns();
       while (ptx::load_acquire_gpu(sem) != static_cast<uint32_t>(turn)) {
-        if (ptx::global_timer_ns() - start > kHangTimeoutNs) __trap();
+        if (ptx::global_timer_ns() - start > kHangTimeoutNs) return false;
       }
     }
+    return true;
+  }
+  __device__ static void wait_turn(const uint32_t* sem, int turn) {
+    if (!spin_turn(sem, turn)) __trap();
     ptx::fence_proxy_async_all();  // the bulk reduction that follows is ordered after the read
+  }
+
+  // Index of q tile m of a head in dq_accum (tiles of kM x Dqk floats) and the semaphores.
+  __device__ static int64_t dq_tile(const BwdParams& p, const CtaWork& w, int head, int m) {
+    return (head * p.ws.rows + w.seq.ws_row0) / kM + m;
   }
 
   // ---------------------------------------------------------------------------- MMA warpgroups
@@ -386,6 +399,24 @@ struct BwdMainloop {
     }
   }
 
+  // dQ from registers (kDqFromRegisters): this thread's 16-byte chunks of its panels of the tile,
+  // added in fragment order (workspace.hpp), the chunk that stage_dq would put in shared memory.
+  // A warp's reduction covers 512 contiguous bytes.
+  __device__ static void add_dq(float* tile, const MmaThread& t,
+                                const float (&dq)[Traits::kDqSlots][Traits::kDqRegs]) {
+#pragma unroll
+    for (int i = 0; i < Traits::kDqSlots; ++i) {
+      const int panel = Traits::dq_panel(t.wg, i);
+      if (!Traits::has_panel(panel, kQKPanels)) continue;
+      float* chunk = tile + panel * kDqPanelFloats + 4 * t.tid();
+#pragma unroll
+      for (int c = 0; c < Traits::kDqRegs / 4; ++c) {
+        ptx::red_add_v4_f32(chunk + c * 128 * 4, dq[i][4 * c], dq[i][4 * c + 1], dq[i][4 * c + 2],
+                            dq[i][4 * c + 3]);
+      }
+    }
+  }
+
   // A descriptor the compiler must compute where it is used: without this it hoists every k-step's
   // descriptor of every stage out of the loop and keeps them all live (spilled) across it.
   __device__ static uint64_t fresh(uint64_t desc) {
@@ -444,12 +475,22 @@ struct BwdMainloop {
   }
 
   // One step (one q tile of one head) of an MMA warpgroup: dK and dV accumulate in registers.
+  // Returns true if the deterministic turn (dQ from registers) timed out: the caller traps after
+  // its loop (a trap inside the step makes ptxas serialize every wgmma and spill).
   template <bool kSoftcap>
-  __device__ static void step(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
-                              const MmaThread& t, int m, const Steps& st, KvAccum& acc) {
+  __device__ static bool step(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
+                              const MmaThread& t, int head, int m, const Steps& st, KvAccum& acc) {
     const uint32_t s = st.stage();
     const int key_row0 = Traits::key_row0(t.wg), s_col0 = Traits::s_col0(t.wg);
 
+    // Deterministic dQ from registers: the tile's turn (64-bit divisions) is computed here, where
+    // registers are free; after the dQ GEMM it would crowd dQ, dK and dV (spills).
+    int turn = 0;
+    bool hung = false;
+    if constexpr (Traits::kDqFromRegisters) {
+      turn = w.geo.dq_turn(m, w.n_block);
+      asm volatile("" : "+r"(turn));  // keeps the compiler from sinking it to its use
+    }
     float sacc[Traits::kSRegs];
     float dp[Traits::kSRegs];
     wait_barrier(sm.q_full(s), st.phase());
@@ -521,24 +562,44 @@ struct BwdMainloop {
     }
     ptx::wgmma_commit_group();
 
-    ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
+    if constexpr (Traits::kDqFromRegisters) {
+      // Deterministic: every MMA thread waits for the tile's turn itself (its acquire orders its
+      // own reductions after the higher blocks' sums), while the dK/dV GEMMs run.
+      const int64_t tile = dq_tile(p, w, head, m);
+      uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile : nullptr;
+      ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
 #pragma unroll
-    for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
-    wait_barrier(sm.dq_empty(t.wg), st.parity() ^ 1);
-#pragma unroll
-    for (int i = 0; i < Traits::kDqSlots; ++i) {
-      if (Traits::has_panel(Traits::dq_panel(t.wg, i), kQKPanels)) {
-        stage_dq(sm.dq(t.wg) + i * kDqPanelFloats, t.tid(), dq[i]);
+      for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
+      hung = sem != nullptr && !spin_turn(sem, turn);
+      add_dq(p.ws.dq_accum + tile * (kM * Traits::kHeadDim), t, dq);
+      if (sem != nullptr) {
+        // Every thread's sums are performed (gpu scope) before the barrier, and the barrier
+        // before the one release that hands the tile to the next KV block.
+        ptx::fence_acq_rel_gpu();
+        ptx::named_barrier_sync(kDqAdded, Traits::kMmaThreads);
+        if (t.wg == 0 && t.tid() == 0) ptx::red_add_release_gpu(sem, 1);
       }
+    } else {
+      ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
+#pragma unroll
+      for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
+      wait_barrier(sm.dq_empty(t.wg), st.parity() ^ 1);
+#pragma unroll
+      for (int i = 0; i < Traits::kDqSlots; ++i) {
+        if (Traits::has_panel(Traits::dq_panel(t.wg, i), kQKPanels)) {
+          stage_dq(sm.dq(t.wg) + i * kDqPanelFloats, t.tid(), dq[i]);
+        }
+      }
+      ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
+      ptx::mbarrier_arrive(sm.dq_full(t.wg));
     }
-    ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
-    ptx::mbarrier_arrive(sm.dq_full(t.wg));
 
     ptx::wgmma_wait_group<0>();
     acc.fence();
     if constexpr (!Traits::kSharedKeys) fence_fragments(pf, dsf);
     ptx::mbarrier_arrive(sm.q_empty(s));
     ptx::mbarrier_arrive(sm.do_empty(s));
+    return hung;
   }
 };
 

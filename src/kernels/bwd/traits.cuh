@@ -21,6 +21,7 @@ enum NamedBarrier : uint32_t {
   kDsWritten = 1,
   kDsWrittenWg0 = 2,
   kDsWrittenWg1 = 3,
+  kDqAdded = 4,  // dQ from registers, deterministic: all 256 MMA threads' reductions fenced
 };
 
 // Elt: __nv_bfloat16 or __half. kHeadDim = Dqk, kHeadDimV = Dv (multiples of 64: one 128-byte
@@ -134,19 +135,32 @@ struct BwdTraits {
   static constexpr uint32_t kVBytes = kKVPanelBytes * kVPanels;
   static constexpr uint32_t kQStageBytes = kQPanelBytes * kQKPanels;
   static constexpr uint32_t kDoStageBytes = kQPanelBytes * kVPanels;
-  static constexpr uint32_t kDqStageBytes = 4u * kDqSlots * kDqPanelFloats;  // one warpgroup
+  static constexpr uint32_t kDqPanelStageBytes = 4u * kDqSlots * kDqPanelFloats;
   static constexpr uint32_t kRowStatBytes = 4u * kBlockM;  // lse_log2 or delta of one q tile
 
-  // Bytes of the plan with `stages` Q/dO ring stages (kv_full, then q_full, q_empty, do_full,
-  // do_empty per stage, then dq_full, dq_empty per warpgroup at the end).
-  static constexpr uint32_t smem_bytes(int stages) {
+  // Bytes of the plan with `stages` Q/dO ring stages, with or without the dQ staging buffers
+  // (kv_full, then q_full, q_empty, do_full, do_empty per stage, then, with staging, dq_full,
+  // dq_empty per warpgroup at the end).
+  static constexpr uint32_t smem_bytes(int stages, bool dq_staging) {
     return kKBytes + kVBytes + stages * (kQStageBytes + kDoStageBytes) + 2 * (kDsBytes + kPBytes) +
-           kMmaWarpgroups * kDqStageBytes + 2 * stages * kRowStatBytes +
-           (1 + 4 * stages + 2 * kMmaWarpgroups) * 8;
+           (dq_staging ? kMmaWarpgroups * kDqPanelStageBytes : 0) + 2 * stages * kRowStatBytes +
+           (1 + 4 * stages + (dq_staging ? 2 * kMmaWarpgroups : 0)) * 8;
   }
   // Dynamic shared memory is only 16-byte aligned: 1024 bytes of slack align the base.
   static constexpr uint32_t kSmemLimit = 227 * 1024 - 1024;
-  static constexpr int kStages = smem_bytes(2) <= kSmemLimit ? 2 : 1;  // Q/LSE and dO/delta rings
+
+  // How dQ leaves the CTA. Normally each MMA warpgroup stages its fp32 dQ panels in shared
+  // memory and the writer warp bulk-reduce-adds them (and, deterministic, waits for the tile's
+  // turn), off the MMA warps' critical path. Where that staging buffer is what keeps the Q/dO
+  // ring at one stage (256: Q/dO load latency exposed at every step), the MMA threads instead add
+  // their dQ registers straight into dq_accum with v4 reductions, in the same fragment order, and
+  // the 64 KB go to a second stage. (192, 128) has two stages either way and keeps the writer.
+  static constexpr bool kDqFromRegisters = kSharedKeys &&
+                                           smem_bytes(2, true) >
+                                               kSmemLimit&& smem_bytes(2, false) <= kSmemLimit;
+  static constexpr uint32_t kDqStageBytes = kDqFromRegisters ? 0 : kDqPanelStageBytes;
+  static constexpr int kStages =
+      smem_bytes(2, !kDqFromRegisters) <= kSmemLimit ? 2 : 1;  // Q/LSE and dO/delta rings
 
   static constexpr uint32_t kKOffset = 0;
   static constexpr uint32_t kVOffset = kKOffset + kKBytes;
@@ -158,10 +172,11 @@ struct BwdTraits {
   static constexpr uint32_t kLseOffset = kDqOffset + kMmaWarpgroups * kDqStageBytes;
   static constexpr uint32_t kDeltaOffset = kLseOffset + kStages * kRowStatBytes;
   static constexpr uint32_t kBarrierOffset = kDeltaOffset + kStages * kRowStatBytes;
-  static constexpr int kNumBarriers = 1 + 4 * kStages + 2 * kMmaWarpgroups;
+  static constexpr int kNumBarriers = 1 + 4 * kStages + (kDqFromRegisters ? 0 : 2 * kMmaWarpgroups);
   static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
-  static_assert(kSmemBytes == smem_bytes(kStages), "shared-memory plan: offsets and size agree");
+  static_assert(kSmemBytes == smem_bytes(kStages, !kDqFromRegisters),
+                "shared-memory plan: offsets and size agree");
   static_assert(kSmemBytes <= kSmemLimit, "bwd: shared-memory plan exceeds 227 KB");
   static_assert(kDsOffset % 1024 == 0 && kPOffset % 1024 == 0 && kDqOffset % 1024 == 0,
                 "panels 1024-B aligned");

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace hopattn::cli {
@@ -51,6 +53,22 @@ Impl parse_impl(std::string_view text) {
   if (text == "naive") return Impl::kNaive;
   if (text == "cpu") return Impl::kCpu;
   throw UsageError("--impl: expected auto, kernel, naive or cpu, got " + quoted(text));
+}
+
+// `form` "A[:B]" (--heads HQ[:HKV], --head-dim DQK[:DV]): A, and B where the colon is there, each
+// an integer in lo..hi; "192:", ":128" and "0:128" fail naming the whole value.
+std::pair<int, std::optional<int>> parse_int_pair(std::string_view flag, std::string_view form,
+                                                  std::string_view text, int lo, int hi) {
+  const size_t colon = text.find(':');
+  try {
+    const int first = static_cast<int>(parse_integer(flag, text.substr(0, colon), lo, hi));
+    if (colon == std::string_view::npos) return {first, std::nullopt};
+    return {first, static_cast<int>(parse_integer(flag, text.substr(colon + 1), lo, hi))};
+  } catch (const UsageError&) {
+    throw UsageError(std::string(flag) + ": expected " + std::string(form) +
+                     ", each an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                     ", got " + quoted(text));
+  }
 }
 
 std::optional<Family> parse_family(std::string_view text) {
@@ -116,7 +134,8 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--head-dim") {
-    f.head_dim = int_value(1, 1024);
+    std::tie(f.head_dim, f.head_dim_v) =
+        parse_int_pair(name, "DQK[:DV]", cur.value(name, inline_value), 1, 1024);
     return;
   }
   if (name == "--page-size") {
@@ -133,13 +152,9 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
   }
   if (name == "--heads") {
     const std::string_view v = cur.value(name, inline_value);
-    const size_t colon = v.find(':');
-    f.q_heads = static_cast<int>(parse_integer(name, v.substr(0, colon), 1, 4096));
-    if (colon != std::string_view::npos) {
-      f.kv_heads = static_cast<int>(parse_integer(name, v.substr(colon + 1), 1, 4096));
-      if (*f.q_heads % *f.kv_heads != 0) {
-        throw UsageError("--heads: expected HQ a multiple of HKV, got " + quoted(v));
-      }
+    std::tie(f.q_heads, f.kv_heads) = parse_int_pair(name, "HQ[:HKV]", v, 1, 4096);
+    if (f.kv_heads && *f.q_heads % *f.kv_heads != 0) {
+      throw UsageError("--heads: expected HQ a multiple of HKV, got " + quoted(v));
     }
     return;
   }
@@ -314,6 +329,8 @@ Shape (defaults: the tour's shapes; the model shape on a GPU, a short one on the
   --kv-len N          keys per request (includes the q-len new tokens for decode)
   --heads HQ[:HKV]    query heads and KV heads (HKV omitted = HQ); mla and merge take HQ only
   --head-dim D        64, 128 or 256 (fwd, bwd, decode, merge); mla is fixed at 512 + 64
+  --head-dim DQK:DV   fwd, bwd: q/k and v/out head dims apart; the GPU kernels take 192:128
+                      (DeepSeek prefill), the CPU reference any pair
   --page-size N       paged KV cache, 1..256 (decode, mla: default 16 / 64; fwd: off)
   --dtype T           q/out dtype: bf16 | fp16
   --kv-dtype T        decode KV cache: bf16 | fp16 | fp8_e4m3 | fp8_e5m2 | int8
@@ -337,6 +354,7 @@ Run:
 Examples:
   hopattn bench fwd --batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --causal
   hopattn bench fwd --batch 8 --q-len 16 --kv-len 8192 --heads 32:8 --causal --pack-gqa off
+  hopattn bench bwd --batch 2 --q-len 4096 --kv-len 4096 --heads 128 --head-dim 192:128 --causal
   hopattn bench decode --batch 64 --kv-len 8192 --heads 32:8 --kv-dtype fp8_e4m3 --page-size 16
 )";
 }

@@ -31,6 +31,7 @@ class UsageError : public std::runtime_error {
 // What the user gave on the command line; unset fields take the family's defaults.
 struct BenchFlags {
   std::optional<int> batch, q_len, kv_len, q_heads, kv_heads, head_dim, page_size;
+  std::optional<int> head_dim_v;  // --head-dim DQK:DV's DV (unset: the one-value form, Dv = Dqk)
   std::optional<DType> dtype, kv_dtype;
   std::optional<bool> causal;
   std::optional<Window> window;

@@ -1,6 +1,7 @@
-// bwd: dense [B, S, H, D]; out and lse come from a forward on the same side (untimed). CPU check:
-// the MHA problem with every KV head repeated for its q heads, whose dK/dV summed over each
-// group must equal GQA's. GPU check: the CPU reference on request 0 and the first KV head group.
+// bwd: dense [B, S, H, D] (D: Dqk for q, k, dq, dk; Dv for v, out, dout, dv); out and lse come
+// from a forward on the same side (untimed). CPU check: the MHA problem with every KV head
+// repeated for its q heads, whose dK/dV summed over each group must equal GQA's. GPU check: the
+// CPU reference on request 0 and the first KV head group.
 #include "common/element_access.hpp"
 #include "device.hpp"
 #include "family_util.hpp"
@@ -19,9 +20,11 @@ class BwdWorkload final : public Workload {
     opts_.window = s.window;
     opts_.softcap = s.softcap;
     opts_.deterministic = s.deterministic;
-    const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim;
-    for (Tensor* t : {&q_, &out_, &dout_, &dq_}) *t = Tensor(s.dtype, {B, Sq, s.q_heads, D});
-    for (Tensor* t : {&k_, &v_, &dk_, &dv_}) *t = Tensor(s.dtype, {B, Sk, s.kv_heads, D});
+    const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim, Dv = s.dv();
+    for (Tensor* t : {&q_, &dq_}) *t = Tensor(s.dtype, {B, Sq, s.q_heads, D});
+    for (Tensor* t : {&out_, &dout_}) *t = Tensor(s.dtype, {B, Sq, s.q_heads, Dv});
+    for (Tensor* t : {&k_, &dk_}) *t = Tensor(s.dtype, {B, Sk, s.kv_heads, D});
+    for (Tensor* t : {&v_, &dv_}) *t = Tensor(s.dtype, {B, Sk, s.kv_heads, Dv});
     lse_ = Tensor(DType::kFP32, {B, Sq, s.q_heads});
     fill_random(q_, -2.0, 2.0, seed);
     fill_random(k_, -2.0, 2.0, seed + 1);
@@ -60,9 +63,9 @@ class BwdWorkload final : public Workload {
   Check check_cpu() override {
     const Shape& s = s_;
     const int ratio = s.q_heads / s.kv_heads;
-    const int64_t D = s.head_dim;
-    const std::vector<int64_t> mha_kv = {s.batch, s.kv_len, s.q_heads, D};
-    Tensor k(s.dtype, mha_kv), v(s.dtype, mha_kv), dk(s.dtype, mha_kv), dv(s.dtype, mha_kv);
+    const std::vector<int64_t> mha_k = {s.batch, s.kv_len, s.q_heads, s.head_dim};
+    const std::vector<int64_t> mha_v = {s.batch, s.kv_len, s.q_heads, s.dv()};
+    Tensor k(s.dtype, mha_k), v(s.dtype, mha_v), dk(s.dtype, mha_k), dv(s.dtype, mha_v);
     Tensor dq(s.dtype, q_.shape());
     repeat_heads(k_, k, ratio);
     repeat_heads(v_, v, ratio);
@@ -87,7 +90,7 @@ class BwdWorkload final : public Workload {
     auto q_side = [&](const TensorView& t) { return narrow(narrow(t, 0, 0, 1), 2, 0, ratio); };
     auto kv_side = [&](const TensorView& t) { return narrow(narrow(t, 0, 0, 1), 2, 0, 1); };
     Tensor dq(s.dtype, {1, s.q_len, ratio, s.head_dim});
-    Tensor dk(s.dtype, {1, s.kv_len, 1, s.head_dim}), dv(s.dtype, {1, s.kv_len, 1, s.head_dim});
+    Tensor dk(s.dtype, {1, s.kv_len, 1, s.head_dim}), dv(s.dtype, {1, s.kv_len, 1, s.dv()});
     BwdArgs a;
     a.fwd.q = q_side(q_.host());
     a.fwd.k = kv_side(k_.host());

@@ -1,6 +1,7 @@
-// fwd: dense [B, S, H, D] or paged KV (varlen q). CPU check: the same problem with the other KV
-// addressing (dense <-> paged) and every KV head repeated for its q heads (MHA). GPU check: the
-// CPU reference on the last rows of request 0 for the first and last KV head groups.
+// fwd: dense [B, S, H, D] or paged KV (varlen q); D is Dqk for q and k, Dv for v and out. CPU
+// check: the same problem with the other KV addressing (dense <-> paged) and every KV head repeated
+// for its q heads (MHA). GPU check: the CPU reference on the last rows of request 0 for the first
+// and last KV head groups.
 #include <cstring>
 #include <set>
 
@@ -23,23 +24,23 @@ class FwdWorkload final : public Workload {
     opts_.window = s.window;
     opts_.softcap = s.softcap;
     opts_.pack_gqa = s.pack_gqa;
-    const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim;
+    const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim, Dv = s.dv();
     if (paged()) {
       const int64_t pages = ceil_div(Sk, s.page_size);
       q_ = Tensor(s.dtype, {B * Sq, s.q_heads, D});
-      out_ = Tensor(s.dtype, {B * Sq, s.q_heads, D});
+      out_ = Tensor(s.dtype, {B * Sq, s.q_heads, Dv});
       lse_ = Tensor(DType::kFP32, {B * Sq, s.q_heads});
       k_ = Tensor(s.dtype, {B * pages, s.page_size, s.kv_heads, D});
-      v_ = Tensor(s.dtype, {B * pages, s.page_size, s.kv_heads, D});
+      v_ = Tensor(s.dtype, {B * pages, s.page_size, s.kv_heads, Dv});
       cu_q_ = uniform_cu_seqlens(s.batch, s.q_len);
       block_table_ = shuffled_block_table(s.batch, pages, seed + 3);
       kv_lens_ = int32_tensor(std::vector<int32_t>(s.batch, s.kv_len));
     } else {
       q_ = Tensor(s.dtype, {B, Sq, s.q_heads, D});
-      out_ = Tensor(s.dtype, {B, Sq, s.q_heads, D});
+      out_ = Tensor(s.dtype, {B, Sq, s.q_heads, Dv});
       lse_ = Tensor(DType::kFP32, {B, Sq, s.q_heads});
       k_ = Tensor(s.dtype, {B, Sk, s.kv_heads, D});
-      v_ = Tensor(s.dtype, {B, Sk, s.kv_heads, D});
+      v_ = Tensor(s.dtype, {B, Sk, s.kv_heads, Dv});
     }
     fill_random(q_, -2.0, 2.0, seed);
     fill_random(k_, -2.0, 2.0, seed + 1);
@@ -75,35 +76,39 @@ class FwdWorkload final : public Workload {
     // The other addressing, with q heads' own copies of their KV head.
     const int alt_ps = paged() ? 0 : kAltPageSize;
     const int64_t alt_pages = alt_ps ? ceil_div(s.kv_len, alt_ps) : 0;
-    const std::vector<int64_t> kv_shape =
-        alt_ps ? std::vector<int64_t>{s.batch * alt_pages, alt_ps, s.q_heads, s.head_dim}
-               : std::vector<int64_t>{s.batch, s.kv_len, s.q_heads, s.head_dim};
-    Tensor k(s.dtype, kv_shape), v(s.dtype, kv_shape);
+    auto kv_shape = [&](int64_t dim) {
+      return alt_ps ? std::vector<int64_t>{s.batch * alt_pages, alt_ps, s.q_heads, dim}
+                    : std::vector<int64_t>{s.batch, s.kv_len, s.q_heads, dim};
+    };
+    Tensor k(s.dtype, kv_shape(s.head_dim)), v(s.dtype, kv_shape(s.dv()));
     Tensor table = alt_ps ? shuffled_block_table(s.batch, alt_pages, seed_ + 7) : Tensor();
-    const size_t row_bytes = s.head_dim * dtype_size(s.dtype);
+    // Row sizes of K (Dqk) and V (Dv), which differ for (192, 128).
+    const size_t k_row = s.head_dim * dtype_size(s.dtype), v_row = s.dv() * dtype_size(s.dtype);
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t t = 0; t < s.kv_len; ++t) {
         for (int64_t h = 0; h < s.q_heads; ++h) {
           const int64_t src = row_index(table_or_null(), s.page_size, s.kv_heads, b, t, h / ratio);
           const int64_t dst = row_index(alt_ps ? &table : nullptr, alt_ps, s.q_heads, b, t, h);
-          std::memcpy(static_cast<char*>(k.host_data()) + dst * row_bytes,
-                      static_cast<const char*>(k_.host_data()) + src * row_bytes, row_bytes);
-          std::memcpy(static_cast<char*>(v.host_data()) + dst * row_bytes,
-                      static_cast<const char*>(v_.host_data()) + src * row_bytes, row_bytes);
+          std::memcpy(static_cast<char*>(k.host_data()) + dst * k_row,
+                      static_cast<const char*>(k_.host_data()) + src * k_row, k_row);
+          std::memcpy(static_cast<char*>(v.host_data()) + dst * v_row,
+                      static_cast<const char*>(v_.host_data()) + src * v_row, v_row);
         }
       }
     }
     // q, out and lse are contiguous in both forms: [B, Sq, ...] and [B * Sq, ...] share one
     // memory order, so the primary's q serves reshaped and the outputs compare element-wise.
     const int64_t rows = int64_t{s.batch} * s.q_len;
-    const std::vector<int64_t> q_shape =
-        alt_ps ? std::vector<int64_t>{rows, s.q_heads, s.head_dim}
-               : std::vector<int64_t>{s.batch, s.q_len, s.q_heads, s.head_dim};
-    std::vector<int64_t> lse_shape(q_shape.begin(), q_shape.end() - 1);
-    Tensor out(s.dtype, q_shape), lse(DType::kFP32, lse_shape);
+    auto q_shape = [&](int64_t dim) {
+      return alt_ps ? std::vector<int64_t>{rows, s.q_heads, dim}
+                    : std::vector<int64_t>{s.batch, s.q_len, s.q_heads, dim};
+    };
+    const std::vector<int64_t> out_shape = q_shape(s.dv());
+    std::vector<int64_t> lse_shape(out_shape.begin(), out_shape.end() - 1);
+    Tensor out(s.dtype, out_shape), lse(DType::kFP32, lse_shape);
     Tensor cu_q, kv_lens;
     FwdArgs a;
-    a.q = reshape(q_.host(), q_shape);
+    a.q = reshape(q_.host(), q_shape(s.head_dim));
     a.out = out.host();
     a.lse = lse.host();
     if (alt_ps) {
@@ -144,7 +149,7 @@ class FwdWorkload final : public Workload {
                                      : narrow(narrow(t, 0, 0, 1), 1, s.q_len - R, R);
         return narrow(r, 2, g * ratio, ratio);
       };
-      Tensor out(s.dtype, {1, R, ratio, s.head_dim}), lse(DType::kFP32, {1, R, ratio});
+      Tensor out(s.dtype, {1, R, ratio, s.dv()}), lse(DType::kFP32, {1, R, ratio});
       FwdArgs a;
       a.q = rows(q_.host());
       a.out = out.host();
@@ -179,8 +184,8 @@ class FwdWorkload final : public Workload {
   bool paged() const { return s_.page_size > 0; }
   const Tensor* table_or_null() const { return paged() ? &block_table_ : nullptr; }
 
-  // Row (b, t, h) of a K/V tensor, counted in head-dim vectors: dense [B, Sk, H, D], or an NHD
-  // pool [P, ps, H, D] through `table`.
+  // Row (b, t, h) of a K/V tensor, counted in head-dim vectors (D: Dqk for K, Dv for V): dense
+  // [B, Sk, H, D], or an NHD pool [P, ps, H, D] through `table`.
   int64_t row_index(const Tensor* table, int page_size, int heads, int64_t b, int64_t t,
                     int64_t h) const {
     if (table == nullptr) return (b * s_.kv_len + t) * heads + h;

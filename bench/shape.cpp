@@ -25,6 +25,7 @@ std::string Shape::describe() const {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
     if (family != Family::kMla) os << "/" << kv_heads;
     os << " D=" << (family == Family::kMla ? "512+64" : std::to_string(head_dim));
+    if (family != Family::kMla && dv() != head_dim) os << "/" << dv();
     if (page_size > 0) os << " page=" << page_size;
     if (causal) os << " causal";
     if (window.left >= 0 || window.right >= 0) {
@@ -109,6 +110,11 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   const bool attention = fam == Family::kFwd || fam == Family::kBwd || fam == Family::kDecode;
   reject(f.kv_len && fam == Family::kMerge, fam, "--kv-len");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
+  if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
+    throw UsageError(std::string("--head-dim: ") + family_name(fam) +
+                     " takes one head dim D (Dqk = Dv), got " + std::to_string(*f.head_dim) + ":" +
+                     std::to_string(*f.head_dim_v));
+  }
   reject(f.page_size && (fam == Family::kBwd || fam == Family::kMerge), fam, "--page-size");
   reject(f.kv_dtype && fam != Family::kDecode && fam != Family::kFwd, fam, "--kv-dtype");
   reject(f.causal.has_value() && fam == Family::kMerge, fam, "--causal");
@@ -126,7 +132,10 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
     s.q_heads = *f.q_heads;
     if (fam != Family::kMla) s.kv_heads = f.kv_heads.value_or(*f.q_heads);
   }
-  if (f.head_dim) s.head_dim = *f.head_dim;
+  if (f.head_dim) {
+    s.head_dim = *f.head_dim;
+    s.head_dim_v = f.head_dim_v.value_or(0);
+  }
   if (f.page_size) s.page_size = *f.page_size;
   if (f.dtype) s.dtype = *f.dtype;
   s.kv_dtype = f.kv_dtype.value_or(s.dtype);
@@ -176,13 +185,15 @@ Metric metric(const Shape& s) {
 
 double flops(const Shape& s) {
   const double pairs = visible_pairs(s);
-  const double d = s.head_dim;
+  const double dqk = s.head_dim, dv = s.dv();
   switch (s.family) {
     case Family::kFwd:
     case Family::kDecode:  // q.k and p.v: 2 * (Dqk + Dv) per pair and head
-      return 2.0 * pairs * s.q_heads * (d + d);
-    case Family::kBwd:  // recomputed q.k, dO.v, then dV, dQ, dK: 2 * (3 Dqk + 2 Dv)
-      return 2.0 * pairs * s.q_heads * (3 * d + 2 * d);
+      return 2.0 * pairs * s.q_heads * (dqk + dv);
+    case Family::kBwd:  // recomputed q.k (Dqk), dO.v (Dv), then dV (Dv), dQ and dK (Dqk each):
+      // 2 * (3 Dqk + 2 Dv), the work done; = 2.5x the forward's when Dqk = Dv (the peer
+      // scripts' count, which is 4% lower at (192, 128))
+      return 2.0 * pairs * s.q_heads * (3 * dqk + 2 * dv);
     case Family::kMla:
       return 2.0 * pairs * s.q_heads * (kMlaQkDim + kMlaLatentDim);
     case Family::kMerge:
@@ -195,12 +206,13 @@ double bytes(const Shape& s) {
   const double elt = dtype_size(s.dtype), kv_elt = dtype_size(s.kv_dtype);
   const double q_rows = double(s.batch) * s.q_len;
   const double kv_rows = double(s.batch) * s.kv_len;
-  const double d = s.head_dim;
+  const double d = s.head_dim, dv = s.dv();
   switch (s.family) {
-    case Family::kFwd:  // q, k, v, out, lse
-      return q_rows * s.q_heads * (2 * d * elt + 4) + kv_rows * s.kv_heads * 2 * d * elt;
-    case Family::kBwd:  // + dout, dq, dk, dv
-      return 2 * q_rows * s.q_heads * (2 * d * elt + 2) + 2 * kv_rows * s.kv_heads * 2 * d * elt;
+    case Family::kFwd:  // q, k (Dqk), v, out (Dv), lse
+      return q_rows * s.q_heads * ((d + dv) * elt + 4) + kv_rows * s.kv_heads * (d + dv) * elt;
+    case Family::kBwd:  // q, out, dout, lse, k, v in; dq, dk (Dqk), dv (Dv) out
+      return 2 * q_rows * s.q_heads * ((d + dv) * elt + 2) +
+             2 * kv_rows * s.kv_heads * (d + dv) * elt;
     case Family::kDecode: {
       const double pages =
           s.page_size > 0 ? double(s.batch) * ((s.kv_len + s.page_size - 1) / s.page_size) : 0.0;

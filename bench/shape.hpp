@@ -19,7 +19,8 @@ struct Shape {
   int kv_len = 1;  // per request (decode: includes the q_len new tokens)
   int q_heads = 32;
   int kv_heads = 8;
-  int head_dim = 128;  // Dqk = Dv; mla: 512 latent + 64 rope, whatever this says
+  int head_dim = 128;  // Dqk; mla: 512 latent + 64 rope, whatever this says
+  int head_dim_v = 0;  // Dv of fwd and bwd (--head-dim DQK:DV); 0 = head_dim. Read it as dv()
   int page_size = 0;   // 0 = contiguous KV (fwd, bwd); decode and mla are always paged
   DType dtype = DType::kBF16;
   DType kv_dtype = DType::kBF16;  // decode only
@@ -29,7 +30,9 @@ struct Shape {
   bool deterministic = false;    // bwd: bitwise reproducible dQ (a row of its own in `bench bwd`)
   std::optional<bool> pack_gqa;  // fwd: AttentionOptions::pack_gqa (unset: the kernel decides)
 
-  std::string describe() const;  // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"
+  int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
+  // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"; Dqk != Dv prints "D=192/128".
+  std::string describe() const;
 };
 
 // The tour's shape of a family on a GPU (model-sized) or on the CPU (same heads, short).

@@ -1,6 +1,6 @@
 // The decode kernel's integer shortcuts, checked exhaustively on the CPU with the kernel's own
 // functions: e4m3 and e5m2 codes to fp16 bit patterns (kv_bits.hpp) on all 256 codes in both
-// halves, and the page division by multiply-high (schedule.cuh, FastDiv).
+// halves. The page division by multiply-high is FastDivisor's (fast_divisor_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +8,6 @@
 #include <random>
 
 #include "kernels/decode/kv_bits.hpp"
-#include "kernels/decode/schedule.cuh"
 
 namespace hopattn::kernels::decode {
 namespace {
@@ -75,29 +74,6 @@ TEST(DecodeKvBits, E5m2IsTheHighByteOfItsHalf) {
       expect_same(half_value(pair & 0xffffu), e5m2_value(lo), lo);
       expect_same(half_value(pair >> 16), e5m2_value(hi), hi);
     }
-  }
-}
-
-TEST(DecodeKvBits, FastDivMatchesDivision) {
-  std::mt19937 rng(11);
-  const int edges[] = {
-      0, 1, 2, 3, 15, 16, 17, 1 << 20, (1 << 30) - 1, 1 << 30, INT32_MAX - 1, INT32_MAX};
-  for (uint32_t d = 1; d <= 4096; ++d) {
-    const FastDiv f = make_fast_div(d);
-    for (const int n : edges) ASSERT_EQ(fast_div(n, f), n / int(d)) << n << " / " << d;
-    for (int i = 0; i < 200; ++i) {
-      const int n = static_cast<int>(rng() & 0x7fffffffu) >> (i % 31);
-      ASSERT_EQ(fast_div(n, f), n / int(d)) << n << " / " << d;
-    }
-    // Every multiple of d and its neighbours below 2^16.
-    for (int n = 0; n < (1 << 16); n += int(d)) {
-      ASSERT_EQ(fast_div(n, f), n / int(d));
-      if (n > 0) ASSERT_EQ(fast_div(n - 1, f), (n - 1) / int(d));
-    }
-  }
-  for (const uint32_t d : {65535u, 65536u, 100000u, 1u << 30, (1u << 31) - 1}) {
-    const FastDiv f = make_fast_div(d);
-    for (const int n : edges) ASSERT_EQ(fast_div(n, f), n / int(d)) << n << " / " << d;
   }
 }
 

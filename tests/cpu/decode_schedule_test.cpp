@@ -142,7 +142,8 @@ std::string check_schedule(const Problem& prob) {
                    std::to_string(tile.end) + ") of row " + std::to_string(page_row);
           }
           for (int key = tile.start; key < tile.end; ++key) {  // fetch_page's lookup
-            const int index = fast_div(key, make_fast_div(prob.page_size));
+            const int index = static_cast<int>(
+                FastDivisor::of(static_cast<uint32_t>(prob.page_size)).divide(uint32_t(key)));
             if (table[cs.seg_pages[tile.segment] + index] != page_row * 100000 + index) {
               return "page lookup of key " + std::to_string(key) + " reads the wrong entry";
             }

@@ -23,16 +23,7 @@
 #include <cstdint>
 
 #include "hopattn/options.hpp"
-
-#if defined(__CUDACC__)
-#ifndef HOPATTN_HOST_DEVICE
-#define HOPATTN_HOST_DEVICE __host__ __device__ __forceinline__
-#endif
-#else
-#ifndef HOPATTN_HOST_DEVICE
-#define HOPATTN_HOST_DEVICE inline
-#endif
-#endif
+#include "kernels/common/host_device.hpp"
 
 namespace hopattn::kernels::bwd {
 

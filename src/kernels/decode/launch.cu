@@ -209,7 +209,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   p.v_slot_stride = a.v_cache.stride(slot_dim) * kb;
   p.v_head_stride = a.v_cache.stride(head_dim) * kb;
   p.page_size = static_cast<int>(a.k_cache.size(slot_dim));
-  p.page_div = make_fast_div(static_cast<uint32_t>(std::max(1, p.page_size)));
+  p.page_div = FastDivisor::of(static_cast<uint32_t>(std::max(1, p.page_size)));
 
   const PageTable& pt = a.pages;
   if (pt.block_table.defined()) {

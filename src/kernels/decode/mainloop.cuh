@@ -37,7 +37,7 @@ __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& 
     const TileInfo t = tile_info(cs, k);
     const int key = t.start + warp * kLoadTokensPerWarp + lane;
     if (key < t.end) {
-      const int index = fast_div(key, p.page_div);
+      const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
       ref.slot = key - index * p.page_size;
       const int64_t at = cs.seg_pages[t.segment];
       ref.page = p.block_table != nullptr ? __ldg(p.block_table + at + index * p.bt_stride_page)

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/common/fast_divisor.hpp"
 #include "kernels/decode/traits.cuh"
 
 namespace hopattn::kernels::decode {
@@ -16,35 +17,6 @@ struct MaskOptions {
   int window_left = -1;  // -1 = unbounded
   int window_right = -1;
 };
-
-// n / d for 0 <= n < 2^31 and a divisor d >= 1 fixed per launch, by one multiply-high, an add and
-// a shift instead of the ~20-instruction integer division (the page of a key, once per tile and
-// lane). Round-up method (Granlund and Montgomery, 1994): l = ceil(log2 d), mul = floor(2^32 (2^l
-// - d) / d) + 1 < 2^32; then n / d = (mulhi(n, mul) + n) >> l for every n < 2^32, and the sum
-// stays below 2^32 because mulhi(n, mul) <= n < 2^31.
-struct FastDiv {
-  uint32_t mul = 1;
-  uint32_t shift = 0;
-};
-
-HOPATTN_HOST_DEVICE FastDiv make_fast_div(uint32_t d) {
-  uint32_t l = 0;
-  while ((uint64_t(1) << l) < d) ++l;
-  FastDiv f;
-  f.mul = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1);
-  f.shift = l;
-  return f;
-}
-
-HOPATTN_HOST_DEVICE int fast_div(int n, FastDiv f) {
-  const uint32_t u = static_cast<uint32_t>(n);
-#if defined(__CUDA_ARCH__)
-  const uint32_t hi = __umulhi(u, f.mul);
-#else
-  const uint32_t hi = static_cast<uint32_t>((uint64_t(u) * f.mul) >> 32);
-#endif
-  return static_cast<int>((hi + u) >> f.shift);
-}
 
 struct Params {
   // q [B, q_len, Hq, D] and out (same shape, q's dtype): innermost stride 1, 16-byte aligned rows.
@@ -61,7 +33,7 @@ struct Params {
   int64_t k_page_stride, k_slot_stride, k_head_stride;
   int64_t v_page_stride, v_slot_stride, v_head_stride;
   int page_size;
-  FastDiv page_div;  // make_fast_div(page_size)
+  FastDivisor page_div;  // FastDivisor::of(page_size): the page of a key, once per tile and lane
 
   // Page list of page-table row b: block_table[b][i] or indices[indptr[b] + i].
   const int32_t* block_table;  // null: CSR

@@ -6,11 +6,7 @@
 #include <cstdint>
 
 // The schedule (schedule.cuh) also compiles as plain C++, so the CPU tests can check it.
-#if defined(__CUDACC__)
-#define HOPATTN_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define HOPATTN_HOST_DEVICE inline
-#endif
+#include "kernels/common/host_device.hpp"
 
 namespace hopattn::kernels::decode {
 

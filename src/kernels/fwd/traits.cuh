@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/fast_divisor.hpp"
+
 namespace hopattn::kernels::fwd {
 
 // Named barrier ids (0 is __syncthreads). Consumer warpgroup c (0 or 1) waits for its turn to
@@ -180,29 +182,6 @@ enum class KVSource : int {
 struct PoolParams {
   const void* base = nullptr;
   uint32_t page_stride = 0, slot_stride = 0, head_stride = 0;
-};
-
-// n / d for 0 <= n < 2^31 by a multiply-high and a shift (d >= 1): with s = ceil(log2 d) and
-// mul = floor(2^32 (2^s - d) / d) + 1, n / d = (umulhi(n, mul) + n) >> s. The paged loaders
-// split token indices into (page, slot) with it every row.
-struct FastDivisor {
-  uint32_t divisor = 1, mul = 1, shift = 0;
-
-  static FastDivisor of(uint32_t d) {
-    FastDivisor f;
-    f.divisor = d;
-    while ((uint64_t{1} << f.shift) < d) ++f.shift;
-    f.mul = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - d) / d + 1);
-    return f;
-  }
-  __host__ __device__ __forceinline__ uint32_t divide(uint32_t n) const {
-#if defined(__CUDA_ARCH__)
-    const uint32_t hi = __umulhi(n, mul);
-#else
-    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * mul) >> 32);
-#endif
-    return (hi + n) >> shift;
-  }
 };
 
 struct KVParams {

@@ -19,6 +19,8 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
 size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts);
 void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream = nullptr);
 
+// Bytes of workspace mla needs (0: none): a pure host function of the shapes.
+size_t mla_workspace_size(const MlaArgs& args, const MlaOptions& opts);
 void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream = nullptr);
 
 void merge_states(const MergeArgs& args, Stream stream = nullptr);

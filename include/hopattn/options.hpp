@@ -113,6 +113,7 @@ inline constexpr int kMlaRopeDim = 64;
 struct MlaOptions {
   bool causal = true;
   std::optional<float> scale;  // default 1 / sqrt(512 + 64)
+  int num_splits = 0;          // CUDA: key splits per (request, row tile); 0 = cost model
 };
 
 struct MlaArgs {
@@ -120,11 +121,13 @@ struct MlaArgs {
   TensorView q_pe;          // [total_q, H, 64]
   TensorView ckv;           // [num_pages, page_size, 512]; also the value rows
   TensorView kpe;           // [num_pages, page_size, 64]
+  float kv_scale = 1.f;     // fp8 e4m3 cache: real value = stored value * kv_scale
   TensorView cu_seqlens_q;  // int32 [B + 1]
   int max_seqlen_q = 0;
-  PageTable pages;  // kv_lens + block table or CSR (layout is NHD by construction)
-  TensorView out;   // output [total_q, H, 512]
-  TensorView lse;   // output fp32 [total_q, H]
+  PageTable pages;      // kv_lens + block table or CSR (layout is NHD by construction)
+  TensorView out;       // output [total_q, H, 512]
+  TensorView lse;       // output fp32 [total_q, H]
+  Workspace workspace;  // CUDA: mla_workspace_size() bytes (split partial states; no zeroing)
 };
 
 // ---------------------------------------------------------------- merge

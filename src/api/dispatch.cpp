@@ -7,6 +7,8 @@
 #include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/merge/launch.hpp"
+#include "kernels/mla/launch.hpp"
+#include "plan/mla_plan.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn {
@@ -83,9 +85,24 @@ void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   reference::decode(args, opts);
 }
 
-void mla(const MlaArgs& args, const MlaOptions& opts, Stream) {
+// Pure host function of the shapes (also in builds without CUDA): the validator calls it too.
+size_t mla_workspace_size(const MlaArgs& args, const MlaOptions& opts) {
+  if (!args.q_nope.is_cuda()) return 0;
+  return plan::mla::make_plan(plan::mla::shape_of(args, opts), plan::mla::kHopperMaxSms)
+      .workspace_bytes;
+}
+
+void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream) {
   validate::mla(args, opts);
-  if (args.q_nope.is_cuda()) no_gpu_kernel("mla");
+  if (args.q_nope.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::mla::launch(args, opts, stream);
+    return;
+#else
+    (void)stream;
+    no_gpu_kernel("mla");
+#endif
+  }
   reference::mla(args, opts);
 }
 

@@ -68,8 +68,11 @@ struct OnlineSoftmax {
       const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * scale_log2;
       const float top = fmaxf(m_log2, sink_log2[h]);  // both -inf: nothing visible, no sink
       if (top == -INFINITY) {
-        out_scale[h] = 0.f;
-        lse[h] = -INFINITY;
+        // No finite logit and no sink: an empty row (sum 0), or a row whose every visible logit
+        // was NaN (sum NaN), which must stay NaN rather than read as empty.
+        const bool nan = sum != sum;
+        out_scale[h] = nan ? __int_as_float(0x7fffffff) : 0.f;
+        lse[h] = nan ? __int_as_float(0x7fffffff) : -INFINITY;
         continue;
       }
       // denominator / 2^top = sum * 2^(m - top) + 2^(sink - top)

@@ -1,0 +1,102 @@
+// The MLA kernel: one CTA per (row tile, key split, request); a producer warpgroup streams the
+// split's KV blocks through a two-stage ring while two consumer warpgroups run the GEMMs and the
+// online softmax (consumer.cuh), then each consumer stores its 256 output columns (or its
+// float32 partial state when the keys are split, merged by a second launch).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/mla/consumer.cuh"
+#include "kernels/mla/loader.cuh"
+#include "kernels/mla/tile.cuh"
+#include "kernels/mla/traits.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/pack.cuh"
+#include "ptx/setmaxnreg.cuh"
+#include "ptx/warpgroup.cuh"
+
+namespace hopattn::kernels::mla {
+
+// Consumer `c`'s rows and columns of O to out (16-bit) or to the split's partial state (fp32);
+// consumer 0 also writes the rows' lse. Rows past the tile's valid ones are not written.
+template <class Traits>
+__device__ void store_output(const MlaParams& p, const Tile& t, int consumer,
+                             const float (&o)[Traits::kORegs], const float (&out_scale)[2],
+                             const float (&lse)[2]) {
+  using Elt = typename Traits::Elt;
+  const int r0 = MlaConsumer<Traits>::row0();
+  const int col0 = consumer * Traits::kOCols + 2 * (static_cast<int>(threadIdx.x) % 4);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r0 + 8 * h;
+    if (r >= t.rows) continue;
+    const uint32_t g = static_cast<uint32_t>(t.row_in_request(r));
+    const uint32_t token = p.head_div.divide(g);
+    const int64_t tok = t.q_begin + static_cast<int64_t>(token);
+    const int64_t head = g - token * static_cast<uint32_t>(p.heads);
+    const float f = out_scale[h];
+    if (p.num_splits == 1) {
+      Elt* row = static_cast<Elt*>(p.out) + tok * p.out_stride[0] + head * p.out_stride[1] + col0;
+#pragma unroll
+      for (int j = 0; j < Traits::kORegs / 4; ++j) {
+        const uint32_t v = ptx::pack2<Elt>(o[4 * j + 2 * h] * f, o[4 * j + 2 * h + 1] * f);
+        *reinterpret_cast<uint32_t*>(row + 8 * j) = v;
+      }
+      if (consumer == 0 && threadIdx.x % 4 == 0) {
+        p.lse[tok * p.lse_stride[0] + head * p.lse_stride[1]] = lse[h];
+      }
+    } else {
+      const int64_t state = (t.split * p.total_q + tok) * p.heads + head;
+      float* row = p.partial_o + state * kLatentDim + col0;
+#pragma unroll
+      for (int j = 0; j < Traits::kORegs / 4; ++j) {
+        *reinterpret_cast<float2*>(row + 8 * j) =
+            make_float2(o[4 * j + 2 * h] * f, o[4 * j + 2 * h + 1] * f);
+      }
+      if (consumer == 0 && threadIdx.x % 4 == 0) p.partial_lse[state] = lse[h];
+    }
+  }
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    mla_kernel(const __grid_constant__ MlaParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const Tile t = make_tile(p);
+  if (t.rows == 0) return;  // uniform over the CTA: past the request's rows
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Traits::kStages; ++s) {
+      ptx::mbarrier_init(sm.full(s), 128);  // one cp.async arrival per producer thread
+      ptx::mbarrier_init(sm.empty(s), Traits::kConsumerThreads);
+    }
+  }
+  __syncthreads();
+
+  const int role = ptx::warpgroup_index();
+  if (role == 0) {
+    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
+    MlaLoader<Traits>::run(p, sm, t);
+    return;
+  }
+  float o[Traits::kORegs];
+  float out_scale[2], lse[2];
+  if (role == 1) {
+    ptx::setmaxnreg_inc<Traits::kConsumer0Registers>();
+    MlaConsumer<Traits>::load_q(p, sm, t);
+    MlaConsumer<Traits>::run0(p, sm, t, o, out_scale, lse);
+  } else {
+    ptx::setmaxnreg_inc<Traits::kConsumer1Registers>();
+    MlaConsumer<Traits>::load_q(p, sm, t);
+    MlaConsumer<Traits>::run1(p, sm, t, o, out_scale);
+    lse[0] = lse[1] = 0.f;  // consumer 0 writes the lse
+  }
+  // The cache's dequantization scale of V (1 for 16-bit caches) folds into the final scale.
+  out_scale[0] *= p.v_scale;
+  out_scale[1] *= p.v_scale;
+  store_output<Traits>(p, t, role - 1, o, out_scale, lse);
+}
+
+}  // namespace hopattn::kernels::mla

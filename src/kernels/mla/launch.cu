@@ -1,0 +1,121 @@
+// Host side of the MLA kernel: TensorViews -> MlaParams, the split plan (src/plan/mla_plan.hpp),
+// the launch, and the merge of split partial states through the merge family's kernel.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "hopattn/error.hpp"
+#include "kernels/common/cuda_host.hpp"
+#include "kernels/merge/launch.hpp"
+#include "kernels/mla/launch.hpp"
+#include "kernels/mla/launch_kernel.cuh"
+
+namespace hopattn::kernels::mla {
+
+extern template cudaError_t launch_kernel<MlaBf16>(const MlaParams&, dim3, cudaStream_t);
+extern template cudaError_t launch_kernel<MlaFp16>(const MlaParams&, dim3, cudaStream_t);
+
+namespace {
+
+constexpr const char* kWhere = "hopattn.mla";
+
+[[noreturn]] void not_supported(const std::string& what, const std::string& given) {
+  throw Error(ErrorKind::kNotImplemented,
+              detail::concat("hopattn.mla (GPU): expected ", what, ", got ", given));
+}
+
+// Element strides of the request-major page list: the block table's, or CSR's.
+void set_pages(MlaParams& p, const PageTable& pt) {
+  if (pt.block_table.defined()) {
+    p.block_table = pt.block_table.data_as<const int32_t>();
+    p.block_table_stride = pt.block_table.stride(0);
+    p.page_col_stride = pt.block_table.stride(1);
+    p.max_pages = static_cast<int>(pt.block_table.size(1));
+  } else {
+    p.page_indptr = pt.indptr.data_as<const int32_t>();
+    p.page_indptr_stride = pt.indptr.stride(0);
+    p.page_indices = pt.indices.data_as<const int32_t>();
+    p.page_col_stride = pt.indices.stride(0);
+  }
+  p.kv_lens = pt.kv_lens.data_as<const int32_t>();
+  p.kv_lens_stride = pt.kv_lens.stride(0);
+}
+
+}  // namespace
+
+void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
+  const int device = a.q_nope.device().index;
+  const plan::mla::Plan pl =
+      plan::mla::make_plan(plan::mla::shape_of(a, o), sm_count(device, kWhere));
+  const int64_t batch = a.cu_seqlens_q.size(0) - 1;
+  if (batch > 65535 || pl.row_tiles > 2147483647LL) {
+    not_supported("at most 65535 requests", std::to_string(batch));
+  }
+  if (pl.num_splits > 1 &&
+      (a.workspace.data == nullptr || a.workspace.bytes < pl.workspace_bytes)) {
+    throw Error(ErrorKind::kValue,
+                detail::concat(kWhere, ": expected a workspace of >= ", pl.workspace_bytes,
+                               " bytes (mla_workspace_size), got ", a.workspace.bytes));
+  }
+  if (batch == 0 || a.q_nope.size(0) == 0) return;
+
+  MlaParams p{};
+  p.q_nope = a.q_nope.data();
+  p.q_pe = a.q_pe.data();
+  for (int i = 0; i < 2; ++i) {
+    p.q_nope_stride[i] = a.q_nope.stride(i);
+    p.q_pe_stride[i] = a.q_pe.stride(i);
+    p.ckv_stride[i] = a.ckv.stride(i);
+    p.kpe_stride[i] = a.kpe.stride(i);
+    p.out_stride[i] = a.out.stride(i);
+    p.lse_stride[i] = a.lse.stride(i);
+  }
+  p.ckv = a.ckv.data();
+  p.kpe = a.kpe.data();
+  p.num_pages = static_cast<int>(a.ckv.size(0));
+  p.page_size = static_cast<int>(a.ckv.size(1));
+  p.page_div = FastDivisor::of(static_cast<uint32_t>(std::max(1, p.page_size)));
+  set_pages(p, a.pages);
+  p.cu_seqlens_q = a.cu_seqlens_q.data_as<const int32_t>();
+  p.cu_seqlens_stride = a.cu_seqlens_q.stride(0);
+  p.heads = static_cast<int>(a.q_nope.size(1));
+  p.head_div = FastDivisor::of(static_cast<uint32_t>(p.heads));
+  p.causal = o.causal;
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(kQkDim));
+  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
+  p.v_scale = 1.f;
+  p.out = a.out.data();
+  p.lse = a.lse.data_as<float>();
+  p.num_splits = pl.num_splits;
+  p.total_q = a.q_nope.size(0);
+  if (pl.num_splits > 1) {
+    char* ws = static_cast<char*>(a.workspace.data);
+    p.partial_o = reinterpret_cast<float*>(ws + pl.partial_o_offset);
+    p.partial_lse = reinterpret_cast<float*>(ws + pl.partial_lse_offset);
+  }
+
+  DeviceGuard guard(device, kWhere);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  const dim3 grid(static_cast<unsigned>(pl.row_tiles), static_cast<unsigned>(pl.num_splits),
+                  static_cast<unsigned>(batch));
+  const cudaError_t status = a.q_nope.dtype() == DType::kBF16 ? launch_kernel<MlaBf16>(p, grid, s)
+                                                              : launch_kernel<MlaFp16>(p, grid, s);
+  throw_if_cuda_error(status, kWhere, "kernel launch");
+  if (pl.num_splits == 1) return;
+
+  // The partial states [splits, T, H, 512] / [splits, T, H] seen as merge_states_n's
+  // [T, n, H, D] / [T, n, H] by their strides.
+  const int64_t t = p.total_q, h = p.heads, n = pl.num_splits;
+  const int64_t o_shape[4] = {t, n, h, kLatentDim};
+  const int64_t o_strides[4] = {h * kLatentDim, t * h * kLatentDim, kLatentDim, 1};
+  const int64_t l_shape[3] = {t, n, h};
+  const int64_t l_strides[3] = {h, t * h, 1};
+  MergeNArgs m;
+  m.o = TensorView(p.partial_o, DType::kFP32, 4, o_shape, o_strides, a.q_nope.device());
+  m.lse = TensorView(p.partial_lse, DType::kFP32, 3, l_shape, l_strides, a.q_nope.device());
+  m.out = a.out;
+  m.lse_out = a.lse;
+  merge::launch_merge_states_n(m, stream);
+}
+
+}  // namespace hopattn::kernels::mla

@@ -1,0 +1,119 @@
+// Tile configuration, shared-memory plan, barrier names and kernel parameters of the MLA family.
+// The tile shape comes from src/plan/mla_tiles.hpp, which the host planner reads too.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/fast_divisor.hpp"
+#include "plan/mla_tiles.hpp"
+
+namespace hopattn::kernels::mla {
+
+using plan::mla::kBlockKeys;
+using plan::mla::kLatentDim;
+using plan::mla::kQkDim;
+using plan::mla::kRopeDim;
+using plan::mla::kTileRows;
+
+// Named barrier ids (0 is __syncthreads).
+enum NamedBarrier : uint32_t {
+  kQReady = 1,    // 256 consumer threads: Q landed in shared memory
+  kPFull = 2,     // consumer 0 arrives, consumer 1 syncs: P and its row factors are written
+  kPEmpty = 3,    // consumer 1 arrives, consumer 0 syncs: consumer 1's O += P V has read P
+  kFinal = 4,     // consumer 0 arrives, consumer 1 syncs: the final row scales are written
+  kProducer = 5,  // the producer warpgroup: a stage's row-address table is complete
+};
+
+// The element type of q, out and the 16-bit operands of the MMAs; the cache is Elt too, or
+// float8 e4m3 (kFp8Cache), widened to Elt by the producer on its way to shared memory.
+template <class Elt_, bool kFp8Cache_ = false>
+struct MlaTraits {
+  using Elt = Elt_;
+  static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
+                "mla: bf16 or fp16");
+  static constexpr bool kFp8Cache = kFp8Cache_;
+  static constexpr int kCacheBytes = kFp8Cache ? 1 : 2;  // bytes of one cached element
+
+  // One producer warpgroup (loads), two consumers: consumer 0 computes S = Q K^T, the softmax
+  // and O[:, 0:256] += P V; consumer 1 computes O[:, 256:512] += P V with P from shared memory.
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerThreads = 256;
+  static constexpr uint32_t kProducerRegisters = 56;
+  static constexpr uint32_t kConsumer0Registers = 240;
+  static constexpr uint32_t kConsumer1Registers = 208;
+  static_assert(128 * (kProducerRegisters + kConsumer0Registers + kConsumer1Registers) <= 65536,
+                "register file");
+
+  static constexpr int kOCols = kLatentDim / 2;  // output columns of one consumer
+  static constexpr int kSRegs = kBlockKeys / 2;  // 64 x 64 S accumulator
+  static constexpr int kORegs = kOCols / 2;      // 64 x 256 O accumulator
+  static constexpr int kQKSteps = kQkDim / 16;
+  static constexpr int kPVSteps = kBlockKeys / 16;
+
+  // Shared memory: 64-column panels of 128-byte rows, 128B-swizzled (16-byte chunk c of row r
+  // at chunk c ^ (r % 8)), every panel on a 1024-byte boundary.
+  static constexpr int kPanelCols = 64;
+  static constexpr uint32_t kRowBytes = 128;
+  static constexpr int kPanels = kQkDim / kPanelCols;  // 9: 8 of ckv, 1 of kpe
+  static constexpr int kLatentPanels = kLatentDim / kPanelCols;
+  static constexpr uint32_t kQPanelBytes = kTileRows * kRowBytes;
+  static constexpr uint32_t kKVPanelBytes = kBlockKeys * kRowBytes;
+  static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
+  static constexpr uint32_t kStageBytes = kKVPanelBytes * kPanels;
+  static constexpr int kStages = 2;
+  static constexpr uint32_t kPBytes = kTileRows * kRowBytes;  // 64 x 64 16-bit
+
+  static constexpr uint32_t kQOffset = 0;
+  static constexpr uint32_t kKVOffset = kQOffset + kQBytes;
+  static constexpr uint32_t kPOffset = kKVOffset + kStages * kStageBytes;
+  static constexpr uint32_t kRowFactorOffset = kPOffset + kPBytes;  // float [64]
+  static constexpr uint32_t kFinalOffset = kRowFactorOffset + kTileRows * 4;
+  static constexpr uint32_t kRowTableOffset = kFinalOffset + kTileRows * 4;  // int64 [2][64]
+  static constexpr uint32_t kBarrierOffset = kRowTableOffset + 2 * kBlockKeys * 8;
+  static constexpr uint32_t kSmemBytes = kBarrierOffset + 2 * kStages * 8;
+  static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;  // room to align the base to 1 KB
+  static_assert(kSmemAlloc <= 232448, "shared memory: 227 KB per block");
+};
+
+// Kernel parameters (host-filled in launch.cu). Element strides; every offset is int64.
+struct MlaParams {
+  const void* q_nope;  // [total_q, H, 512]
+  const void* q_pe;    // [total_q, H, 64]
+  int64_t q_nope_stride[2], q_pe_stride[2];
+  const void* ckv;                       // pool [pages, page_size, 512]
+  const void* kpe;                       // pool [pages, page_size, 64]
+  int64_t ckv_stride[2], kpe_stride[2];  // page, slot
+  int num_pages, page_size;
+  FastDivisor page_div;
+  const int* block_table;  // [B, max_pages] or null (CSR)
+  int64_t block_table_stride;
+  int64_t page_col_stride;  // between consecutive pages of a request (block table or indices)
+  int max_pages;            // block table width (entries past a request's length are never read)
+  const int* page_indptr;   // CSR [B + 1]
+  int64_t page_indptr_stride;
+  const int* page_indices;
+  const int* kv_lens;  // [B]
+  int64_t kv_lens_stride;
+  const int* cu_seqlens_q;  // [B + 1]
+  int64_t cu_seqlens_stride;
+  int heads;
+  FastDivisor head_div;
+  bool causal;
+  float scale_log2;  // softmax scale * log2(e), times the cache's dequantization scale
+  float v_scale;     // cache dequantization scale applied to O (1 for 16-bit caches)
+  // Output: out/lse when num_splits == 1, else the partial states.
+  void* out;  // [total_q, H, 512]
+  int64_t out_stride[2];
+  float* lse;  // [total_q, H]
+  int64_t lse_stride[2];
+  int num_splits;
+  float* partial_o;    // [splits, total_q, H, 512]
+  float* partial_lse;  // [splits, total_q, H]
+  int64_t total_q;
+};
+
+}  // namespace hopattn::kernels::mla

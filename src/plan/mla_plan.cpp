@@ -1,0 +1,60 @@
+// The MLA split choice. One CTA a SM (the kernel holds 64 rows of Q and two 64-key stages of the
+// 576-wide cache: 216 KB of shared memory). A problem is one (request, row tile); its keys are
+// split so that the grid fills the SMs without a tail wave that costs more than it saves.
+#include "plan/mla_plan.hpp"
+
+#include <algorithm>
+
+#include "plan/mla_tiles.hpp"
+#include "plan/split_cost.hpp"
+
+namespace hopattn::plan::mla {
+namespace {
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+// A CTA's fixed cost is about three KV tiles: Q (72 KB, as large as one tile) is read before
+// the first key, the first tile's latency is exposed, and the epilogue stores 64 rows of 512.
+// The merge is a separate memory-bound launch over the partials.
+constexpr SplitCostModel kCost{/*cta_fixed_tiles=*/3, /*split_merge_tiles=*/2,
+                               /*max_splits=*/kMaxSplits, /*min_tiles_per_split=*/2};
+
+int auto_splits(int64_t problems, int64_t max_kv_len, int num_sms) {
+  const int64_t tiles = (max_kv_len + kBlockKeys - 1) / kBlockKeys;
+  const int bound = kCost.choose(problems, tiles, kHopperMaxSms);
+  return num_sms >= kHopperMaxSms ? bound : std::min(bound, kCost.choose(problems, tiles, num_sms));
+}
+
+}  // namespace
+
+Plan make_plan(const Shape& s, int num_sms) {
+  Plan p;
+  const int64_t rows = std::max<int64_t>(s.max_seqlen_q, 0) * s.heads;
+  p.row_tiles = static_cast<int>(std::max<int64_t>((rows + kTileRows - 1) / kTileRows, 1));
+  const int64_t problems = s.batch * p.row_tiles;
+  p.num_splits = s.num_splits > 0 ? std::min(s.num_splits, kMaxSplits)
+                                  : auto_splits(problems, s.max_kv_len, std::max(num_sms, 1));
+  if (p.num_splits > 1) {
+    const size_t states = size_t(p.num_splits) * size_t(std::max<int64_t>(s.total_q, 0)) *
+                          size_t(std::max<int64_t>(s.heads, 0));
+    p.partial_o_offset = 0;
+    p.partial_lse_offset = align256(states * kLatentDim * sizeof(float));
+    p.workspace_bytes = p.partial_lse_offset + align256(states * sizeof(float));
+  }
+  return p;
+}
+
+Shape shape_of(const MlaArgs& a, const MlaOptions& o) {
+  Shape s;
+  s.batch = a.cu_seqlens_q.size(0) - 1;
+  s.heads = a.q_nope.size(1);
+  s.total_q = a.q_nope.size(0);
+  s.max_seqlen_q = a.max_seqlen_q;
+  const PageTable& pt = a.pages;
+  const int64_t capacity = pt.block_table.defined() ? pt.block_table.size(1) : pt.indices.size(0);
+  s.max_kv_len = capacity * a.ckv.size(1);
+  s.num_splits = o.num_splits;
+  return s;
+}
+
+}  // namespace hopattn::plan::mla

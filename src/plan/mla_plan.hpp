@@ -1,0 +1,43 @@
+// Host plan of one MLA call: how the (request, row tile) problems are cut into CTAs along the
+// keys, and the workspace the partial states need. A pure function of the shapes the host knows
+// without a device sync (batch, heads, total and maximum q tokens, page-table capacity) and of
+// the SM count: no tensor data is read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hopattn/options.hpp"
+
+namespace hopattn::plan::mla {
+
+struct Shape {
+  int64_t batch = 0;
+  int64_t heads = 0;
+  int64_t total_q = 0;       // q tokens of all requests
+  int64_t max_seqlen_q = 0;  // host bound on any request's q tokens
+  int64_t max_kv_len = 0;    // host bound on any request's keys (page-table capacity)
+  int num_splits = 0;        // 0: the cost model decides; else forced (clamped to kMaxSplits)
+};
+
+struct Plan {
+  int row_tiles = 0;   // tiles of kTileRows rows per request (ceil(max_seqlen_q * H / 64))
+  int num_splits = 1;  // CTAs per problem along the keys
+  // num_splits > 1: float32 partial states in the workspace, o [splits, total_q, H, 512] at
+  // partial_o_offset and lse [splits, total_q, H] at partial_lse_offset, merged afterwards.
+  size_t partial_o_offset = 0;
+  size_t partial_lse_offset = 0;
+  size_t workspace_bytes = 0;  // 0 when num_splits == 1
+};
+
+// The SM count the workspace size assumes: the largest Hopper part's, so that the size is a
+// pure function of the shapes (valid for any sm_90 device). A launch on a smaller part takes at
+// most that many splits.
+inline constexpr int kHopperMaxSms = 132;
+
+Plan make_plan(const Shape& shape, int num_sms);
+
+// The shape inputs of a call, from its arguments' shapes alone (no tensor data is read).
+Shape shape_of(const MlaArgs& args, const MlaOptions& opts);
+
+}  // namespace hopattn::plan::mla

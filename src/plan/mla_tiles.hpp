@@ -1,0 +1,16 @@
+// Tile shape of the MLA kernel: read by the kernel's traits (src/kernels/mla/traits.cuh) and by
+// its host planner (mla_plan.hpp), so both agree without a second copy. Plain C++.
+#pragma once
+
+namespace hopattn::plan::mla {
+
+inline constexpr int kLatentDim = 512;  // ckv: keys and values
+inline constexpr int kRopeDim = 64;     // kpe: keys only
+inline constexpr int kQkDim = kLatentDim + kRopeDim;
+// Rows of one work tile: (q token, head) pairs of one request, token-major (row = i * H + h),
+// so that a tensor-parallel shard of 16 heads with 4 MTP tokens fills the 64 rows of the MMA.
+inline constexpr int kTileRows = 64;
+inline constexpr int kBlockKeys = 64;  // keys per KV tile (pipeline stage)
+inline constexpr int kMaxSplits = 128;
+
+}  // namespace hopattn::plan::mla

@@ -4,6 +4,7 @@
 // first requests and the first 16 heads.
 #include <cstring>
 
+#include "common/element_access.hpp"
 #include "family_util.hpp"
 #include "hopattn/api.hpp"
 #include "reference/reference.hpp"
@@ -27,15 +28,17 @@ class MlaWorkload final : public Workload {
     q_pe_ = Tensor(s.dtype, {T, H, kRope});
     out_ = Tensor(s.dtype, {T, H, kLatent});
     lse_ = Tensor(DType::kFP32, {T, H});
-    ckv_ = Tensor(s.dtype, {s.batch * pages, ps, kLatent});
-    kpe_ = Tensor(s.dtype, {s.batch * pages, ps, kRope});
+    // An fp8 e4m3 cache holds values up to 8 with kv_scale 1/8: real values in [-1, 1).
+    fp8_ = s.kv_dtype == DType::kFP8E4M3;
+    ckv_ = Tensor(s.kv_dtype, {s.batch * pages, ps, kLatent});
+    kpe_ = Tensor(s.kv_dtype, {s.batch * pages, ps, kRope});
     cu_q_ = uniform_cu_seqlens(s.batch, s.q_len);
     block_table_ = shuffled_block_table(s.batch, pages, seed + 4);
     kv_lens_ = int32_tensor(std::vector<int32_t>(s.batch, s.kv_len));
     fill_random(q_nope_, -1.0, 1.0, seed);
     fill_random(q_pe_, -1.0, 1.0, seed + 1);
-    fill_random(ckv_, -1.0, 1.0, seed + 2);
-    fill_random(kpe_, -1.0, 1.0, seed + 3);
+    fill_random(ckv_, -kv_range(), kv_range(), seed + 2);
+    fill_random(kpe_, -kv_range(), kv_range(), seed + 3);
   }
 
   void prepare(bool device) override {
@@ -44,6 +47,8 @@ class MlaWorkload final : public Workload {
          {&q_nope_, &q_pe_, &out_, &lse_, &ckv_, &kpe_, &cu_q_, &block_table_, &kv_lens_}) {
       t->to_device();
     }
+    const size_t bytes = mla_workspace_size(args(Side::kDevice), opts_);
+    if (bytes > 0) workspace_ = DeviceMemory(bytes);  // split partial states; no zeroing needed
   }
 
   void poison_outputs(bool device) override {
@@ -52,7 +57,9 @@ class MlaWorkload final : public Workload {
   }
 
   void run(Impl impl) override {
-    mla(args(impl == Impl::kCpu ? Side::kHost : Side::kDevice), opts_);
+    MlaArgs a = args(impl == Impl::kCpu ? Side::kHost : Side::kDevice);
+    if (impl != Impl::kCpu) a.workspace = {workspace_.data(), workspace_.bytes()};
+    mla(a, opts_);
   }
 
   Check check_cpu() override {
@@ -70,17 +77,22 @@ class MlaWorkload final : public Workload {
       std::memcpy(qd + (r * (kLatent + kRope) + kLatent) * elt,
                   static_cast<const char*>(q_pe_.host_data()) + r * kRope * elt, kRope * elt);
     }
-    auto* kd = static_cast<char*>(k.host_data());
-    auto* vd = static_cast<char*>(v.host_data());
+    // k = [ckv, kpe] and v = ckv, element by element (an fp8 cache is dequantized on the way).
+    const TensorView kh = k.host(), vh = v.host(), ch = ckv_.host(), ph = kpe_.host();
+    const double kv_scale = fp8_ ? 0.125 : 1.0;
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t t = 0; t < s.kv_len; ++t) {
         const int64_t slot = page_of(block_table_, b, t, ps) * ps + t % ps;
         const int64_t row = b * s.kv_len + t;
-        const char* c = static_cast<const char*>(ckv_.host_data()) + slot * kLatent * elt;
-        std::memcpy(kd + row * (kLatent + kRope) * elt, c, kLatent * elt);
-        std::memcpy(kd + (row * (kLatent + kRope) + kLatent) * elt,
-                    static_cast<const char*>(kpe_.host_data()) + slot * kRope * elt, kRope * elt);
-        std::memcpy(vd + row * kLatent * elt, c, kLatent * elt);
+        for (int64_t d = 0; d < kLatent; ++d) {
+          const double x = load_element(ch, slot * kLatent + d) * kv_scale;
+          store_element(kh, row * (kLatent + kRope) + d, x);
+          store_element(vh, row * kLatent + d, x);
+        }
+        for (int64_t d = 0; d < kRope; ++d) {
+          store_element(kh, row * (kLatent + kRope) + kLatent + d,
+                        load_element(ph, slot * kRope + d) * kv_scale);
+        }
       }
     }
     Tensor out(s.dtype, out_.shape()), lse(DType::kFP32, lse_.shape());
@@ -149,10 +161,15 @@ class MlaWorkload final : public Workload {
     a.pages.kv_lens = kv_lens_.view(side);
     a.out = out_.view(side);
     a.lse = lse_.view(side);
+    a.kv_scale = fp8_ ? 0.125f : 1.f;
     return a;
   }
 
+  double kv_range() const { return fp8_ ? 8.0 : 1.0; }
+
   Shape s_;
+  bool fp8_ = false;
+  DeviceMemory workspace_;
   MlaOptions opts_;
   Tensor q_nope_, q_pe_, out_, lse_, ckv_, kpe_, cu_q_, block_table_, kv_lens_;
 };

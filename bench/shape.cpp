@@ -36,7 +36,9 @@ std::string Shape::describe() const {
     if (pack_gqa) os << (*pack_gqa ? " pack" : " nopack");
   }
   os << " " << dtype_name(dtype);
-  if (family == Family::kDecode && kv_dtype != dtype) os << "/kv:" << dtype_name(kv_dtype);
+  if ((family == Family::kDecode || family == Family::kMla) && kv_dtype != dtype) {
+    os << "/kv:" << dtype_name(kv_dtype);
+  }
   return os.str();
 }
 
@@ -116,7 +118,8 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
                      std::to_string(*f.head_dim_v));
   }
   reject(f.page_size && (fam == Family::kBwd || fam == Family::kMerge), fam, "--page-size");
-  reject(f.kv_dtype && fam != Family::kDecode && fam != Family::kFwd, fam, "--kv-dtype");
+  reject(f.kv_dtype && fam != Family::kDecode && fam != Family::kFwd && fam != Family::kMla, fam,
+         "--kv-dtype");
   reject(f.causal.has_value() && fam == Family::kMerge, fam, "--causal");
   reject(f.window && !attention, fam, "--window");
   reject(f.softcap && !attention, fam, "--softcap");
@@ -221,7 +224,7 @@ double bytes(const Shape& s) {
     }
     case Family::kMla:  // q_nope + q_pe, out, lse; one latent row (ckv + kpe) per cached token
       return q_rows * s.q_heads * ((kMlaQkDim + kMlaLatentDim) * elt + 4) +
-             kv_rows * kMlaQkDim * elt;
+             kv_rows * kMlaQkDim * kv_elt;
     case Family::kMerge:  // two states in, one out
       return 3 * q_rows * s.q_heads * (d * elt + 4);
   }

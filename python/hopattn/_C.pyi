@@ -163,8 +163,11 @@ def mla(
     max_seqlen_q: int = 0,
     causal: bool = True,
     scale: Optional[float] = None,
+    kv_scale: float = 1.0,
+    num_splits: int = 0,
+    workspace: Optional[_Tensor] = None,
     stream: int = 0,
-) -> None: ...
+) -> int: ...
 def merge_states(
     o_a: _Tensor,
     lse_a: _Tensor,

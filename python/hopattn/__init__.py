@@ -323,6 +323,8 @@ def mla(
     causal=True,
     scale=None,
     max_seqlen_q=None,
+    kv_scale=None,
+    num_splits=None,
     out=None,
     lse_out=None,
 ):
@@ -336,7 +338,9 @@ def mla(
 
     logits = scale * (q_nope . ckv + q_pe . kpe), scale default 1/sqrt(576); values = ckv.
     ``causal`` (default True) aligns bottom-right; ``max_seqlen_q`` is the host bound of the q
-    lengths, required for CUDA tensors.
+    lengths, required for CUDA tensors. ``ckv``/``kpe`` may be float8_e4m3fn with ``kv_scale``
+    (float, real value = stored value * kv_scale); q stays 16-bit. ``num_splits`` (CUDA): key
+    splits per (request, row tile), None = the library's cost model.
 
     Returns ``(out, lse)``: out [total_q, H, 512] in q_nope's dtype, lse float32 [total_q, H].
     """
@@ -351,6 +355,8 @@ def mla(
         max_seqlen_q=_args.optional_int(max_seqlen_q, "max_seqlen_q"),
         causal=bool(causal),
         scale=_args.optional_float(scale, "scale"),
+        kv_scale=1.0 if kv_scale is None else float(kv_scale),
+        num_splits=_args.optional_int(num_splits, "num_splits"),
     )
     return _backend(q_nope).mla(
         q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, a, out=out, lse=lse_out

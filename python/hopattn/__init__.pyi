@@ -96,6 +96,8 @@ def mla(
     causal: bool = True,
     scale: Optional[float] = None,
     max_seqlen_q: Optional[int] = None,
+    kv_scale: Optional[float] = None,
+    num_splits: Optional[int] = None,
     out: Optional[T] = None,
     lse_out: Optional[T] = None,
 ) -> Tuple[T, T]: ...

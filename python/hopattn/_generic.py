@@ -191,7 +191,7 @@ def mla(q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, a, out=None, lse=None):
         out = empty(q_nope, (*_lead(q_nope), _last(ckv)))
     if lse is None:
         lse = empty(q_nope, _lead(q_nope), dtype="float32")
-    _C.mla(
+    args = (
         dl(q_nope),
         dl(q_pe),
         dl(ckv),
@@ -201,11 +201,19 @@ def mla(q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, a, out=None, lse=None):
         _page_arg(a["page_table"], a["page_indptr"], a["page_indices"]),
         dl(out),
         dl(lse),
+    )
+    kwargs = dict(
         max_seqlen_q=a["max_seqlen_q"],
         causal=a["causal"],
         scale=a["scale"],
+        kv_scale=a["kv_scale"],
+        num_splits=a["num_splits"],
         stream=stream_of(q_nope),
     )
+    # 0: it ran; else the workspace bytes the call needs (nothing ran yet).
+    size = _C.mla(*args, **kwargs)
+    if size:
+        _C.mla(*args, **kwargs, workspace=dl(empty(q_nope, (size,), "uint8")))
     return out, lse
 
 

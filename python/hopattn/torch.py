@@ -93,7 +93,7 @@ def _plain_eager(*args):
 _workspaces = {}
 
 
-def _cached_workspace(t, stream):
+def _cached_workspace(t, stream, family="decode"):
     """(key, cached workspace or None) for a call on `stream`, or (None, None) where no cache may
     serve: CPU tensors, a device other than the current one, or CUDA-graph capture (a graph must
     own its workspace: the cache may be freed or used by later eager calls)."""
@@ -102,7 +102,7 @@ def _cached_workspace(t, stream):
     device = t.get_device()
     if device != _C_torch._cuda_getDevice() or _C_torch._cuda_isCurrentStreamCapturing():
         return None, None
-    key = (device, stream)
+    key = (device, stream, family)  # families lay their workspaces out differently
     return key, _workspaces.get(key)
 
 
@@ -690,24 +690,37 @@ def _run_mla(
     max_seqlen_q,
     causal,
     scale,
+    kv_scale,
+    num_splits,
     out,
     lse,
 ):
-    _C.mla(
-        _d(q_nope),
-        _d(q_pe),
-        _d(ckv),
-        _d(kpe),
-        _d(cu_seqlens_q),
-        _d(kv_lens),
-        _pages(page_table, page_indptr, page_indices),
-        _d(out),
-        _d(lse),
-        max_seqlen_q=max_seqlen_q,
-        causal=causal,
-        scale=scale,
-        stream=_stream(q_nope),
-    )
+    stream = _stream(q_nope)
+
+    def call(workspace):  # 0 when it ran, else the workspace bytes it needs (nothing ran)
+        return _C.mla(
+            _d(q_nope),
+            _d(q_pe),
+            _d(ckv),
+            _d(kpe),
+            _d(cu_seqlens_q),
+            _d(kv_lens),
+            _pages(page_table, page_indptr, page_indices),
+            _d(out),
+            _d(lse),
+            max_seqlen_q=max_seqlen_q,
+            causal=causal,
+            scale=scale,
+            kv_scale=kv_scale,
+            num_splits=num_splits,
+            workspace=_d(workspace),
+            stream=stream,
+        )
+
+    key, cached = _cached_workspace(q_nope, stream, "mla")
+    size = call(cached)
+    if size:
+        call(_workspace_for(q_nope, key, size))
 
 
 @torch.library.custom_op("hopattn::mla", mutates_args=())
@@ -724,6 +737,8 @@ def _mla(
     max_seqlen_q: int,
     causal: bool,
     scale: Optional[float],
+    kv_scale: float,
+    num_splits: int,
 ) -> Tuple[Tensor, Tensor]:
     out = _empty(q_nope, (*q_nope.shape[:-1], ckv.shape[-1]))
     lse = _empty(q_nope, q_nope.shape[:-1], torch.float32)
@@ -740,6 +755,8 @@ def _mla(
         max_seqlen_q,
         causal,
         scale,
+        kv_scale,
+        num_splits,
         out,
         lse,
     )
@@ -768,6 +785,8 @@ def _mla_out(
     max_seqlen_q: int,
     causal: bool,
     scale: Optional[float],
+    kv_scale: float,
+    num_splits: int,
     out: Tensor,
     lse: Tensor,
 ) -> None:
@@ -784,6 +803,8 @@ def _mla_out(
         max_seqlen_q,
         causal,
         scale,
+        kv_scale,
+        num_splits,
         out,
         lse,
     )
@@ -922,6 +943,8 @@ class _backend:
             a["max_seqlen_q"],
             a["causal"],
             a["scale"],
+            a["kv_scale"],
+            a["num_splits"],
         )
         if out is None and lse is None:
             return torch.ops.hopattn.mla(*args)

@@ -236,8 +236,8 @@ void bind_families(nb::module_& m) {
       "mla",
       [](nb::handle q_nope, nb::handle q_pe, nb::handle ckv, nb::handle kpe,
          nb::handle cu_seqlens_q, nb::handle kv_lens, nb::handle page_table, nb::handle out,
-         nb::handle lse, int max_seqlen_q, bool causal, std::optional<float> scale,
-         uintptr_t stream) {
+         nb::handle lse, int max_seqlen_q, bool causal, std::optional<float> scale, float kv_scale,
+         int num_splits, nb::handle workspace, uintptr_t stream) -> size_t {
         TensorImporter t;
         MlaArgs a;
         a.q_nope = t.input(q_nope, "q_nope");
@@ -249,17 +249,28 @@ void bind_families(nb::module_& m) {
         a.pages = import_pages(t, page_table, kv_lens, "NHD");
         a.out = t.output(out, "out");
         a.lse = t.output(lse, "lse");
+        a.kv_scale = kv_scale;
+        a.workspace = import_workspace(t, workspace);
         MlaOptions opts;
         opts.causal = causal;
         opts.scale = scale;
+        opts.num_splits = num_splits;
+        const size_t needed = mla_workspace_size(a, opts);
+        // A workspace smaller than needed: nothing runs, the caller allocates `needed` bytes and
+        // calls again (as decode does).
+        if (a.workspace.bytes < needed) return needed;
         DeviceGuard device(a.q_nope.device());
         nb::gil_scoped_release release;
         mla(a, opts, as_stream(stream));
+        return 0;
       },
       "q_nope"_a, "q_pe"_a, "ckv"_a, "kpe"_a, "cu_seqlens_q"_a, "kv_lens"_a, "page_table"_a,
       "out"_a, "lse"_a, nb::kw_only(), "max_seqlen_q"_a = 0, "causal"_a = true,
-      "scale"_a = nb::none(), "stream"_a = 0,
-      "Writes multi-head latent attention into out and lse (caller-allocated).");
+      "scale"_a = nb::none(), "kv_scale"_a = 1.f, "num_splits"_a = 0, "workspace"_a = nb::none(),
+      "stream"_a = 0,
+      "Writes multi-head latent attention into out and lse (caller-allocated) and returns 0; "
+      "or, when the workspace is smaller than the call needs, runs nothing and returns the bytes "
+      "needed.");
 
   m.def(
       "merge_states",

@@ -1,5 +1,7 @@
 // Validation of mla: DeepSeek latent attention, varlen queries against a paged latent cache whose
 // rows are both the keys (ckv . q_nope + kpe . q_pe) and the values (ckv).
+#include <cmath>
+
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
 
@@ -21,12 +23,16 @@ void mla(const MlaArgs& a, const MlaOptions& opts) {
             "NHD (MLA pages are [num_pages, page_size, D])", "HND");
   c.defined(a.ckv, "ckv");
   c.same_device(a.ckv, "ckv");
-  c.dtype(a.ckv, "ckv", q_dtype);
+  // The cache: q's dtype, or fp8 e4m3 (real = stored * kv_scale), widened to q's dtype.
+  c.dtype(a.ckv, "ckv", DTypes({a.q_nope.dtype(), DType::kFP8E4M3}, "q_nope's dtype or fp8_e4m3"));
   const PagePool pool = c.page_pool(a.ckv, "ckv", KVLayout::kNHD, 3);
   c.shape(a.ckv, "ckv", {pool.num_pages, pool.page_size, kMlaLatentDim},
           "[num_pages, page_size, 512]");
-  c.tensor(a.kpe, "kpe", q_dtype, {pool.num_pages, pool.page_size, kMlaRopeDim},
-           "[num_pages, page_size, 64] like ckv");
+  c.tensor(a.kpe, "kpe", DTypes({a.ckv.dtype()}, "ckv's dtype"),
+           {pool.num_pages, pool.page_size, kMlaRopeDim}, "[num_pages, page_size, 64] like ckv");
+  if (!(std::isfinite(a.kv_scale) && a.kv_scale > 0.f)) {
+    c.fail(ErrorKind::kValue, "kv_scale", "a finite value > 0", a.kv_scale);
+  }
 
   c.tensor(a.out, "out", q_dtype, Shape::of(a.q_nope), "q_nope's shape");
   c.tensor(a.lse, "lse", DTypes({DType::kFP32}), {total_q, heads}, "[total_q, H]");

@@ -24,6 +24,13 @@ __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+// PTX ISA "st" (st.shared.v4.b32).
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 // PTX ISA "ld" (ld.shared.v4.b32).
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;

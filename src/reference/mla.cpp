@@ -1,6 +1,7 @@
 // CPU reference of DeepSeek multi-head latent attention over a paged latent cache: every query
 // head attends to the one shared latent row per token, logit = scale * (q_nope . ckv + q_pe . kpe),
-// and the value is the latent row itself (ckv). Bottom-right causal per request.
+// and the value is the latent row itself (ckv), all of it times kv_scale (an fp8 cache's
+// dequantization). Bottom-right causal per request.
 #include <algorithm>
 #include <cstdint>
 #include <thread>
@@ -52,14 +53,15 @@ struct MlaProblem {
     const int64_t q_len = index_at(args.cu_seqlens_q, b + 1) - q_begin;
     const int64_t kv_len = index_at(args.pages.kv_lens, b);
     if (q_len <= 0) return;
+    const double kv_scale = args.kv_scale;  // an fp8 cache's dequantization (1 for 16-bit)
     std::vector<double> lat(static_cast<size_t>(kv_len * latent_dim));
     std::vector<double> rope(static_cast<size_t>(kv_len * rope_dim));
     for (int64_t j = 0; j < kv_len; ++j) {
       for (int64_t d = 0; d < latent_dim; ++d) {
-        lat[j * latent_dim + d] = load_element(ckv.tensor(), ckv.offset(b, j, 0, d));
+        lat[j * latent_dim + d] = load_element(ckv.tensor(), ckv.offset(b, j, 0, d)) * kv_scale;
       }
       for (int64_t d = 0; d < rope_dim; ++d) {
-        rope[j * rope_dim + d] = load_element(kpe.tensor(), kpe.offset(b, j, 0, d));
+        rope[j * rope_dim + d] = load_element(kpe.tensor(), kpe.offset(b, j, 0, d)) * kv_scale;
       }
     }
     auto row = [&](int64_t item) {

@@ -29,6 +29,7 @@ struct MlaCase {
   bool causal = true;
   DType q_dtype = DType::kBF16;
   DType kv_dtype = DType::kBF16;
+  float kv_scale = 1.f;  // real cache value = stored * kv_scale
   std::optional<float> scale;
   int pad = 0;  // extra elements after every row of every tensor (strided views)
 };
@@ -114,8 +115,8 @@ void run_case(const MlaCase& c, std::mt19937_64& rng) {
       for (int d = 0; d < kLatent + kRope; ++d) {
         const TensorView& dst = d < kLatent ? ckv : kpe;
         const int64_t off = dst.offset({pages[j / ps], j % ps, d < kLatent ? d : d - kLatent});
-        store_element(dst, off, u(rng));
-        key.push_back(load_element(dst, off));
+        store_element(dst, off, u(rng) / c.kv_scale);
+        key.push_back(load_element(dst, off) * c.kv_scale);
       }
       values[b].emplace_back(key.begin(), key.begin() + kLatent);
       keys[b].push_back(std::move(key));
@@ -136,6 +137,7 @@ void run_case(const MlaCase& c, std::mt19937_64& rng) {
   args.q_pe = qp;
   args.ckv = ckv;
   args.kpe = kpe;
+  args.kv_scale = c.kv_scale;
   args.cu_seqlens_q = cu_t;
   args.max_seqlen_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
   args.pages.kv_lens = lens;
@@ -213,6 +215,23 @@ TEST(MlaReference, NonCausalMatchesNaive) {
   MlaCase d = make_case({6, 2}, {3, 70}, 4, 7, /*csr=*/true);
   d.causal = false;
   d.q_dtype = DType::kFP16;
+  run_case(d, rng);
+}
+
+// An fp8 e4m3 cache (stored values up to 8) with kv_scale 1/8: the reference dequantizes
+// (real = stored * kv_scale) before the same math.
+TEST(MlaReference, Fp8CacheWithScaleMatchesNaive) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  MlaCase c = make_case({1, 3, 1}, {113, 40, 0}, 4, 16);
+  c.kv_dtype = DType::kFP8E4M3;
+  c.kv_scale = 0.125f;
+  run_case(c, rng);
+  MlaCase d = make_case({2, 1}, {9, 70}, 4, 1, /*csr=*/true);
+  d.kv_dtype = DType::kFP8E4M3;
+  d.kv_scale = 0.25f;
+  d.causal = false;
   run_case(d, rng);
 }
 

@@ -2,6 +2,8 @@
 // message.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
 #include "validate_testing.hpp"
@@ -60,6 +62,16 @@ TEST(ValidateMla, ValidCallsPass) {
     move_to_cuda(f.args);
     validate_mla(f);
   }));
+  EXPECT_TRUE(passes([] {  // an fp8 e4m3 cache with its scale, on both devices
+    Mla f = make_mla();
+    f.args.ckv = with_dtype(f.args.ckv, DType::kFP8E4M3);
+    f.args.kpe = with_dtype(f.args.kpe, DType::kFP8E4M3);
+    f.args.kv_scale = 0.5f;
+    f.args.max_seqlen_q = 3;
+    validate_mla(f);
+    move_to_cuda(f.args);
+    validate_mla(f);
+  }));
 }
 
 using MlaRejection = Rejection<MlaArgs, MlaOptions>;
@@ -97,8 +109,15 @@ const MlaRejection kMlaRejections[] = {
      "pages.layout: expected NHD (MLA pages are [num_pages, page_size, D]), got HND"},
     {"ckv missing", [](auto&, auto& a, auto&) { a.ckv = {}; }, ErrorKind::kValue,
      "ckv: expected a tensor, got none"},
-    {"ckv dtype", [](auto&, auto& a, auto&) { a.ckv = with_dtype(a.ckv, DType::kFP8E4M3); },
-     ErrorKind::kType, "ckv: expected bf16 (q_nope's dtype), got fp8_e4m3"},
+    {"ckv dtype", [](auto&, auto& a, auto&) { a.ckv = with_dtype(a.ckv, DType::kFP8E5M2); },
+     ErrorKind::kType, "ckv: expected bf16 or fp8_e4m3 (q_nope's dtype or fp8_e4m3), got fp8_e5m2"},
+    {"kpe not like an fp8 ckv",
+     [](auto&, auto& a, auto&) { a.ckv = with_dtype(a.ckv, DType::kFP8E4M3); }, ErrorKind::kType,
+     "kpe: expected fp8_e4m3 (ckv's dtype), got bf16"},
+    {"kv_scale zero", [](auto&, auto& a, auto&) { a.kv_scale = 0.f; }, ErrorKind::kValue,
+     "kv_scale: expected a finite value > 0, got 0"},
+    {"kv_scale NaN", [](auto&, auto& a, auto&) { a.kv_scale = std::nanf(""); }, ErrorKind::kValue,
+     "kv_scale: expected a finite value > 0, got nan"},
     {"ckv device", [](auto&, auto& a, auto&) { a.ckv = on_cuda(a.ckv); }, ErrorKind::kType,
      "ckv: expected a tensor on cpu (q_nope's device), got cuda:0"},
     {"ckv rank",
@@ -125,7 +144,7 @@ const MlaRejection kMlaRejections[] = {
      ErrorKind::kValue,
      "kpe: expected shape [6, 16, 64] ([num_pages, page_size, 64] like ckv), got shape [6, 8, 64]"},
     {"kpe dtype", [](auto&, auto& a, auto&) { a.kpe = with_dtype(a.kpe, kFP32); }, ErrorKind::kType,
-     "kpe: expected bf16 (q_nope's dtype), got fp32"},
+     "kpe: expected bf16 (ckv's dtype), got fp32"},
     {"out shape",
      [](auto&, auto& a, auto&) {
        a.out = with_shape(a.out, {5, 4, 576});

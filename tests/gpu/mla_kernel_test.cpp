@@ -38,6 +38,7 @@ struct MlaCase {
   bool csr = false;
   bool combined_cache = false;  // one [P, page, 576] pool, ckv and kpe are views into it
   std::vector<int32_t> q_lens;  // per request (varlen); empty: q_len for all
+  bool fp8_cache = false;       // ckv / kpe in fp8 e4m3 with kv_scale
 };
 
 void PrintTo(const MlaCase& c, std::ostream* os) { *os << c.name; }
@@ -71,6 +72,20 @@ std::vector<MlaCase> mla_cases() {
     c.q_lens = {8, 0, 5, 1, 3, 2};
     add(c);
   }
+  auto fp8 = [&](MlaCase c) {
+    c.fp8_cache = true;
+    add(std::move(c));
+  };
+  fp8({"fp8_b17_q1_h16_p16", 17, 1, 16, 16, {1, 113, 0, 64, 65}});
+  fp8({"fp8_b17_q4_h16_p64_split5", 17, 4, 16, 64, {4, 4097}, 900, DType::kBF16, 5});
+  fp8({"fp8_b3_q2_h128_p1_fp16", 3, 2, 128, 1, {113, 2}, 300, DType::kFP16});
+  fp8({"fp8_b2_q239_h16_p16", 2, 239, 16, 16, {113, 239}, 300});
+  {
+    MlaCase c{"fp8_b17_q1_h16_p64_csr_combined", 17, 1, 16, 64, {1, 113, 0}, 700};
+    c.csr = true;
+    c.combined_cache = true;
+    fp8(c);
+  }
   return v;
 }
 
@@ -101,33 +116,38 @@ std::unique_ptr<MlaProblem> make_problem(const MlaCase& c, std::mt19937_64& rng)
   PagePlan plan = PagePlan::fresh(kv, c.page_size);
   plan.shuffle(rng);
   const int64_t P = plan.num_pages, ps = c.page_size;
+  // fp8: stored values up to 8 with kv_scale 1/8, so the real values span [-1, 1) as in the
+  // 16-bit cases and the small ones fall on e4m3's subnormal codes.
+  const DType cache_dtype = c.fp8_cache ? DType::kFP8E4M3 : c.dtype;
+  const double range = c.fp8_cache ? 8.0 : 1.0;
+  pr->args.kv_scale = c.fp8_cache ? 0.125f : 1.f;
   TensorView ckv, kpe;
   if (c.combined_cache) {
-    pr->cache_a = HostTensor(c.dtype, {P, ps, 576});
+    pr->cache_a = HostTensor(cache_dtype, {P, ps, 576});
     pr->cache_a.fill_bytes(0xff);
     const TensorView all = pr->cache_a.view();
     const int64_t shape_c[3] = {P, ps, 512}, shape_k[3] = {P, ps, 64};
     const int64_t strides[3] = {ps * 576, 576, 1};
-    ckv = TensorView(all.data(), c.dtype, 3, shape_c, strides);
-    kpe = TensorView(static_cast<char*>(all.data()) + 512 * dtype_size(c.dtype), c.dtype, 3,
+    ckv = TensorView(all.data(), cache_dtype, 3, shape_c, strides);
+    kpe = TensorView(static_cast<char*>(all.data()) + 512 * dtype_size(cache_dtype), cache_dtype, 3,
                      shape_k, strides);
   } else {
-    pr->cache_a = HostTensor(c.dtype, {P, ps, 512});
-    pr->cache_b = HostTensor(c.dtype, {P, ps, 64});
+    pr->cache_a = HostTensor(cache_dtype, {P, ps, 512});
+    pr->cache_b = HostTensor(cache_dtype, {P, ps, 64});
     pr->cache_a.fill_bytes(0xff);
     pr->cache_b.fill_bytes(0xff);
     ckv = pr->cache_a.view();
     kpe = pr->cache_b.view();
   }
   // Only the slots a request owns get values; the rest stays NaN.
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::uniform_real_distribution<double> u(-range, range);
   for (int b = 0; b < c.batch; ++b) {
     for (int j = 0; j < kv[b]; ++j) {
       const int64_t page = plan.page(b, j), slot = j % ps;
       for (int d = 0; d < 512; ++d) {
         const int64_t off = page * ckv.stride(0) + slot * ckv.stride(1) + d;
         store_element(ckv, off, u(rng));
-        pr->vmax = std::max(pr->vmax, std::fabs(load_element(ckv, off)));
+        pr->vmax = std::max(pr->vmax, std::fabs(load_element(ckv, off)) * pr->args.kv_scale);
       }
       for (int d = 0; d < 64; ++d) {
         store_element(kpe, page * kpe.stride(0) + slot * kpe.stride(1) + d, u(rng));
@@ -136,7 +156,7 @@ std::unique_ptr<MlaProblem> make_problem(const MlaCase& c, std::mt19937_64& rng)
   }
   pr->cu = int_tensor(cu);
   pr->lens = int_tensor(kv);
-  MlaArgs& a = pr->args;
+  MlaArgs& a = pr->args;  // kv_scale set above
   a.q_nope = pr->q_nope;
   a.q_pe = pr->q_pe;
   a.ckv = ckv;
@@ -226,6 +246,8 @@ TEST_P(MlaKernel, MatchesReference) {
     if (!std::isnan(err)) worst = std::max(worst, err);
   }
   EXPECT_EQ(failures, 0) << "of " << w.size() << " elements; bound " << bound;
+  const double l2 = rel_l2(g, w);
+  if (c.fp8_cache) EXPECT_LE(l2, 2e-2) << "relative L2 against the dequantized reference";
   const std::vector<double> gl = got_lse[0].to_double(), wl = want_lse.to_double();
   int64_t lse_failures = 0;
   for (size_t i = 0; i < wl.size(); ++i) {
@@ -239,7 +261,8 @@ TEST_P(MlaKernel, MatchesReference) {
   EXPECT_EQ(std::memcmp(got_out[0].data(), got_out[1].data(), w.size() * dtype_size(c.dtype)), 0)
       << "two runs differ";
   EXPECT_EQ(std::memcmp(got_lse[0].data(), got_lse[1].data(), wl.size() * 4), 0);
-  std::printf("[ mla ] %s: max err %.3g (bound %.3g)\n", c.name.c_str(), worst, bound);
+  std::printf("[ mla ] %s: max err %.3g (bound %.3g), rel L2 %.3g\n", c.name.c_str(), worst, bound,
+              l2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, MlaKernel, ::testing::ValuesIn(mla_cases()),

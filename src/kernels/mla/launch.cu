@@ -14,6 +14,8 @@ namespace hopattn::kernels::mla {
 
 extern template cudaError_t launch_kernel<MlaBf16>(const MlaParams&, dim3, cudaStream_t);
 extern template cudaError_t launch_kernel<MlaFp16>(const MlaParams&, dim3, cudaStream_t);
+extern template cudaError_t launch_kernel<MlaBf16Fp8>(const MlaParams&, dim3, cudaStream_t);
+extern template cudaError_t launch_kernel<MlaFp16Fp8>(const MlaParams&, dim3, cudaStream_t);
 
 namespace {
 
@@ -81,9 +83,10 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   p.heads = static_cast<int>(a.q_nope.size(1));
   p.head_div = FastDivisor::of(static_cast<uint32_t>(p.heads));
   p.causal = o.causal;
+  // real K and V = stored * kv_scale: the factor folds into the logits' scale and the output's.
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(kQkDim));
-  p.scale_log2 = static_cast<float>(scale * 1.4426950408889634);
-  p.v_scale = 1.f;
+  p.scale_log2 = static_cast<float>(scale * double(a.kv_scale) * 1.4426950408889634);
+  p.v_scale = a.kv_scale;
   p.out = a.out.data();
   p.lse = a.lse.data_as<float>();
   p.num_splits = pl.num_splits;
@@ -98,8 +101,11 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(pl.row_tiles), static_cast<unsigned>(pl.num_splits),
                   static_cast<unsigned>(batch));
-  const cudaError_t status = a.q_nope.dtype() == DType::kBF16 ? launch_kernel<MlaBf16>(p, grid, s)
-                                                              : launch_kernel<MlaFp16>(p, grid, s);
+  const bool bf16 = a.q_nope.dtype() == DType::kBF16;
+  const bool fp8 = a.ckv.dtype() == DType::kFP8E4M3;
+  const cudaError_t status =
+      fp8 ? (bf16 ? launch_kernel<MlaBf16Fp8>(p, grid, s) : launch_kernel<MlaFp16Fp8>(p, grid, s))
+          : (bf16 ? launch_kernel<MlaBf16>(p, grid, s) : launch_kernel<MlaFp16>(p, grid, s));
   throw_if_cuda_error(status, kWhere, "kernel launch");
   if (pl.num_splits == 1) return;
 

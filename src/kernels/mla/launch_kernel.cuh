@@ -23,5 +23,7 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
 
 using MlaBf16 = MlaTraits<__nv_bfloat16>;
 using MlaFp16 = MlaTraits<__half>;
+using MlaBf16Fp8 = MlaTraits<__nv_bfloat16, true>;
+using MlaFp16Fp8 = MlaTraits<__half, true>;
 
 }  // namespace hopattn::kernels::mla

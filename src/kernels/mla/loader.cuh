@@ -8,6 +8,10 @@
 // instruction. Keys past the split's end, past kv_len, or whose page id is out of range are not
 // read: cp.async with a source size of 0 writes zeros, so P = 0 meets V = 0 there (0 * NaN from a
 // poisoned slot would be NaN).
+//
+// fp8 e4m3 caches: 16-byte loads into registers, widened exactly to q's 16-bit type
+// (ptx/dequant.cuh) and stored with st.shared; the dequantization scale is applied to the
+// logits and to the output instead. Rows not to be read are zeros the same way.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,8 @@
 #include "kernels/mla/tile.cuh"
 #include "kernels/mla/traits.cuh"
 #include "ptx/cp_async.cuh"
+#include "ptx/dequant.cuh"
+#include "ptx/fence.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/named_barrier.cuh"
 #include "ptx/shared_memory.cuh"
@@ -97,6 +103,57 @@ struct MlaLoader {
     ptx::cp_async_mbarrier_arrive_noinc(full);
   }
 
+  // fp8 cache, step 1: the block's rows as 16-byte loads into registers (16 of ckv, 2 of kpe a
+  // thread), issued before the wait for the stage so that their latency overlaps it. ckv: a
+  // thread keeps chunk tid % 32 (of 32) and walks every 4th row; kpe: chunk tid % 4, every 32nd.
+  struct Fp8Rows {
+    uint4 ckv[kBlockKeys / 4];
+    uint4 kpe[kBlockKeys / 32];
+  };
+
+  __device__ static uint4 load_16(const uint8_t* base, const int2& e, const int64_t (&stride)[2],
+                                  uint32_t byte) {
+    if (e.x < 0) return make_uint4(0, 0, 0, 0);
+    return __ldg(reinterpret_cast<const uint4*>(base + e.x * stride[0] + e.y * stride[1] + byte));
+  }
+
+  __device__ static void load_fp8(const MlaParams& p, const int2* table, Fp8Rows& r, uint32_t tid) {
+    const uint8_t* ckv = static_cast<const uint8_t*>(p.ckv);
+    const uint8_t* kpe = static_cast<const uint8_t*>(p.kpe);
+#pragma unroll
+    for (int k = 0; k < kBlockKeys / 4; ++k) {
+      r.ckv[k] = load_16(ckv, table[tid / 32 + 4 * k], p.ckv_stride, (tid % 32) * 16);
+    }
+#pragma unroll
+    for (int k = 0; k < kBlockKeys / 32; ++k) {
+      r.kpe[k] = load_16(kpe, table[tid / 4 + 32 * k], p.kpe_stride, (tid % 4) * 16);
+    }
+  }
+
+  // fp8 cache, step 2: widen to Elt (exact) and store into the swizzled stage: 16 codes of
+  // 16-byte chunk c become 16-bit chunks 2c and 2c + 1 of the row. Then the proxy fence (wgmma
+  // reads what st.shared wrote) and one arrival per thread.
+  __device__ static void store_chunk(uint32_t dst, uint32_t row, uint32_t chunk, const uint4& v) {
+    using Elt = typename Traits::Elt;
+    const uint2 a = ptx::e4m3x4_to_16bit<Elt>(v.x), b = ptx::e4m3x4_to_16bit<Elt>(v.y);
+    const uint2 c = ptx::e4m3x4_to_16bit<Elt>(v.z), d = ptx::e4m3x4_to_16bit<Elt>(v.w);
+    ptx::st_shared_v4(dst + swizzled_offset(Traits::kKVPanelBytes, row, 2 * chunk),
+                      make_uint4(a.x, a.y, b.x, b.y));
+    ptx::st_shared_v4(dst + swizzled_offset(Traits::kKVPanelBytes, row, 2 * chunk + 1),
+                      make_uint4(c.x, c.y, d.x, d.y));
+  }
+
+  __device__ static void store_fp8(const Fp8Rows& r, uint32_t dst, uint64_t* full, uint32_t tid) {
+#pragma unroll
+    for (int k = 0; k < kBlockKeys / 4; ++k) store_chunk(dst, tid / 32 + 4 * k, tid % 32, r.ckv[k]);
+#pragma unroll
+    for (int k = 0; k < kBlockKeys / 32; ++k) {
+      store_chunk(dst, tid / 4 + 32 * k, 32 + tid % 4, r.kpe[k]);
+    }
+    ptx::fence_proxy_async_shared();
+    ptx::mbarrier_arrive(full);
+  }
+
   // The producer warpgroup's whole part of a tile.
   __device__ static void run(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t) {
     const uint32_t tid = threadIdx.x % 128;
@@ -109,8 +166,15 @@ struct MlaLoader {
       fill_row_table(p, list, table, (t.block_begin + n) * kBlockKeys, t.key_end,
                      static_cast<int>(tid));
       ptx::named_barrier_sync(kProducer, 128);
-      wait_barrier(sm.empty(stage), phase ^ 1);
-      copy_block(p, table, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+      if constexpr (Traits::kFp8Cache) {
+        Fp8Rows rows;
+        load_fp8(p, table, rows, tid);
+        wait_barrier(sm.empty(stage), phase ^ 1);
+        store_fp8(rows, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+      } else {
+        wait_barrier(sm.empty(stage), phase ^ 1);
+        copy_block(p, table, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+      }
     }
     ptx::cp_async_commit();
     ptx::cp_async_wait<0>();  // no copy of this thread's still in flight when it leaves

@@ -1,0 +1,5 @@
+#include "kernels/mla/launch_kernel.cuh"
+
+namespace hopattn::kernels::mla {
+template cudaError_t launch_kernel<MlaFp16Fp8>(const MlaParams&, dim3, cudaStream_t);
+}  // namespace hopattn::kernels::mla

@@ -1,0 +1,91 @@
+// The MLA host plan (src/plan/mla_plan.cpp) and the wave cost model it shares
+// (src/plan/split_cost.hpp): row tiles, split counts, workspace layout, and that the size the
+// API reports (132 SMs) bounds what a launch on any smaller part uses.
+#include "plan/mla_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include "plan/mla_tiles.hpp"
+#include "plan/split_cost.hpp"
+
+namespace hopattn::plan::mla {
+namespace {
+
+Shape shape(int64_t batch, int64_t heads, int64_t q_len, int64_t kv, int splits = 0) {
+  Shape s;
+  s.batch = batch;
+  s.heads = heads;
+  s.total_q = batch * q_len;
+  s.max_seqlen_q = q_len;
+  s.max_kv_len = kv;
+  s.num_splits = splits;
+  return s;
+}
+
+TEST(MlaPlan, RowTilesPackTokensAndHeads) {
+  EXPECT_EQ(make_plan(shape(4, 16, 1, 4096), 132).row_tiles, 1);
+  EXPECT_EQ(make_plan(shape(4, 16, 4, 4096), 132).row_tiles, 1);  // 64 rows: one tile
+  EXPECT_EQ(make_plan(shape(4, 16, 5, 4096), 132).row_tiles, 2);
+  EXPECT_EQ(make_plan(shape(4, 128, 1, 4096), 132).row_tiles, 2);
+  EXPECT_EQ(make_plan(shape(1, 16, 239, 4096), 132).row_tiles, (239 * 16 + 63) / 64);
+  EXPECT_EQ(make_plan(shape(0, 16, 0, 0), 132).row_tiles, 1);
+}
+
+TEST(MlaPlan, SplitsFillTheGridOnlyWhenThatPays) {
+  // A full grid: no split.
+  EXPECT_EQ(make_plan(shape(128, 128, 1, 4096), 132).num_splits, 1);
+  // One request of 2 tiles over 32k keys: many splits; never more than the keys allow.
+  const Plan one = make_plan(shape(1, 128, 1, 32768), 132);
+  EXPECT_GT(one.num_splits, 16);
+  EXPECT_LE(one.num_splits, kMaxSplits);
+  EXPECT_LE(one.num_splits, 32768 / kBlockKeys / 2);
+  // Short caches are not split below two KV blocks a split.
+  EXPECT_EQ(make_plan(shape(1, 16, 1, 100), 132).num_splits, 1);
+  EXPECT_EQ(make_plan(shape(1, 16, 1, 0), 132).num_splits, 1);
+}
+
+TEST(MlaPlan, ForcedSplitsAreClamped) {
+  EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 7), 132).num_splits, 7);
+  EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 100000), 132).num_splits, kMaxSplits);
+}
+
+TEST(MlaPlan, WorkspaceHoldsThePartialStates) {
+  const Plan p = make_plan(shape(3, 24, 2, 8192, 5), 132);
+  ASSERT_EQ(p.num_splits, 5);
+  const size_t states = size_t(5) * 3 * 2 * 24;
+  EXPECT_EQ(p.partial_o_offset, 0u);
+  EXPECT_GE(p.partial_lse_offset, states * kLatentDim * sizeof(float));
+  EXPECT_EQ(p.partial_lse_offset % 256, 0u);
+  EXPECT_GE(p.workspace_bytes, p.partial_lse_offset + states * sizeof(float));
+  EXPECT_EQ(make_plan(shape(128, 128, 1, 4096), 132).workspace_bytes, 0u);
+}
+
+TEST(MlaPlan, ReportedSizeBoundsEverySmallerPart) {
+  for (int64_t batch : {1, 2, 5, 17, 64}) {
+    for (int64_t kv : {64, 1000, 4097, 32768, 131072}) {
+      for (int64_t heads : {16, 128}) {
+        const Shape s = shape(batch, heads, 1, kv);
+        const Plan reported = make_plan(s, kHopperMaxSms);
+        for (int sms : {1, 16, 78, 114, 132}) {
+          const Plan launch = make_plan(s, sms);
+          EXPECT_LE(launch.num_splits, reported.num_splits) << batch << " " << kv << " " << sms;
+          EXPECT_LE(launch.workspace_bytes, reported.workspace_bytes);
+        }
+      }
+    }
+  }
+}
+
+TEST(SplitCost, PicksTheLeastWaveCost) {
+  const SplitCostModel m{2, 2, 64, 2};
+  // 64 problems on 264 slots: 4 splits fill one wave exactly (5 would spill into a second).
+  EXPECT_EQ(m.choose(64, 128, 264), 4);
+  EXPECT_EQ(m.choose(264, 128, 264), 1);
+  EXPECT_EQ(m.choose(0, 128, 264), 1);
+  for (int64_t s = 1; s <= 64; ++s) {
+    EXPECT_LE(m.cost(64, 128, 264, m.choose(64, 128, 264)), m.cost(64, 128, 264, s));
+  }
+}
+
+}  // namespace
+}  // namespace hopattn::plan::mla

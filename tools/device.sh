@@ -41,8 +41,8 @@ CLI=$BUILD_DIR/bench/hopattn
 # and 6 s for the first versions of these): the naive reference's grid, the single-shape kernel
 # tests, the kernel grids of decode and merge and the PTX unit tests under memcheck; the naive
 # grid and a few single-tile tests of each kernel under racecheck.
-MEMCHECK_FILTER=${MEMCHECK_FILTER:-'Grid/Naive*:FwdKernel.*:BwdKernel.*:FwdPaged.*:FwdOutOfRangeRows.*:Ptx*:Grid/DecodeKernel.*:Grid/MergeKernel.*-BwdKernel.M_*:BwdKernel.N_*:BwdKernel.O_*'}
-RACECHECK_FILTER=${RACECHECK_FILTER:-'Grid/Naive*:FwdKernel.SingleTile:FwdKernel.Sinks:BwdKernel.A_SingleTile:BwdKernel.C_SingleTileCausalAndShort:BwdKernel.L_SingleTileWideHeadDims:FwdPaged.OtherPageSizes:PtxPipeline.*:Grid/MergeKernel.*'}
+MEMCHECK_FILTER=${MEMCHECK_FILTER:-'Grid/Naive*:FwdKernel.*:BwdKernel.*:FwdPaged.*:FwdOutOfRangeRows.*:Ptx*:Grid/DecodeKernel.*:Grid/MergeKernel.*:Grid/MlaKernel.*/b1_q1*:Grid/MlaKernel.*/b17_*:Grid/MlaKernel.*/fp8_b17_*-BwdKernel.M_*:BwdKernel.N_*:BwdKernel.O_*'}
+RACECHECK_FILTER=${RACECHECK_FILTER:-'Grid/Naive*:FwdKernel.SingleTile:FwdKernel.Sinks:BwdKernel.A_SingleTile:BwdKernel.C_SingleTileCausalAndShort:BwdKernel.L_SingleTileWideHeadDims:FwdPaged.OtherPageSizes:PtxPipeline.*:Grid/MergeKernel.*:Grid/MlaKernel.*/b1_q1_h16_kv113_p16:Grid/MlaKernel.*/b17_q1_h16_p16_split7:Grid/MlaKernel.*/fp8_b17_q1_h16_p16'}
 
 SUMMARY=()
 BUILD_STATUS=""  # "", ok or failed

@@ -25,4 +25,15 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 #endif
 }
 
+// Moves this warpgroup from the kernel's launch count `kFrom` to `kTo` registers: .inc when that
+// is more, .dec when less (an .inc to fewer registers than held is an illegal instruction).
+template <uint32_t kTo, uint32_t kFrom>
+__device__ __forceinline__ void setmaxnreg_to() {
+  if constexpr (kTo > kFrom) {
+    setmaxnreg_inc<kTo>();
+  } else if constexpr (kTo < kFrom) {
+    setmaxnreg_dec<kTo>();
+  }
+}
+
 }  // namespace hopattn::ptx

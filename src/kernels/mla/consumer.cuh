@@ -6,7 +6,8 @@
 //   operand of its next P V) and writes P[n] and the rows' rescale factors to shared memory.
 // Consumer 1, per KV block n:  waits for P[n], rescales its O, O[:, 256:512] += P[n] V[n] with
 //   both operands from shared memory, and hands P's buffer back.
-// So the P V half of consumer 1 overlaps consumer 0's next S GEMM and softmax. A stage is freed
+// So the P V half of consumer 1 overlaps consumer 0's next S GEMM and softmax. P has one buffer:
+// consumer 0 writes P[n] once consumer 1 has read P[n - 1] (p_empty). A stage is freed
 // once all 256 consumer threads have finished reading it (its empty barrier counts 256).
 #pragma once
 
@@ -75,6 +76,11 @@ struct MlaConsumer {
         Traits::kKVPanelBytes);
   }
 
+  __device__ static void fence_fragments(PFragments& pf) {
+#pragma unroll
+    for (int j = 0; j < Traits::kPVSteps; ++j) ptx::fence_operands(pf[j]);
+  }
+
   __device__ static void issue_qk(STile& s, const SharedPlan<Traits>& sm, int n) {
     const uint64_t q_desc = ptx::make_kmajor_desc(sm.q());
     const uint64_t k_desc = ptx::make_kmajor_desc(sm.kv(n % Traits::kStages));
@@ -141,26 +147,14 @@ struct MlaConsumer {
 #pragma unroll
     for (int i = 0; i < Traits::kORegs; ++i) o[i] = 0.f;
 
-    for (int n = 0; n < t.num_blocks; ++n) {
-      wait_stage(sm, n);
-      ptx::fence_operands(s);
-      ptx::fence_operands(o);
-      ptx::wgmma_fence();
-      issue_qk(s, sm, n);
-      ptx::wgmma_commit_group();
-      if (n > 0) {
-        issue_pv_rs(o, pf, v_desc(sm, n - 1, 0));
-        ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<1>();  // S is ready; O += P V may still run
-      } else {
-        ptx::wgmma_wait_group<0>();
-      }
+    // Block 0 (S only), then blocks 1.. with the previous block's P V issued beside S: the loop
+    // body holds no branch between the GEMM issues, so ptxas keeps them asynchronous.
+    const auto soften = [&](int n) {
       ptx::fence_operands(s);
       mask(s, limit, (t.block_begin + n) * kBlockKeys);
       softmax.update(s, correction);
-      ptx::wgmma_wait_group<0>();
-      ptx::fence_operands(o);
-      if (n > 0) ptx::mbarrier_arrive(sm.empty((n - 1) % Traits::kStages));
+    };
+    const auto hand_over = [&](int n) {
 #pragma unroll
       for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
 #pragma unroll
@@ -169,13 +163,42 @@ struct MlaConsumer {
         for (int q = 0; q < 4; ++q)
           pf[j][q] = ptx::pack2<Elt>(s[8 * j + 2 * q], s[8 * j + 2 * q + 1]);
       }
-      if (n > 0) ptx::named_barrier_sync(kPEmpty, kThreads);
+      if (n > 0) wait_barrier(sm.p_empty(), (n - 1) & 1);  // consumer 1 has read P[n - 1]
       publish_p(sm, pf, correction);
-      ptx::named_barrier_arrive(kPFull, kThreads);
+      ptx::mbarrier_arrive(sm.p_full());
+    };
+    if (t.num_blocks > 0) {
+      wait_stage(sm, 0);
+      ptx::fence_operands(s);
+      ptx::wgmma_fence();
+      issue_qk(s, sm, 0);
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<0>();
+      soften(0);
+      hand_over(0);
+    }
+    for (int n = 1; n < t.num_blocks; ++n) {
+      wait_stage(sm, n);
+      ptx::fence_operands(s);
+      ptx::fence_operands(o);
+      fence_fragments(pf);
+      ptx::wgmma_fence();
+      issue_qk(s, sm, n);
+      ptx::wgmma_commit_group();
+      issue_pv_rs(o, pf, v_desc(sm, n - 1, 0));
+      ptx::wgmma_commit_group();
+      ptx::wgmma_wait_group<1>();  // S is ready; O += P V may still run
+      soften(n);
+      ptx::wgmma_wait_group<0>();
+      ptx::fence_operands(o);
+      fence_fragments(pf);
+      ptx::mbarrier_arrive(sm.empty((n - 1) % Traits::kStages));
+      hand_over(n);
     }
     if (t.num_blocks > 0) {
       const int n = t.num_blocks - 1;
       ptx::fence_operands(o);
+      fence_fragments(pf);
       ptx::wgmma_fence();
       issue_pv_rs(o, pf, v_desc(sm, n, 0));
       ptx::wgmma_commit_group();
@@ -189,7 +212,7 @@ struct MlaConsumer {
       sm.final_scale()[r] = out_scale[0];
       sm.final_scale()[r + 8] = out_scale[1];
     }
-    ptx::named_barrier_arrive(kFinal, kThreads);
+    ptx::mbarrier_arrive(sm.final_ready());
   }
 
   // ---------------------------------------------------------------------------- consumer 1
@@ -201,7 +224,7 @@ struct MlaConsumer {
     const uint64_t p_desc = ptx::make_kmajor_desc(sm.p());
     for (int n = 0; n < t.num_blocks; ++n) {
       wait_stage(sm, n);
-      ptx::named_barrier_sync(kPFull, kThreads);
+      wait_barrier(sm.p_full(), n & 1);
       const float f[2] = {sm.row_factor()[r], sm.row_factor()[r + 8]};
 #pragma unroll
       for (int i = 0; i < Traits::kORegs; ++i) o[i] *= f[(i >> 1) & 1];
@@ -217,9 +240,9 @@ struct MlaConsumer {
       ptx::wgmma_wait_group<0>();
       ptx::fence_operands(o);
       ptx::mbarrier_arrive(sm.empty(n % Traits::kStages));
-      if (n + 1 < t.num_blocks) ptx::named_barrier_arrive(kPEmpty, kThreads);
+      ptx::mbarrier_arrive(sm.p_empty());
     }
-    ptx::named_barrier_sync(kFinal, kThreads);
+    wait_barrier(sm.final_ready(), 0);
     out_scale[0] = sm.final_scale()[r];
     out_scale[1] = sm.final_scale()[r + 8];
   }

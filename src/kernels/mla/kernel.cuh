@@ -72,23 +72,26 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(sm.full(s), 128);  // one cp.async arrival per producer thread
       ptx::mbarrier_init(sm.empty(s), Traits::kConsumerThreads);
     }
+    ptx::mbarrier_init(sm.p_full(), 128);
+    ptx::mbarrier_init(sm.p_empty(), 128);
+    ptx::mbarrier_init(sm.final_ready(), 128);
   }
   __syncthreads();
 
   const int role = ptx::warpgroup_index();
   if (role == 0) {
-    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
+    ptx::setmaxnreg_to<Traits::kProducerRegisters, Traits::kLaunchRegisters>();
     MlaLoader<Traits>::run(p, sm, t);
     return;
   }
   float o[Traits::kORegs];
   float out_scale[2], lse[2];
   if (role == 1) {
-    ptx::setmaxnreg_inc<Traits::kConsumer0Registers>();
+    ptx::setmaxnreg_to<Traits::kConsumer0Registers, Traits::kLaunchRegisters>();
     MlaConsumer<Traits>::load_q(p, sm, t);
     MlaConsumer<Traits>::run0(p, sm, t, o, out_scale, lse);
   } else {
-    ptx::setmaxnreg_inc<Traits::kConsumer1Registers>();
+    ptx::setmaxnreg_to<Traits::kConsumer1Registers, Traits::kLaunchRegisters>();
     MlaConsumer<Traits>::load_q(p, sm, t);
     MlaConsumer<Traits>::run1(p, sm, t, o, out_scale);
     lse[0] = lse[1] = 0.f;  // consumer 0 writes the lse

@@ -83,6 +83,14 @@ struct SharedPlan {
   __device__ uint64_t* empty(uint32_t s) const {
     return reinterpret_cast<uint64_t*>(base + Traits::kBarrierOffset) + Traits::kStages + s;
   }
+  // Consumer 0 -> 1, once a block: P and the rows' rescale factors are written (128 arrivals);
+  // consumer 1 -> 0: its O += P V has read them (128 arrivals); consumer 0 -> 1 once a tile: the
+  // final row scales are written (128 arrivals).
+  __device__ uint64_t* p_full() const {
+    return reinterpret_cast<uint64_t*>(base + Traits::kBarrierOffset) + 2 * Traits::kStages;
+  }
+  __device__ uint64_t* p_empty() const { return p_full() + 1; }
+  __device__ uint64_t* final_ready() const { return p_full() + 2; }
 };
 
 // Byte offset of 16-byte chunk `chunk` (of 72 in a 576-wide row) of row `row` in a tile of

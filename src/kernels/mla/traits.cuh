@@ -19,13 +19,12 @@ using plan::mla::kQkDim;
 using plan::mla::kRopeDim;
 using plan::mla::kTileRows;
 
-// Named barrier ids (0 is __syncthreads).
+// Named barrier ids (0 is __syncthreads). The handoffs of P, its row factors and the final row
+// scales from consumer 0 to consumer 1 are mbarriers (tile.cuh, SharedPlan): release/acquire
+// ordering that the race checker follows.
 enum NamedBarrier : uint32_t {
   kQReady = 1,    // 256 consumer threads: Q landed in shared memory
-  kPFull = 2,     // consumer 0 arrives, consumer 1 syncs: P and its row factors are written
-  kPEmpty = 3,    // consumer 1 arrives, consumer 0 syncs: consumer 1's O += P V has read P
-  kFinal = 4,     // consumer 0 arrives, consumer 1 syncs: the final row scales are written
-  kProducer = 5,  // the producer warpgroup: a stage's row-address table is complete
+  kProducer = 2,  // the producer warpgroup: a stage's row-address table is complete
 };
 
 // The element type of q, out and the 16-bit operands of the MMAs; the cache is Elt too, or
@@ -50,6 +49,8 @@ struct MlaTraits {
   static constexpr uint32_t kConsumer1Registers = kFp8Cache ? 160 : 208;
   static_assert(128 * (kProducerRegisters + kConsumer0Registers + kConsumer1Registers) <= 65536,
                 "register file");
+  // What each thread holds at launch: 384 threads at one CTA per SM (ptxas -v).
+  static constexpr uint32_t kLaunchRegisters = 168;
 
   static constexpr int kOCols = kLatentDim / 2;  // output columns of one consumer
   static constexpr int kSRegs = kBlockKeys / 2;  // 64 x 64 S accumulator
@@ -77,7 +78,9 @@ struct MlaTraits {
   static constexpr uint32_t kFinalOffset = kRowFactorOffset + kTileRows * 4;
   static constexpr uint32_t kRowTableOffset = kFinalOffset + kTileRows * 4;  // int64 [2][64]
   static constexpr uint32_t kBarrierOffset = kRowTableOffset + 2 * kBlockKeys * 8;
-  static constexpr uint32_t kSmemBytes = kBarrierOffset + 2 * kStages * 8;
+  // full[kStages], empty[kStages], then p_full, p_empty, final (consumer 0 -> 1 handoffs).
+  static constexpr int kNumBarriers = 2 * kStages + 3;
+  static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;  // room to align the base to 1 KB
   static_assert(kSmemAlloc <= 232448, "shared memory: 227 KB per block");
 };

@@ -1,5 +1,5 @@
-// The MLA split choice. One CTA a SM (the kernel holds 64 rows of Q and two 64-key stages of the
-// 576-wide cache: 216 KB of shared memory). A problem is one (request, row tile); its keys are
+// The MLA split choice. One CTA a SM (the kernel holds 64 rows of Q and four 32-key stages of
+// the 576-wide cache: 216 KB of shared memory). A problem is one (request, row tile); its keys are
 // split so that the grid fills the SMs without a tail wave that costs more than it saves.
 #include "plan/mla_plan.hpp"
 
@@ -13,11 +13,11 @@ namespace {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-// A CTA's fixed cost is about three KV tiles: Q (72 KB, as large as one tile) is read before
-// the first key, the first tile's latency is exposed, and the epilogue stores 64 rows of 512.
-// The merge is a separate memory-bound launch over the partials.
-constexpr SplitCostModel kCost{/*cta_fixed_tiles=*/3, /*split_merge_tiles=*/2,
-                               /*max_splits=*/kMaxSplits, /*min_tiles_per_split=*/2};
+// A CTA's fixed cost is about six KV tiles of 32 keys: Q (72 KB, two tiles' bytes) is read
+// before the first key, the first tile's latency is exposed, and the epilogue stores 64 rows of
+// 512. The merge is a separate memory-bound launch over the partials.
+constexpr SplitCostModel kCost{/*cta_fixed_tiles=*/6, /*split_merge_tiles=*/4,
+                               /*max_splits=*/kMaxSplits, /*min_tiles_per_split=*/4};
 
 int auto_splits(int64_t problems, int64_t max_kv_len, int num_sms) {
   const int64_t tiles = (max_kv_len + kBlockKeys - 1) / kBlockKeys;

@@ -10,7 +10,7 @@ inline constexpr int kQkDim = kLatentDim + kRopeDim;
 // Rows of one work tile: (q token, head) pairs of one request, token-major (row = i * H + h),
 // so that a tensor-parallel shard of 16 heads with 4 MTP tokens fills the 64 rows of the MMA.
 inline constexpr int kTileRows = 64;
-inline constexpr int kBlockKeys = 64;  // keys per KV tile (pipeline stage)
+inline constexpr int kBlockKeys = 32;  // keys per KV tile (pipeline stage)
 inline constexpr int kMaxSplits = 128;
 
 }  // namespace hopattn::plan::mla

@@ -68,7 +68,10 @@ struct MlaTraits {
   static constexpr uint32_t kKVPanelBytes = kBlockKeys * kRowBytes;
   static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
   static constexpr uint32_t kStageBytes = kKVPanelBytes * kPanels;
-  static constexpr int kStages = 2;
+  // Four 32-key stages rather than two of 64: a stage is freed only once both consumers' P V
+  // of it is done, so with two the next block's load started one block late and the kernel
+  // ran at ~5 us a 64-key block (latency-bound); measured 2026-12-01, docs/perf/mla.md.
+  static constexpr int kStages = 4;
   static constexpr uint32_t kPBytes = kTileRows * kRowBytes;  // 64 x 64 16-bit
 
   static constexpr uint32_t kQOffset = 0;

@@ -5,12 +5,11 @@
 
 #include <cuda_runtime.h>
 
-#include <array>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "hopattn/error.hpp"
+#include "kernels/common/device_cache.hpp"
 
 namespace hopattn::kernels {
 
@@ -55,15 +54,13 @@ inline bool env_switch(const char* name, const char* default_value, const char* 
 
 // SM count of `device`, queried once per device (an attribute read; no synchronization).
 inline int sm_count(int device, const char* where) {
-  static std::array<std::atomic<int>, 64> cache{};
-  const size_t slot = device >= 0 && device < 64 ? static_cast<size_t>(device) : 0;
-  int n = cache[slot].load(std::memory_order_relaxed);
-  if (n == 0) {
+  static PerDeviceCache cache;
+  return cache.get(device, [&] {
+    int n = 0;
     throw_if_cuda_error(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), where,
                         "cudaDeviceGetAttribute(multiProcessorCount)");
-    cache[slot].store(n, std::memory_order_relaxed);
-  }
-  return n;
+    return n;
+  });
 }
 
 }  // namespace hopattn::kernels

@@ -52,18 +52,11 @@ int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
   return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
 }
 
-// HOPATTN_DECODE_CTAS_PER_SM=2 keeps the two-CTA configuration where a three-CTA one exists
-// (default 3); read once, so both can be timed in two runs of one command.
-bool three_ctas_from_env() {
-  static const bool three = env_switch("HOPATTN_DECODE_CTAS_PER_SM", "3", "2");
-  return three;
-}
-
 // The instantiation's configuration: 3 where it exists and three CTAs of this row count fit an
 // SM's shared memory (64-row CTAs do not), else 2.
 int kernel_config(int head_dim, bool bf16, bool native16, int rows_per_cta) {
   const KvFormat format = native16 ? KvFormat::kNative16 : KvFormat::kE4M3;
-  if (!has_three_cta_variant(head_dim, bf16, format) || !three_ctas_from_env()) return 2;
+  if (!has_three_cta_variant(head_dim, bf16, format)) return 2;
   return ctas_per_sm<128, 2, 3>(rows_per_cta) == 3 ? 3 : 2;
 }
 
@@ -91,13 +84,6 @@ void require_16b_rows(const TensorView& t, const char* name) {
   for (int i = 0; i + 1 < t.rank(); ++i)
     ok = ok && (t.size(i) == 1 || (t.stride(i) * elem) % 16 == 0);
   if (!ok) not_supported(detail::concat(name, " with 16-byte aligned rows"), t.shape_string());
-}
-
-// HOPATTN_DECODE_MERGE=kernel: split partials are merged by a second launch instead of the last
-// CTA of each problem (inkernel, the default). An internal switch for timing both, read once.
-bool merge_in_kernel_from_env() {
-  static const bool in_kernel = env_switch("HOPATTN_DECODE_MERGE", "inkernel", "kernel");
-  return in_kernel;
 }
 
 }  // namespace
@@ -152,7 +138,6 @@ LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
             ? std::min(bound, choose_num_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm))
             : bound;
   }
-  pl.merge_in_kernel = merge_in_kernel_from_env();
   if (pl.num_splits > 1) {
     const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;
     pl.semaphore_bytes = align256(size_t(pl.problems) * sizeof(uint32_t));
@@ -265,7 +250,6 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
     p.semaphores = reinterpret_cast<uint32_t*>(ws);
     p.partial_o = reinterpret_cast<float*>(ws + pl.partial_o_offset);
     p.partial_lse = reinterpret_cast<float*>(ws + pl.partial_lse_offset);
-    p.merge_in_kernel = pl.merge_in_kernel;
   }
   if (pl.requests == 0) return;
 

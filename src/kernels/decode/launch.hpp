@@ -20,12 +20,9 @@ struct LaunchPlan {
   int row_tiles = 0;         // ceil(rows_per_request / rows_per_cta)
   int num_splits = 1;
   // Kernel configuration: CTAs per SM it is built for (traits.cuh): 3 for D = 128 bf16 over a
-  // bf16 cache with <= 32 rows a CTA, unless HOPATTN_DECODE_CTAS_PER_SM=2; else 2.
+  // bf16 cache with <= 32 rows a CTA; else 2. (The two measured within 3% of each other, docs/
+  // perf/decode.md run 19; tests set 2 to cover that kernel too.)
   int config = 2;
-  // num_splits > 1: the last CTA of each problem merges the splits (semaphore), or a second
-  // launch (decode_merge_kernel) does. HOPATTN_DECODE_MERGE=kernel|inkernel (read once; default
-  // inkernel) picks it, so both can be timed; tests set it directly.
-  bool merge_in_kernel = true;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start
   size_t partial_o_offset = 0;

@@ -77,9 +77,8 @@ struct Params {
   // semaphore per problem (zero between launches).
   float* partial_o;    // [problems][splits][rows_per_cta][D], normalized
   float* partial_lse;  // [problems][splits][rows_per_cta], log2 domain, sink excluded
+  // The last CTA of each problem to finish (counted here) merges its splits.
   uint32_t* semaphores;
-  // The last CTA of each problem merges (true), or decode_merge_kernel does after the launch.
-  bool merge_in_kernel;
 };
 
 inline constexpr float kLog2e = 1.4426950408889634f;

@@ -7,6 +7,7 @@
 #include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/merge/launch.hpp"
+#include "plan/decode_plan.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn {
@@ -56,24 +57,19 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
   reference::attention_bwd(args, opts);
 }
 
-// Pure host function of the shapes (and the device's SM count): the validator calls it too, so
-// it must not validate (or read tensor data) itself.
+// Pure host function of the shapes (no CUDA call, also in builds without CUDA; sized for the
+// largest Hopper part, plan/decode_plan.hpp): the validator and the Python support probes call it
+// too, so it must not validate or read tensor data.
 size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts) {
   if (!args.q.is_cuda()) return 0;
-#ifdef HOPATTN_WITH_CUDA
-  return kernels::decode::plan(args, opts, kernels::decode::SmCount::kHopperUpperBound)
-      .workspace_bytes;
-#else
-  (void)opts;
-  no_gpu_kernel("decode");
-#endif
+  return plan::decode_workspace_bytes(args, opts);
 }
 
 void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   validate::decode(args, opts);
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
-    kernels::decode::launch(args, opts, kernels::decode::plan(args, opts), stream);
+    kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
     return;
 #else
     (void)stream;

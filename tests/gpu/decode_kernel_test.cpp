@@ -374,7 +374,7 @@ TEST_P(DecodeKernel, MatchesReference) {
   DecodeArgs gpu = upload_decode_args(dev, *r, host);
 
   const size_t ws_bytes = decode_workspace_size(gpu, opts);
-  kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
+  kernels::decode::LaunchPlan plan = kernels::decode::device_plan(gpu, opts);
   if (kc.config != 0) plan.config = kc.config;
   const bool internal = kc.config != 0;
   ASSERT_EQ(ws_bytes, plan.workspace_bytes);

@@ -419,12 +419,6 @@ cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Whether a (head dim, q dtype, KV format) has the three-CTAs-per-SM instantiation: only D = 128
-// bf16 over a bf16 cache (the benchmarked case), one extra kernel for the 2-core CI build.
-constexpr bool has_three_cta_variant(int head_dim, bool bf16, KvFormat format) {
-  return head_dim == 128 && bf16 && format == KvFormat::kNative16;
-}
-
 template <int kHeadDim, class Elt>
 cudaError_t launch_for_format(const Params& p, KvFormat format, dim3 grid, cudaStream_t stream,
                               int ctas_per_sm) {

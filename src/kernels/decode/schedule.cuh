@@ -7,9 +7,19 @@
 #include <cstdint>
 
 #include "kernels/common/fast_divisor.hpp"
-#include "kernels/decode/traits.cuh"
+#include "kernels/common/host_device.hpp"
+#include "kernels/decode/traits.hpp"
 
 namespace hopattn::kernels::decode {
+
+template <class T>
+HOPATTN_HOST_DEVICE constexpr T smaller(T a, T b) {
+  return a < b ? a : b;
+}
+template <class T>
+HOPATTN_HOST_DEVICE constexpr T larger(T a, T b) {
+  return a < b ? b : a;
+}
 
 // Which keys a query row sees (DESIGN.md): bottom-right causal, sliding window, tree mask.
 struct MaskOptions {

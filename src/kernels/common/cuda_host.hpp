@@ -1,12 +1,9 @@
 // Host-side CUDA helpers shared by every kernel family's launch code: error checks that throw
-// hopattn::Error, a current-device guard, internal switches from the environment, and the cached
-// SM count.
+// hopattn::Error, a current-device guard, and the cached SM count. The library reads no
+// environment: launch variants are explicit options (kernels/*/launch.hpp).
 #pragma once
 
 #include <cuda_runtime.h>
-
-#include <cstdlib>
-#include <cstring>
 
 #include "hopattn/error.hpp"
 #include "kernels/common/device_cache.hpp"
@@ -41,16 +38,6 @@ class DeviceGuard {
  private:
   int previous_ = 0;
 };
-
-// An internal two-way switch from the environment: true when `name` is unset, empty or
-// `default_value`, false when it is `other`; anything else is an error.
-inline bool env_switch(const char* name, const char* default_value, const char* other) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0' || std::strcmp(v, default_value) == 0) return true;
-  if (std::strcmp(v, other) == 0) return false;
-  throw Error(ErrorKind::kValue,
-              detail::concat(name, ": expected ", default_value, " or ", other, ", got ", v));
-}
 
 // SM count of `device`, queried once per device (an attribute read; no synchronization).
 inline int sm_count(int device, const char* where) {

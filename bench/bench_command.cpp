@@ -44,6 +44,7 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
     r.warmup = flags.warmup.value_or(slow ? 1 : 3);
     r.iters = flags.iters.value_or(slow ? 3 : 20);
     r.check = flags.check;
+    r.flush_l2 = !flags.warm_l2;
     r.seed = flags.seed.value_or(kDefaultSeed);
     requests.push_back(r);
     // The bwd kernel's deterministic mode (ordered dQ accumulation) next to the normal one: its

@@ -117,9 +117,14 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
         static_cast<uint64_t>(parse_integer(name, cur.value(name, inline_value), 0, (1LL << 62)));
     return;
   }
+  if (name == "--warm-l2") {
+    no_value();
+    f.warm_l2 = true;
+    return;
+  }
   if (tour) {
     throw UsageError("unknown option " + quoted(arg) +
-                     " for the tour (it takes --csv and --seed; see hopattn --help)");
+                     " for the tour (it takes --csv, --seed and --warm-l2; see hopattn --help)");
   }
   if (name == "--batch") {
     f.batch = int_value(1, kMaxCount);
@@ -200,6 +205,25 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
       f.pack_gqa = std::optional<bool>();
     } else {
       throw UsageError("--pack-gqa: expected on | off | auto, got " + quoted(v));
+    }
+    return;
+  }
+  if (name == "--windowed-maps") {
+    const std::string_view v = cur.value(name, inline_value);
+    if (v != "on" && v != "off") {
+      throw UsageError("--windowed-maps: expected on | off, got " + quoted(v));
+    }
+    f.windowed_maps = v == "on";
+    return;
+  }
+  if (name == "--bwd-order") {
+    const std::string_view v = cur.value(name, inline_value);
+    if (v == "sections") {
+      f.bwd_order = plan::BwdOrder::kSections;
+    } else if (v == "heads") {
+      f.bwd_order = plan::BwdOrder::kHeads;
+    } else {
+      throw UsageError("--bwd-order: expected sections | heads, got " + quoted(v));
     }
     return;
   }
@@ -295,7 +319,8 @@ std::string main_help() {
   return R"(hopattn: attention kernels for NVIDIA Hopper (sm_90a), with a CPU reference.
 
 Usage:
-  hopattn [--csv] [--seed N]    tour: run every family (fwd, bwd, decode, mla, merge) on
+  hopattn [--csv] [--seed N] [--warm-l2]
+                                tour: run every family (fwd, bwd, decode, mla, merge) on
                                 default model shapes, check each result, print a table
   hopattn bench FAMILY [flags]  benchmark one family (see hopattn bench --help)
   hopattn --help                this text
@@ -307,14 +332,14 @@ Without a GPU it runs the CPU reference on short sequences and checks each famil
 independent result (GQA == MHA with repeated KV, paged == contiguous, a merge of two halves ==
 the whole).
 
-Columns: time is the median over the timed iterations (GPU: CUDA events, L2 flushed before each);
-rate is TFLOP/s for fwd, bwd and MLA prefill, TB/s of the minimum traffic (inputs read once,
-outputs written once) for decode, MLA decode and merge; max err is the largest absolute error of
-the output against the check. Exit code: 0 all rows passed (or have no GPU kernel yet), 1 a check
-failed, 2 bad command line.
+Columns: time is the median over the timed iterations (GPU: CUDA events, L2 flushed before each
+unless --warm-l2); rate is TFLOP/s for fwd, bwd and MLA prefill, TB/s of the minimum traffic
+(inputs read once, outputs written once) for decode, MLA decode and merge; max err is the largest
+absolute error of the output against the check. Exit code: 0 all rows passed (or have no GPU
+kernel yet), 1 a check failed, 2 bad command line.
 
-Environment: HOPATTN_BENCH_WARM_L2=1 skips the L2 flush before each timed GPU call (a diagnostic:
-the difference to a flushed run is the cost of cold code and data).
+--warm-l2 skips the L2 flush before each timed GPU call (a diagnostic: the difference to a
+flushed run is the cost of cold code and data).
 )";
 }
 
@@ -341,6 +366,11 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
   --pack-gqa M        fwd GPU kernel: on | off | auto (default) whether the q heads of one KV
                       head share a tile (GQA packing; auto packs short q-len)
+Launch variants of the GPU kernels (to time against the default; the library never picks them):
+  --windowed-maps M   fwd: on (default) | off: off loads varlen tails through the plain tensor
+                      maps and paged KV through the cp.async gather for every page size
+  --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
+                      group (KV head, request) everywhere instead of in L2-sized sections
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
                       a second row times deterministic mode)
@@ -349,6 +379,7 @@ Run:
   --warmup N          untimed iterations first (default 3 for GPU kernels, 1 for references)
   --seed N            seed of the random inputs (default: fixed)
   --no-check          skip the correctness check
+  --warm-l2           no L2 flush before each timed GPU call (a diagnostic)
   --csv               print the table as CSV
 
 Examples:

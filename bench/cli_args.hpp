@@ -10,6 +10,7 @@
 
 #include "hopattn/dtype.hpp"
 #include "hopattn/options.hpp"
+#include "plan/bwd_order.hpp"
 
 namespace hopattn::cli {
 
@@ -37,11 +38,15 @@ struct BenchFlags {
   std::optional<Window> window;
   std::optional<float> softcap;
   std::optional<std::optional<bool>> pack_gqa;  // fwd: --pack-gqa on | off | auto (= unset)
+  // Launch variants of the GPU kernels, timed against the default (kernels/*/launch.hpp).
+  std::optional<bool> windowed_maps;        // fwd: --windowed-maps on | off
+  std::optional<plan::BwdOrder> bwd_order;  // bwd: --bwd-order sections | heads
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;
   bool check = true;
   bool csv = false;
+  bool warm_l2 = false;  // --warm-l2: no L2 flush before each timed GPU call (bench and tour)
 };
 
 struct Command {

@@ -2,6 +2,7 @@
 // from a forward on the same side (untimed). CPU check: the MHA problem with every KV head
 // repeated for its q heads, whose dK/dV summed over each group must equal GQA's. GPU check: the
 // CPU reference on request 0 and the first KV head group.
+#include "api/launch_variants.hpp"
 #include "common/element_access.hpp"
 #include "device.hpp"
 #include "family_util.hpp"
@@ -57,7 +58,7 @@ class BwdWorkload final : public Workload {
     if (impl == Impl::kCpu) return attention_bwd(args(Side::kHost), opts_);
     BwdArgs a = args(Side::kDevice);
     a.workspace = {workspace_.data(), workspace_.bytes()};
-    attention_bwd(a, opts_);
+    internal::attention_bwd(a, opts_, nullptr, s_.bwd_launch);
   }
 
   Check check_cpu() override {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "api/launch_variants.hpp"
 #include "device.hpp"
 #include "family_util.hpp"
 #include "hopattn/api.hpp"
@@ -66,7 +67,7 @@ class FwdWorkload final : public Workload {
       case Impl::kNaive:
         return naive_fwd(args(Side::kDevice), opts_);
       default:
-        return attention_fwd(args(Side::kDevice), opts_);
+        return internal::attention_fwd(args(Side::kDevice), opts_, nullptr, s_.fwd_launch);
     }
   }
 

@@ -50,6 +50,7 @@ struct RunRequest {
   int warmup = 1;
   int iters = 3;
   bool check = true;
+  bool flush_l2 = true;  // GPU: overwrite the L2 before each timed call (off: --warm-l2)
   uint64_t seed = 0;
   Progress* progress = nullptr;
 };

@@ -34,6 +34,8 @@ std::string Shape::describe() const {
     if (softcap > 0) os << " cap=" << softcap;
     if (deterministic) os << " deterministic";
     if (pack_gqa) os << (*pack_gqa ? " pack" : " nopack");
+    if (!fwd_launch.windowed_maps) os << " plain-maps";
+    if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);
   if ((family == Family::kDecode || family == Family::kMla) && kv_dtype != dtype) {
@@ -124,6 +126,8 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.window && !attention, fam, "--window");
   reject(f.softcap && !attention, fam, "--softcap");
   reject(f.pack_gqa.has_value() && fam != Family::kFwd, fam, "--pack-gqa");
+  reject(f.windowed_maps.has_value() && fam != Family::kFwd, fam, "--windowed-maps");
+  reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {
     throw UsageError(std::string("--heads: ") + family_name(fam) + " takes HQ only");
@@ -150,6 +154,8 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.window) s.window = *f.window;
   if (f.softcap) s.softcap = *f.softcap;
   if (f.pack_gqa) s.pack_gqa = *f.pack_gqa;
+  if (f.windowed_maps) s.fwd_launch.windowed_maps = *f.windowed_maps;
+  if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }

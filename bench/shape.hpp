@@ -9,6 +9,8 @@
 #include "cli_args.hpp"
 #include "hopattn/dtype.hpp"
 #include "hopattn/options.hpp"
+#include "kernels/bwd/launch.hpp"
+#include "kernels/fwd/launch.hpp"
 
 namespace hopattn::cli {
 
@@ -29,6 +31,9 @@ struct Shape {
   float softcap = 0.f;
   bool deterministic = false;    // bwd: bitwise reproducible dQ (a row of its own in `bench bwd`)
   std::optional<bool> pack_gqa;  // fwd: AttentionOptions::pack_gqa (unset: the kernel decides)
+  // Launch variants of the GPU kernels (--windowed-maps, --bwd-order); defaults: the library's.
+  kernels::fwd::LaunchOptions fwd_launch;
+  kernels::bwd::LaunchOptions bwd_launch;
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"; Dqk != Dv prints "D=192/128".

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -48,13 +47,8 @@ Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress
   return summarize(std::move(ms));
 }
 
-Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress) {
-  // HOPATTN_BENCH_WARM_L2=1 skips the flush: a diagnostic that tells the cost of cold code and
-  // data (the flush evicts both) from the rest; the tables are always taken with the flush.
-  static const bool warm_l2 = [] {
-    const char* v = std::getenv("HOPATTN_BENCH_WARM_L2");
-    return v != nullptr && std::string(v) == "1";
-  }();
+Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, bool flush,
+                Progress* progress) {
   for (int i = 0; i < warmup; ++i) {
     report(progress, "warmup", i, warmup, false);
     fn();
@@ -64,7 +58,7 @@ Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, Progress
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
     report(progress, "timing", i, iters, true);
-    if (!warm_l2) flush_l2();
+    if (flush) flush_l2();
     timer.start();
     fn();
     ms.push_back(timer.stop_ms());

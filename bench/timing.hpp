@@ -1,5 +1,5 @@
 // Median time of a call: CUDA events on the GPU (L2 flushed before each iteration, outside the
-// timed region), steady_clock on the CPU.
+// timed region, unless the caller asks for a warm L2), steady_clock on the CPU.
 #pragma once
 
 #include <functional>
@@ -15,6 +15,9 @@ struct Timing {
 };
 
 Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress);
-Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress);
+// flush false (--warm-l2) skips the flush: a diagnostic that tells the cost of cold code and data
+// (the flush evicts both) from the rest; the tables are taken with the flush.
+Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, bool flush,
+                Progress* progress);
 
 }  // namespace hopattn::cli

@@ -98,9 +98,10 @@ class Arena {
   std::vector<std::unique_ptr<unsigned char[]>> blocks_;
 };
 
-// Workspace sizes can need a GPU (the SM count) or a kernel this build lacks; the validators call
-// the same sizing function last. A probe then gives no workspace, and a validator failing with
-// the sizing's own message has accepted everything else: that is the argument contract we report.
+// Workspace sizes (host functions of the shapes, in every build) throw for calls the kernels do
+// not take (decode: a head dim, too many beams); the validators call the same sizing function
+// last. A probe then gives no workspace, and a validator failing with the sizing's own message
+// has accepted everything else: that is the argument contract we report.
 template <typename Size, typename Validate>
 void validate_sized(Arena& arena, Workspace& workspace, Size&& size, Validate&& validate) {
   std::string sizing_error;

@@ -1,5 +1,6 @@
 // Public entry points: validate, then route CPU tensors to the reference and CUDA tensors to the
 // GPU kernels. A family without a GPU kernel yet raises kNotImplemented for CUDA tensors.
+#include "api/launch_variants.hpp"
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
@@ -8,6 +9,7 @@
 #include "kernels/fwd/launch.hpp"
 #include "kernels/merge/launch.hpp"
 #include "kernels/mla/launch.hpp"
+#include "plan/decode_plan.hpp"
 #include "plan/mla_plan.hpp"
 #include "reference/reference.hpp"
 
@@ -23,18 +25,44 @@ namespace {
 
 }  // namespace
 
-void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
+namespace internal {
+
+void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
+                   const kernels::fwd::LaunchOptions& launch) {
   validate::attention_fwd(args, opts);
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
-    kernels::fwd::run(args, opts, stream);
+    kernels::fwd::run(args, opts, stream, launch);
     return;
 #else
     (void)stream;
+    (void)launch;
     no_gpu_kernel("attention_fwd");
 #endif
   }
   reference::attention_fwd(args, opts);
+}
+
+void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream stream,
+                   const kernels::bwd::LaunchOptions& launch) {
+  validate::attention_bwd(args, opts);
+  if (args.fwd.q.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::bwd::run(args, opts, stream, launch);
+    return;
+#else
+    (void)stream;
+    (void)launch;
+    no_gpu_kernel("attention_bwd");
+#endif
+  }
+  reference::attention_bwd(args, opts);
+}
+
+}  // namespace internal
+
+void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
+  internal::attention_fwd(args, opts, stream, {});
 }
 
 // Pure host function of the shapes (no CUDA call, also in builds without CUDA): the validator
@@ -45,37 +73,22 @@ size_t attention_bwd_workspace_size(const BwdArgs& args, const AttentionOptions&
 }
 
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream stream) {
-  validate::attention_bwd(args, opts);
-  if (args.fwd.q.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::bwd::run(args, opts, stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("attention_bwd");
-#endif
-  }
-  reference::attention_bwd(args, opts);
+  internal::attention_bwd(args, opts, stream, {});
 }
 
-// Pure host function of the shapes (and the device's SM count): the validator calls it too, so
-// it must not validate (or read tensor data) itself.
+// Pure host function of the shapes (no CUDA call, also in builds without CUDA; sized for the
+// largest Hopper part, plan/decode_plan.hpp): the validator and the Python support probes call it
+// too, so it must not validate or read tensor data.
 size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts) {
   if (!args.q.is_cuda()) return 0;
-#ifdef HOPATTN_WITH_CUDA
-  return kernels::decode::plan(args, opts, kernels::decode::SmCount::kHopperUpperBound)
-      .workspace_bytes;
-#else
-  (void)opts;
-  no_gpu_kernel("decode");
-#endif
+  return plan::decode_workspace_bytes(args, opts);
 }
 
 void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   validate::decode(args, opts);
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
-    kernels::decode::launch(args, opts, kernels::decode::plan(args, opts), stream);
+    kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
     return;
 #else
     (void)stream;

@@ -1,5 +1,6 @@
 // The bwd kernel's deterministic dQ order and launch order (src/kernels/bwd/workspace.hpp, plain
-// C++): on many geometries (q and kv lengths, causal, sliding windows, both KV block sizes) and on
+// C++; the section sizes come from src/plan/bwd_order.hpp, tested in plan_bwd_order_test.cpp): on
+// many geometries (q and kv lengths, causal, sliding windows, both KV block sizes) and on
 // simulated launches (varlen requests, GQA groups, sections, any number of resident CTAs), it
 // checks that
 //   - the semaphore targets (dq_turn) of the KV blocks meeting a q tile are 0..k-1, a permutation:
@@ -113,25 +114,6 @@ TEST(BwdOrder, CtaOrderIsABijection) {
           EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int x) { return x == 1; }));
         }
       }
-    }
-  }
-}
-
-TEST(BwdOrder, SectionsAreEqualAndFitTheBudget) {
-  constexpr int64_t kMiB = int64_t{1} << 20;
-  EXPECT_EQ(launch_section_groups(8 * kMiB, 16), 4);   // 5 fit: 4 x 4
-  EXPECT_EQ(launch_section_groups(16 * kMiB, 16), 2);  // 2 fit
-  EXPECT_EQ(launch_section_groups(64 * kMiB, 16), 1);  // none fits: one group at a time
-  EXPECT_EQ(launch_section_groups(kMiB, 16), 16);
-  EXPECT_EQ(launch_section_groups(0, 7), 7);
-  EXPECT_EQ(launch_section_groups(kMiB, 1), 1);
-  for (int groups = 1; groups < 70; ++groups) {
-    for (int64_t bytes : {int64_t{1}, 3 * kMiB, 7 * kMiB, 13 * kMiB, 41 * kMiB}) {
-      const int s = launch_section_groups(bytes, groups);
-      const int count = (groups + s - 1) / s;
-      ASSERT_TRUE(s >= 1 && s <= groups) << groups << " " << bytes;
-      ASSERT_TRUE(s == 1 || s * bytes <= 40 * kMiB) << groups << " " << bytes;
-      ASSERT_GE(groups - (count - 1) * s, s - count) << groups << " " << bytes;  // last: no runt
     }
   }
 }

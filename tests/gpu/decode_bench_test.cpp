@@ -99,7 +99,7 @@ TEST(DecodeBandwidth, DISABLED_Table) {
     a.pages.block_table = TensorView(table_d.data(), DType::kInt32, {s.batch, pages}, dev);
     a.pages.kv_lens = TensorView(lens_d.data(), DType::kInt32, {s.batch}, dev);
     DecodeOptions opts;
-    const kernels::decode::LaunchPlan plan = kernels::decode::plan(a, opts);
+    const kernels::decode::LaunchPlan plan = kernels::decode::device_plan(a, opts);
     DeviceAllocation ws(plan.workspace_bytes);
     // Zeroed once (the workspace contract), then reused by every call.
     check_cuda(cudaMemset(ws.data(), 0, plan.workspace_bytes > 0 ? plan.workspace_bytes : 16),

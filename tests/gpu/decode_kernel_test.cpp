@@ -39,16 +39,11 @@ namespace {
 using decode_case::DecodeCase;
 using decode_case::ScaleKind;
 
-// Who merges split partials: as HOPATTN_DECODE_MERGE says (the public hopattn::decode), or forced
-// through the internal launch with the plan's merge_in_kernel set.
-enum class Merge { kEnv, kInKernel, kKernel };
-
 struct KernelCase {
   std::string name;
   DecodeCase c;
   int num_splits = 0;  // 0: the library's heuristic
-  Merge merge = Merge::kEnv;
-  int config = 0;  // CTAs per SM the kernel is built for (LaunchPlan::config); 0: the plan's
+  int config = 0;      // CTAs per SM the kernel is built for (LaunchPlan::config); 0: the plan's
 };
 
 void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
@@ -327,20 +322,6 @@ std::vector<KernelCase> kernel_cases() {
     k.config = 2;
     cases.push_back(std::move(k));
   }
-
-  // Both split-merge paths on every case that splits by force (beams, row tiles, sinks, softcap,
-  // D = 256, empty splits), and on the heuristic's batch-1 split.
-  const size_t n = cases.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (cases[i].config != 0) continue;
-    if (cases[i].num_splits <= 1 && cases[i].name != "splits_auto_batch1_long") continue;
-    for (Merge m : {Merge::kInKernel, Merge::kKernel}) {
-      KernelCase k = cases[i];
-      k.name += m == Merge::kKernel ? "_merge_kernel" : "_merge_inkernel";
-      k.merge = m;
-      cases.push_back(std::move(k));
-    }
-  }
   return cases;
 }
 
@@ -393,10 +374,9 @@ TEST_P(DecodeKernel, MatchesReference) {
   DecodeArgs gpu = upload_decode_args(dev, *r, host);
 
   const size_t ws_bytes = decode_workspace_size(gpu, opts);
-  kernels::decode::LaunchPlan plan = kernels::decode::plan(gpu, opts);
-  if (kc.merge != Merge::kEnv) plan.merge_in_kernel = kc.merge == Merge::kInKernel;
+  kernels::decode::LaunchPlan plan = kernels::decode::device_plan(gpu, opts);
   if (kc.config != 0) plan.config = kc.config;
-  const bool internal = kc.merge != Merge::kEnv || kc.config != 0;
+  const bool internal = kc.config != 0;
   ASSERT_EQ(ws_bytes, plan.workspace_bytes);
   if (kc.num_splits > 0) ASSERT_EQ(plan.num_splits, kc.num_splits);
   DeviceAllocation ws(ws_bytes);
@@ -478,11 +458,10 @@ TEST_P(DecodeKernel, MatchesReference) {
   }
   const double l2 = rel_l2(got, want);
   std::printf(
-      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d config %d merge %s: max err %.3g "
-      "(tol %.3g), rel L2 %.3g, lse max err %.3g\n",
+      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d config %d: max err %.3g (tol %.3g), "
+      "rel L2 %.3g, lse max err %.3g\n",
       kc.name.c_str(), static_cast<unsigned long long>(seed), plan.num_splits, plan.rows_per_cta,
-      plan.row_tiles, plan.config, plan.merge_in_kernel ? "inkernel" : "kernel", max_err, tol, l2,
-      max_lse_err);
+      plan.row_tiles, plan.config, max_err, tol, l2, max_lse_err);
   EXPECT_EQ(nan, 0) << "non-finite outputs (poison left, or NaN leaked)";
   EXPECT_EQ(bad, 0) << bad << " outputs beyond " << tol << "; first: " << first_bad;
   EXPECT_EQ(bad_lse, 0) << bad_lse << " lse values beyond 1e-3; " << first_bad;

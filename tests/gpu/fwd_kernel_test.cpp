@@ -542,10 +542,10 @@ void check_case(const FwdCase& c, uint64_t seed) {
 
 std::string skip_reason() { return gpu_skip_reason(); }
 
-std::string kv_load_path(const FwdCase& c) {
+std::string kv_load_path(const FwdCase& c, const kernels::fwd::LaunchOptions& launch) {
   std::mt19937_64 rng(1);
   Tensors t(c, rng);
-  return kernels::fwd::kv_load_path(t.args(true, t.out->whole(true), t.lse->whole(true)));
+  return kernels::fwd::kv_load_path(t.args(true, t.out->whole(true), t.lse->whole(true)), launch);
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hopattn/options.hpp"
+#include "kernels/fwd/launch.hpp"
 
 namespace hopattn::testing::fwd_check {
 
@@ -55,6 +56,6 @@ std::string skip_reason();
 void check_case(const FwdCase& c, uint64_t seed);
 
 // The KV loader the kernel picks for the case's device tensors (kernels::fwd::kv_load_path).
-std::string kv_load_path(const FwdCase& c);
+std::string kv_load_path(const FwdCase& c, const kernels::fwd::LaunchOptions& launch = {});
 
 }  // namespace hopattn::testing::fwd_check

@@ -54,6 +54,19 @@ TEST(FwdKVLoadPath, WindowedMapsAccepted) {
   EXPECT_EQ(kv_load_path(hd256), "paged TMA, boxes of 16 slots");
 }
 
+// The launch variant the benchmark can time against the default (hopattn bench fwd
+// --windowed-maps off): plain maps for varlen, the gather for every page size.
+TEST(FwdKVLoadPath, WindowedMapsTurnedOff) {
+  SKIP_WITHOUT_HOPPER();
+  kernels::fwd::LaunchOptions plain;
+  plain.windowed_maps = false;
+  EXPECT_EQ(kv_load_path(dense_case(DType::kBF16, 2, 100, 100, 1, 1, false), plain), "contiguous");
+  EXPECT_EQ(kv_load_path(varlen_case(DType::kBF16, {3, 5}, {7, 9}, 1, 1, false), plain),
+            "contiguous");
+  EXPECT_EQ(kv_load_path(paged_case(16, KVLayout::kNHD, false, 2, 1, true), plain), "paged gather");
+  EXPECT_EQ(kv_load_path(paged_case(64, KVLayout::kHND, true, 2, 1, true), plain), "paged gather");
+}
+
 // ---------------------------------------------------------------------------- out-of-range rows
 // Varlen: the requests with q_len 0 sit between the others and hold NaN in K and Inf in V, and
 // rows after the last request do too; every tile whose sequence ends inside its last KV block

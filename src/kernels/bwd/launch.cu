@@ -101,9 +101,11 @@ struct Problem {
   SequenceParams seq;
   WorkspaceLayout layout;
   WorkspaceParams ws;
+  int section = 1;  // groups per launch section (CtaOrder): the host planner's choice
 };
 
-Problem make_problem(const BwdArgs& args, const AttentionOptions& opts) {
+Problem make_problem(const BwdArgs& args, const AttentionOptions& opts,
+                     const LaunchOptions& launch) {
   const FwdArgs& f = args.fwd;
   Problem pr;
   pr.varlen = is_varlen(f);
@@ -144,6 +146,15 @@ Problem make_problem(const BwdArgs& args, const AttentionOptions& opts) {
   pr.ws.dq_accum = reinterpret_cast<float*>(base + pr.layout.dq_accum_offset);
   pr.ws.semaphore =
       opts.deterministic ? reinterpret_cast<uint32_t*>(base + pr.layout.semaphore_offset) : nullptr;
+
+  plan::BwdOrderShape order;
+  order.q_heads = pr.hq;
+  order.kv_heads = pr.hkv;
+  order.batch = pr.seq.batch;
+  order.max_seqlen_q = pr.max_seqlen_q;
+  order.head_dim_qk = pr.dqk;
+  order.head_dim_v = pr.dv;
+  pr.section = plan::bwd_launch_section(order, opts, launch.order);
   return pr;
 }
 
@@ -167,20 +178,6 @@ RowKernelParams row_params(const BwdArgs& args, const Problem& pr) {
   }
   p.scale = pr.scale;
   return p;
-}
-
-// Groups per launch section (CtaOrder; launch_section_groups). Sections start the longest causal
-// blocks of several groups first; without a causal mask every block of a group is about as long,
-// and group after group (sections of one group) keeps a group's q rows hot in L2: measured on the
-// H200 (2026-11-29, B=1 S=8192 16 heads hd128 non-causal) 623 TFLOP/s against 595 with sections,
-// while the deterministic mode, whose CTAs wait on each other per tile, ran 480 with sections and
-// 415 without. HOPATTN_BWD_ORDER=heads forces group after group everywhere (read once).
-int launch_section(const Problem& pr, const AttentionOptions& opts) {
-  static const bool sections = env_switch("HOPATTN_BWD_ORDER", "sections", "heads");
-  if (!sections || (!opts.causal && !opts.deterministic)) return 1;
-  const int64_t group_bytes =
-      int64_t{pr.hq / pr.hkv} * pr.max_seqlen_q * (2 * pr.dqk + 2 * pr.dv + 4 * pr.dqk);
-  return launch_section_groups(group_bytes, pr.hkv * pr.seq.batch);
 }
 
 template <class Traits>
@@ -223,7 +220,7 @@ void run_main(const BwdArgs& args, const AttentionOptions& opts, const Problem& 
   p.tm_v = ptx::encode_tensor_map(tma_spec(f.v, pr.varlen, Traits::kBlockN));
   p.order.num_n_blocks = (pr.max_seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
   p.order.groups = pr.hkv * pr.seq.batch;
-  p.order.section = launch_section(pr, opts);
+  p.order.section = pr.section;
   p.order.descending = opts.deterministic;
   const dim3 grid(static_cast<unsigned>(int64_t{p.order.num_n_blocks} * p.order.groups));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "bwd kernel launch");
@@ -318,10 +315,11 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
   }
 }
 
-void run(const BwdArgs& args, const AttentionOptions& opts, Stream stream) {
+void run(const BwdArgs& args, const AttentionOptions& opts, Stream stream,
+         const LaunchOptions& launch) {
   check_supported(args, opts);
   const FwdArgs& f = args.fwd;
-  const Problem pr = make_problem(args, opts);
+  const Problem pr = make_problem(args, opts, launch);
   if (args.workspace.bytes < pr.layout.total || args.workspace.data == nullptr) {
     throw Error(ErrorKind::kValue,
                 detail::concat("hopattn.attention_bwd: workspace: expected >= ", pr.layout.total,

@@ -138,12 +138,12 @@ struct BlockGeometry {
 // ------------------------------------------------------------------------------ launch order
 // Which KV block of which group (a (KV head, request) pair: group = kv_head + Hkv * request) a CTA
 // of the 1-D grid works on. CTAs start roughly in blockIdx order, and that order goes section by
-// section of `section` groups (the launcher sizes a section so that its groups' Q, dO and dq_accum
-// fit in L2) and, inside a section, block by block, each block of every group of the section
-// before the next block. Blocks ascend, so that the longest causal blocks (the lowest) start first
-// across several heads, or descend in deterministic mode: there a CTA waits for the higher blocks
-// of its group (dq_turn), so those must start before it, else a CTA could wait for one that
-// cannot start until a waiting CTA exits.
+// section of `section` groups (the host planner, src/plan/bwd_order.hpp, sizes a section so that
+// its groups' Q, dO and dq_accum fit in L2) and, inside a section, block by block, each block of
+// every group of the section before the next block. Blocks ascend, so that the longest causal
+// blocks (the lowest) start first across several heads, or descend in deterministic mode: there
+// a CTA waits for the higher blocks of its group (dq_turn), so those must start before it, else a
+// CTA could wait for one that cannot start until a waiting CTA exits.
 struct CtaOrder {
   int num_n_blocks;  // KV blocks per group (of the longest request)
   int groups;        // Hkv * requests
@@ -162,19 +162,6 @@ struct CtaOrder {
     return Coord{descending ? num_n_blocks - 1 - step : step, first + in % width};
   }
 };
-
-// Groups per section: at most as many as keep their q-side data (`group_bytes`: Q and dO in 16
-// bits, dq_accum in fp32, over the group's q heads) within 40 MB of the L2 (50 MB on H100 and
-// H200), in sections of equal size (16 groups of which 5 fit: 4 x 4, not 5 + 5 + 5 + 1, whose last
-// section of one group would run its long blocks alone at the end).
-inline int launch_section_groups(int64_t group_bytes, int groups) {
-  constexpr int64_t kL2Budget = int64_t{40} << 20;
-  if (groups <= 1) return 1;
-  const int64_t fit =
-      group_bytes <= 0 ? groups : std::clamp<int64_t>(kL2Budget / group_bytes, 1, groups);
-  const int64_t count = (groups + fit - 1) / fit;
-  return static_cast<int>((groups + count - 1) / count);
-}
 
 // ------------------------------------------------------------------------------ workspace
 struct WorkspaceLayout {

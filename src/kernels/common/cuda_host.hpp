@@ -1,16 +1,12 @@
 // Host-side CUDA helpers shared by every kernel family's launch code: error checks that throw
-// hopattn::Error, a current-device guard, internal switches from the environment, and the cached
-// SM count.
+// hopattn::Error, a current-device guard, and the cached SM count. The library reads no
+// environment: launch variants are explicit options (kernels/*/launch.hpp).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <array>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-
 #include "hopattn/error.hpp"
+#include "kernels/common/device_cache.hpp"
 
 namespace hopattn::kernels {
 
@@ -43,27 +39,15 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
-// An internal two-way switch from the environment: true when `name` is unset, empty or
-// `default_value`, false when it is `other`; anything else is an error.
-inline bool env_switch(const char* name, const char* default_value, const char* other) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0' || std::strcmp(v, default_value) == 0) return true;
-  if (std::strcmp(v, other) == 0) return false;
-  throw Error(ErrorKind::kValue,
-              detail::concat(name, ": expected ", default_value, " or ", other, ", got ", v));
-}
-
 // SM count of `device`, queried once per device (an attribute read; no synchronization).
 inline int sm_count(int device, const char* where) {
-  static std::array<std::atomic<int>, 64> cache{};
-  const size_t slot = device >= 0 && device < 64 ? static_cast<size_t>(device) : 0;
-  int n = cache[slot].load(std::memory_order_relaxed);
-  if (n == 0) {
+  static PerDeviceCache cache;
+  return cache.get(device, [&] {
+    int n = 0;
     throw_if_cuda_error(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), where,
                         "cudaDeviceGetAttribute(multiProcessorCount)");
-    cache[slot].store(n, std::memory_order_relaxed);
-  }
-  return n;
+    return n;
+  });
 }
 
 }  // namespace hopattn::kernels

@@ -66,21 +66,19 @@ __device__ __forceinline__ void store_out4(const Params& p, int request, int kv_
   *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.out) + offset) = packed;
 }
 
-// Merge of a problem's split partials, rows [row_lo, row_hi) of the row tile, into out and lse.
+// Merge of a problem's split partials, the first `rows` rows of the row tile, into out and lse.
 // Weights of every (row, split): w = 2^(lse_s - max) / sum * (output factor of the row), in
-// `weight` (shared, (row_hi - row_lo) x num_splits floats). Every thread of the CTA calls it.
+// `weight` (shared, rows x num_splits floats). Every thread of the CTA calls it.
 template <int kHeadDim, class Elt>
 __device__ __forceinline__ void merge_splits(const Params& p, int request, int kv_head,
-                                             int row_tile, int row_lo, int row_hi, float v_scale,
-                                             float* weight) {
+                                             int row_tile, int rows, float v_scale, float* weight) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int row_begin = row_tile * p.rows_per_cta;
   const int64_t problem = (int64_t(request) * p.num_kv_heads + kv_head) * p.row_tiles + row_tile;
-  const int rows = row_hi - row_lo;  // rr below: row row_lo + rr of the tile
   // One warp a row, lanes over the splits: at batch 1 this merge is on the critical path of the
   // whole launch, so no thread walks the splits alone.
   const int splits = p.num_splits;
-  const float* lse_all = p.partial_lse + problem * splits * p.rows_per_cta + row_lo;
+  const float* lse_all = p.partial_lse + problem * splits * p.rows_per_cta;
   for (int rr = warp; rr < rows; rr += kWarps) {
     float* w = weight + rr * splits;
     float mmax = -INFINITY;
@@ -102,7 +100,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
     float scale = 0.f;
     if (lane == 0) {
       const float lse2 = total > 0.f ? mmax + log2f(total) : -INFINITY;
-      const float f = finish_row(p, request, kv_head, row_begin + row_lo + rr, lse2, v_scale);
+      const float f = finish_row(p, request, kv_head, row_begin + rr, lse2, v_scale);
       scale = total > 0.f ? f / total : 0.f;
     }
     scale = __shfl_sync(0xffffffffu, scale, 0);
@@ -112,7 +110,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
   if constexpr (kHeadDim == 256) {
     // D = 256 runs at 255 registers, and the unrolled loop below makes ptxas spill there (32
     // bytes, ptxas 13.0): one split at a time, 8 features a thread.
-    const float* o_all = p.partial_o + (problem * splits * p.rows_per_cta + row_lo) * kHeadDim;
+    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
     for (int idx = tid; idx < rows * (kHeadDim / 8); idx += kThreads) {
       const int rr = idx / (kHeadDim / 8), d = 8 * (idx % (kHeadDim / 8));
       const float* w = weight + rr * splits;
@@ -126,13 +124,13 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
         v[0] += c * a.x, v[1] += c * a.y, v[2] += c * a.z, v[3] += c * a.w;
         v[4] += c * b.x, v[5] += c * b.y, v[6] += c * b.z, v[7] += c * b.w;
       }
-      store_out8<Elt>(p, request, kv_head, row_begin + row_lo + rr, d, v);
+      store_out8<Elt>(p, request, kv_head, row_begin + rr, d, v);
     }
   } else {
     // Thread per (row, 4 features), the splits unrolled by kUnroll with every load issued before
     // the first use: kUnroll L2 round trips in flight instead of one.
     constexpr int kUnroll = 16;
-    const float* o_all = p.partial_o + (problem * splits * p.rows_per_cta + row_lo) * kHeadDim;
+    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
     for (int idx = tid; idx < rows * (kHeadDim / 4); idx += kThreads) {
       const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));
       const float* w = weight + rr * splits;
@@ -158,7 +156,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
           }
         }
       }
-      store_out4<Elt>(p, request, kv_head, row_begin + row_lo + rr, d, acc);
+      store_out4<Elt>(p, request, kv_head, row_begin + rr, d, acc);
     }
   }
 }
@@ -385,7 +383,6 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     *reinterpret_cast<float4*>(po + rr * kHeadDim + d) =
         *reinterpret_cast<const float4*>(merge_o + rr * T::kMergeStride + d);
   }
-  if (!p.merge_in_kernel) return;  // decode_merge_kernel finishes (a second launch)
   __threadfence();
   __syncthreads();
   if (tid == 0) {
@@ -396,25 +393,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   if (cs.is_last == 0) return;
   __threadfence();
 
-  merge_splits<kHeadDim, Elt>(p, request, kv_head, row_tile, 0, rows_valid, v_scale,
+  merge_splits<kHeadDim, Elt>(p, request, kv_head, row_tile, rows_valid, v_scale,
                               reinterpret_cast<float*>(ring));
-}
-
-// The split-merge kernel (HOPATTN_DECODE_MERGE=kernel): the decode kernel only wrote partials;
-// grid (ceil(rows_per_cta / kWarps), Hkv * row_tiles, requests), kWarps rows of a problem a CTA.
-template <int kHeadDim, class Elt>
-__global__ void __launch_bounds__(kThreads) decode_merge_kernel(const __grid_constant__ Params p) {
-  __shared__ float weight[kWarps * kMaxSplits];
-  const int kv_head = blockIdx.y / p.row_tiles;
-  const int row_tile = blockIdx.y % p.row_tiles;
-  const int request = blockIdx.z;
-  const int rows_valid = min(p.rows_per_cta, p.rows_per_request - row_tile * p.rows_per_cta);
-  const int row_lo = blockIdx.x * kWarps;
-  if (row_lo >= rows_valid) return;
-  const float v_scale =
-      p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
-  merge_splits<kHeadDim, Elt>(p, request, kv_head, row_tile, row_lo,
-                              min(rows_valid, row_lo + kWarps), v_scale, weight);
 }
 
 // ------------------------------------------------------------------------------ host launch
@@ -439,12 +419,6 @@ cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Whether a (head dim, q dtype, KV format) has the three-CTAs-per-SM instantiation: only D = 128
-// bf16 over a bf16 cache (the benchmarked case), one extra kernel for the 2-core CI build.
-constexpr bool has_three_cta_variant(int head_dim, bool bf16, KvFormat format) {
-  return head_dim == 128 && bf16 && format == KvFormat::kNative16;
-}
-
 template <int kHeadDim, class Elt>
 cudaError_t launch_for_format(const Params& p, KvFormat format, dim3 grid, cudaStream_t stream,
                               int ctas_per_sm) {
@@ -467,25 +441,12 @@ cudaError_t launch_for_format(const Params& p, KvFormat format, dim3 grid, cudaS
   return cudaErrorInvalidValue;
 }
 
-// The split merge as its own launch (p.merge_in_kernel false), after the decode kernel.
-template <int kHeadDim, class Elt>
-cudaError_t launch_merge(const Params& p, dim3 decode_grid, cudaStream_t stream) {
-  const dim3 grid((p.rows_per_cta + kWarps - 1) / kWarps, decode_grid.y, decode_grid.z);
-  decode_merge_kernel<kHeadDim, Elt><<<grid, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
-}
-
-// Every (q dtype, KV format) kernel of one head dim, and the merge kernel when the launch asks for
-// it; explicitly instantiated in hd<D>.cu.
+// Every (q dtype, KV format) kernel of one head dim; explicitly instantiated in hd<D>.cu.
 template <int kHeadDim>
 cudaError_t launch_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas_per_sm,
                                 dim3 grid, cudaStream_t stream) {
-  cudaError_t status =
-      bf16 ? launch_for_format<kHeadDim, __nv_bfloat16>(p, format, grid, stream, ctas_per_sm)
-           : launch_for_format<kHeadDim, __half>(p, format, grid, stream, ctas_per_sm);
-  if (status != cudaSuccess || p.num_splits <= 1 || p.merge_in_kernel) return status;
-  return bf16 ? launch_merge<kHeadDim, __nv_bfloat16>(p, grid, stream)
-              : launch_merge<kHeadDim, __half>(p, grid, stream);
+  return bf16 ? launch_for_format<kHeadDim, __nv_bfloat16>(p, format, grid, stream, ctas_per_sm)
+              : launch_for_format<kHeadDim, __half>(p, format, grid, stream, ctas_per_sm);
 }
 
 }  // namespace hopattn::kernels::decode

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kernels/decode/traits.cuh"
+#include "kernels/common/host_device.hpp"
 
 namespace hopattn::kernels::decode {
 

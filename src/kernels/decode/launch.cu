@@ -1,6 +1,7 @@
-// Host side of the decode kernel: the launch plan (CTA shape, split count, workspace layout),
-// TensorViews -> Params, and the launch. The kernels themselves are instantiated per head dim in
-// hd64.cu / hd128.cu / hd256.cu, so a 2-core build compiles them in parallel.
+// Host side of the decode kernel: TensorViews -> Params and the launch, following the launch plan
+// of src/plan/decode_plan.hpp (CTA shape, split count, workspace layout) for the device's SM
+// count. The kernels themselves are instantiated per head dim in hd64.cu / hd128.cu / hd256.cu, so
+// a 2-core build compiles them in parallel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include "kernels/common/cuda_host.hpp"
 #include "kernels/decode/kernel.cuh"
 #include "kernels/decode/launch.hpp"
-#include "kernels/decode/split_heuristic.hpp"
 
 namespace hopattn::kernels::decode {
 
@@ -31,43 +31,6 @@ void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(stat
   throw Error(ErrorKind::kNotImplemented,
               detail::concat("hopattn.decode (GPU): expected ", what, ", got ", given));
 }
-
-template <int kHeadDim, int kKvBytes, int kCtas = 2>
-int ctas_per_sm(int rows_per_cta) {
-  const int smem = Traits<kHeadDim, kKvBytes, kCtas>::smem_bytes(rows_per_cta);
-  // Register bound, 128 threads a CTA (ptxas -v: 128-135 registers at D = 64, 191-214 at
-  // D = 128, 185-190 at D = 256; <= 168 in the three-CTA configuration).
-  const int by_registers = kCtas >= 3 || kHeadDim <= 64 ? 3 : 2;
-  int n = 1;
-  while (n < by_registers && smem_fits(smem, n + 1)) ++n;
-  return n;
-}
-
-int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
-  if (config == 3) return ctas_per_sm<128, 2, 3>(rows_per_cta);
-  if (head_dim == 64)
-    return kv_bytes == 2 ? ctas_per_sm<64, 2>(rows_per_cta) : ctas_per_sm<64, 1>(rows_per_cta);
-  if (head_dim == 128)
-    return kv_bytes == 2 ? ctas_per_sm<128, 2>(rows_per_cta) : ctas_per_sm<128, 1>(rows_per_cta);
-  return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
-}
-
-// HOPATTN_DECODE_CTAS_PER_SM=2 keeps the two-CTA configuration where a three-CTA one exists
-// (default 3); read once, so both can be timed in two runs of one command.
-bool three_ctas_from_env() {
-  static const bool three = env_switch("HOPATTN_DECODE_CTAS_PER_SM", "3", "2");
-  return three;
-}
-
-// The instantiation's configuration: 3 where it exists and three CTAs of this row count fit an
-// SM's shared memory (64-row CTAs do not), else 2.
-int kernel_config(int head_dim, bool bf16, bool native16, int rows_per_cta) {
-  const KvFormat format = native16 ? KvFormat::kNative16 : KvFormat::kE4M3;
-  if (!has_three_cta_variant(head_dim, bf16, format) || !three_ctas_from_env()) return 2;
-  return ctas_per_sm<128, 2, 3>(rows_per_cta) == 3 ? 3 : 2;
-}
-
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 KvFormat kv_format(DType q, DType kv) {
   switch (kv) {
@@ -93,74 +56,10 @@ void require_16b_rows(const TensorView& t, const char* name) {
   if (!ok) not_supported(detail::concat(name, " with 16-byte aligned rows"), t.shape_string());
 }
 
-// HOPATTN_DECODE_MERGE=kernel: split partials are merged by a second launch instead of the last
-// CTA of each problem (inkernel, the default). An internal switch for timing both, read once.
-bool merge_in_kernel_from_env() {
-  static const bool in_kernel = env_switch("HOPATTN_DECODE_MERGE", "inkernel", "kernel");
-  return in_kernel;
-}
-
 }  // namespace
 
-LaunchPlan plan(const DecodeArgs& a, const DecodeOptions& o, SmCount sms) {
-  if (a.q.rank() != 4 || a.k_cache.rank() != 4) {
-    throw Error(ErrorKind::kValue,
-                detail::concat("hopattn.decode: expected q [B, q_len, Hq, D] and 4-d pages, got q ",
-                               a.q.shape_string(), ", k_cache ", a.k_cache.shape_string()));
-  }
-  const bool nhd = a.pages.layout == KVLayout::kNHD;
-  const int64_t batch = a.q.size(0), q_len = a.q.size(1), hq = a.q.size(2), d = a.q.size(3);
-  const int64_t hkv = nhd ? a.k_cache.size(2) : a.k_cache.size(1);
-  const int64_t page_size = nhd ? a.k_cache.size(1) : a.k_cache.size(2);
-  if (hkv < 1 || hq % hkv != 0) {
-    throw Error(ErrorKind::kValue,
-                detail::concat("hopattn.decode: expected Hq a multiple of Hkv, got Hq = ", hq,
-                               ", Hkv = ", hkv));
-  }
-  if (d != 64 && d != 128 && d != 256) not_supported("head_dim 64, 128 or 256", std::to_string(d));
-
-  LaunchPlan pl;
-  pl.beam_width = a.shared_kv_lens.defined() ? std::max(1, o.beam_width) : 1;
-  if (pl.beam_width > kMaxBeams) {
-    not_supported(detail::concat("beam_width <= ", kMaxBeams, " with shared_kv_lens"),
-                  std::to_string(pl.beam_width));
-  }
-  pl.requests = static_cast<int>(batch / pl.beam_width);
-  pl.rows_per_request = static_cast<int>(pl.beam_width * q_len * (hq / hkv));
-  pl.rows_per_cta = rows_per_cta_for(static_cast<int>(d), pl.rows_per_request);
-  pl.row_tiles = (pl.rows_per_request + pl.rows_per_cta - 1) / pl.rows_per_cta;
-  pl.problems = int64_t(pl.requests) * hkv * pl.row_tiles;
-
-  pl.config = kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16,
-                            dtype_size(a.k_cache.dtype()) == 2, pl.rows_per_cta);
-  if (o.num_splits > 0) {
-    pl.num_splits = std::min(o.num_splits, kMaxSplits);
-  } else {
-    const int64_t max_kv_len =
-        (a.pages.block_table.defined() ? a.pages.block_table.size(1) : a.pages.indices.size(0)) *
-        page_size;
-    const int device = a.q.device().index;
-    const int kv_bytes = dtype_size(a.k_cache.dtype());
-    const int num_sms = sms == SmCount::kDevice ? sm_count(device, kWhere) : kHopperMaxSms;
-    const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
-    // The workspace is sized for the largest Hopper part; the heuristic is not monotone in the
-    // slot count, so a smaller part takes at most that many splits (never more than it has room
-    // for).
-    const int bound = choose_num_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
-    pl.num_splits =
-        sms == SmCount::kDevice
-            ? std::min(bound, choose_num_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm))
-            : bound;
-  }
-  pl.merge_in_kernel = merge_in_kernel_from_env();
-  if (pl.num_splits > 1) {
-    const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;
-    pl.semaphore_bytes = align256(size_t(pl.problems) * sizeof(uint32_t));
-    pl.partial_o_offset = pl.semaphore_bytes;
-    pl.partial_lse_offset = pl.partial_o_offset + align256(rows * d * sizeof(float));
-    pl.workspace_bytes = pl.partial_lse_offset + align256(rows * sizeof(float));
-  }
-  return pl;
+LaunchPlan device_plan(const DecodeArgs& a, const DecodeOptions& o) {
+  return plan::plan_decode(a, o, sm_count(a.q.device().index, kWhere));
 }
 
 void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, Stream stream) {
@@ -265,7 +164,6 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
     p.semaphores = reinterpret_cast<uint32_t*>(ws);
     p.partial_o = reinterpret_cast<float*>(ws + pl.partial_o_offset);
     p.partial_lse = reinterpret_cast<float*>(ws + pl.partial_lse_offset);
-    p.merge_in_kernel = pl.merge_in_kernel;
   }
   if (pl.requests == 0) return;
 

@@ -199,19 +199,13 @@ __device__ __forceinline__ void load_q_chunk(const char* q_smem, int m_tile, int
   }
 }
 
-// 8-bit V of e4m3: the second pair of every dequant4 (features 8g + odd j of a 64-feature chunk:
-// the odd n-tiles of o) goes through the integer pipe instead of the conversion pipe (a quarter
-// of a block's pairs; README "8-bit KV"). Build with -DHOPATTN_DECODE_E4M3_INT_V=0 to time the
-// all-cvt kernel.
-#ifndef HOPATTN_DECODE_E4M3_INT_V
-#define HOPATTN_DECODE_E4M3_INT_V 1
-#endif
-inline constexpr bool kE4m3IntV = HOPATTN_DECODE_E4M3_INT_V != 0;
-
 // Four 8-bit values -> two fp16 pairs {(x0, x1), (x2, x3)}, the MMA operands of an 8-bit cache.
 // e4m3: cvt per pair; with kIntHi the second pair by integer operations at 2^-8 scale
-// (kv_bits.hpp; the caller undoes the scale). e5m2: each code is the high byte of its fp16, so a
-// byte permute per pair and no conversion. int8: byte permutes and an fp16 subtraction.
+// (kv_bits.hpp; the caller undoes the scale). V takes kIntHi: its second pairs (features 8g + odd
+// j of a 64-feature chunk: the odd n-tiles of o, a quarter of a block's pairs) then use the
+// integer pipe instead of the conversion pipe (README "8-bit KV"); K converts both pairs. e5m2:
+// each code is the high byte of its fp16, so a byte permute per pair and no conversion. int8:
+// byte permutes and an fp16 subtraction.
 template <KvFormat kFormat, bool kIntHi = false>
 __device__ __forceinline__ uint2 dequant4(uint32_t four) {
   if constexpr (kFormat == KvFormat::kE4M3) {
@@ -235,7 +229,7 @@ __device__ __forceinline__ uint2 dequant4(uint32_t four) {
 // pairs (odd n), 1 elsewhere; applied once, when the accumulator leaves the registers.
 template <KvFormat kFormat>
 __device__ __forceinline__ constexpr float o_unscale(int n) {
-  return kFormat == KvFormat::kE4M3 && kE4m3IntV && (n % 2) == 1 ? kE4m3BitsUnscale : 1.f;
+  return kFormat == KvFormat::kE4M3 && (n % 2) == 1 ? kE4m3BitsUnscale : 1.f;
 }
 
 // ------------------------------------------------------------------------------ block math
@@ -435,8 +429,8 @@ __device__ __forceinline__ void attend_block(WarpState<T::kWarpFeatures>& st, co
         const uint32_t k01 = ptx::prmt(j < 4 ? w[0].x : w[0].y, j < 4 ? w[1].x : w[1].y, sel);
         const uint32_t k89 = ptx::prmt(j < 4 ? w[2].x : w[2].y, j < 4 ? w[3].x : w[3].y, sel);
         // b0 / b1 of n-tiles j, j+1 (j + 1 odd: at 2^-8 scale on e4m3's integer path).
-        const uint2 b0 = dequant4<kFormat, kE4m3IntV>(k01);
-        const uint2 b1 = dequant4<kFormat, kE4m3IntV>(k89);
+        const uint2 b0 = dequant4<kFormat, /*kIntHi=*/true>(k01);
+        const uint2 b1 = dequant4<kFormat, /*kIntHi=*/true>(k89);
         ptx::mma_m16n8k16<Elt>(st.o[8 * cl + j], pa, b0.x, b1.x);
         ptx::mma_m16n8k16<Elt>(st.o[8 * cl + j + 1], pa, b0.y, b1.y);
       }

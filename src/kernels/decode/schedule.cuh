@@ -7,9 +7,19 @@
 #include <cstdint>
 
 #include "kernels/common/fast_divisor.hpp"
-#include "kernels/decode/traits.cuh"
+#include "kernels/common/host_device.hpp"
+#include "kernels/decode/traits.hpp"
 
 namespace hopattn::kernels::decode {
+
+template <class T>
+HOPATTN_HOST_DEVICE constexpr T smaller(T a, T b) {
+  return a < b ? a : b;
+}
+template <class T>
+HOPATTN_HOST_DEVICE constexpr T larger(T a, T b) {
+  return a < b ? b : a;
+}
 
 // Which keys a query row sees (DESIGN.md): bottom-right causal, sliding window, tree mask.
 struct MaskOptions {
@@ -77,9 +87,8 @@ struct Params {
   // semaphore per problem (zero between launches).
   float* partial_o;    // [problems][splits][rows_per_cta][D], normalized
   float* partial_lse;  // [problems][splits][rows_per_cta], log2 domain, sink excluded
+  // The last CTA of each problem to finish (counted here) merges its splits.
   uint32_t* semaphores;
-  // The last CTA of each problem merges (true), or decode_merge_kernel does after the launch.
-  bool merge_in_kernel;
 };
 
 inline constexpr float kLog2e = 1.4426950408889634f;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <numeric>
 #include <string>
 
@@ -307,20 +306,12 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   return p;
 }
 
-// HOPATTN_FWD_NO_WINDOWED_MAPS=1 turns the windowed maps off (varlen: plain maps for the last
-// block; paged: the gather for every page size): a diagnostic switch, read once.
-bool windowed_maps_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("HOPATTN_FWD_NO_WINDOWED_MAPS");
-    return v == nullptr || *v == '\0' || *v == '0';
-  }();
-  return enabled;
-}
-
 // Dense or varlen K and V by TMA; varlen also gets the windowed maps that zero the rows of a
-// tile's last KV block past the sequence's end. Should the driver refuse those maps, the last
-// block is loaded with the plain maps (rows of the next sequence, masked in S only).
-void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdParams& p) {
+// tile's last KV block past the sequence's end. Should the driver refuse those maps (or the
+// launch options turn them off), the last block is loaded with the plain maps (rows of the next
+// sequence, masked in S only).
+void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n,
+                           const LaunchOptions& launch, FwdParams& p) {
   // With no key anywhere (dense Sk = 0 or varlen total_k = 0) no K/V box is ever loaded; the maps
   // then view q only so that they can be encoded.
   const bool no_keys = head_major_view(args.k, varlen).s == 0;
@@ -328,7 +319,7 @@ void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdPar
   p.kv.source = KVSource::kContiguous;
   p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, rows));
   p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, rows));
-  if (!varlen || no_keys || !windowed_maps_enabled()) return;
+  if (!varlen || no_keys || !launch.windowed_maps) return;
   try {
     p.tm_k_tail = ptx::encode_tensor_map(varlen_tail_spec(args.k, rows));
     p.tm_v_tail = ptx::encode_tensor_map(varlen_tail_spec(args.v, rows));
@@ -340,12 +331,13 @@ void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdPar
 
 // Paged K and V: TMA boxes of gcd(page_size, kBlockN) slots when that is a multiple of 8 rows
 // (every box then starts on a 1024-byte swizzle atom and never crosses a page), else the
-// cp.async gather. The gather is also the fallback should the driver refuse the windowed maps.
-void set_paged_source(const FwdArgs& args, int block_n, FwdParams& p) {
+// cp.async gather. The gather is also the fallback should the driver refuse the windowed maps (or
+// the launch options turn them off).
+void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& launch, FwdParams& p) {
   const KVLayout layout = args.pages.layout;
   const PoolView k = pool_view(args.k, layout);
   const int box = std::gcd(static_cast<int>(k.page_size), block_n);
-  if (box % 8 == 0 && k.pages > 0 && windowed_maps_enabled()) {
+  if (box % 8 == 0 && k.pages > 0 && launch.windowed_maps) {
     try {
       p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
       p.tm_v = ptx::encode_tensor_map(paged_spec(args.v, layout, static_cast<uint32_t>(box)));
@@ -363,8 +355,8 @@ void set_paged_source(const FwdArgs& args, int block_n, FwdParams& p) {
 }
 
 template <class Traits>
-void run_config(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int device,
-                cudaStream_t stream) {
+void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchOptions& launch,
+                bool varlen, int device, cudaStream_t stream) {
   FwdParams p = make_params(args, opts, varlen, Traits::kBlockM, device);
   if (p.sched.total_tiles == 0) return;
   // Boxes of pack heads x positions, so that a tile's rows arrive as q_pos * pack + h (pack 1:
@@ -376,9 +368,9 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, bool varlen, 
                                            p.pack.o_by_tma ? Traits::kRowsPerConsumer / pack : 1,
                                            p.pack.o_by_tma ? pack : 1));
   if (is_paged(args)) {
-    set_paged_source(args, Traits::kBlockN, p);
+    set_paged_source(args, Traits::kBlockN, launch, p);
   } else {
-    set_contiguous_source(args, varlen, Traits::kBlockN, p);
+    set_contiguous_source(args, varlen, Traits::kBlockN, launch, p);
   }
   const int grid = std::min(p.sched.total_tiles, sm_count(device, kWhere));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
@@ -389,12 +381,12 @@ bool built_head_dims(int64_t dqk, int64_t dv) {
 }
 
 template <class Bf16Config, class Fp16Config>
-void run_dtype(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int device,
-               cudaStream_t stream) {
+void run_dtype(const FwdArgs& args, const AttentionOptions& opts, const LaunchOptions& launch,
+               bool varlen, int device, cudaStream_t stream) {
   if (args.q.dtype() == DType::kBF16) {
-    run_config<Bf16Config>(args, opts, varlen, device, stream);
+    run_config<Bf16Config>(args, opts, launch, varlen, device, stream);
   } else {
-    run_config<Fp16Config>(args, opts, varlen, device, stream);
+    run_config<Fp16Config>(args, opts, launch, varlen, device, stream);
   }
 }
 
@@ -413,15 +405,15 @@ int block_n_for(int64_t head_dim) {
 
 }  // namespace
 
-std::string kv_load_path(const FwdArgs& args) {
+std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch) {
   check_supported(args, AttentionOptions{});
   DeviceGuard guard(args.q.device().index, kWhere);
   FwdParams p{};
   const int block_n = block_n_for(args.q.size(-1));
   if (is_paged(args)) {
-    set_paged_source(args, block_n, p);
+    set_paged_source(args, block_n, launch, p);
   } else {
-    set_contiguous_source(args, is_varlen(args), block_n, p);
+    set_contiguous_source(args, is_varlen(args), block_n, launch, p);
   }
   switch (p.kv.source) {
     case KVSource::kContiguous:
@@ -473,7 +465,8 @@ void check_supported(const FwdArgs& args, const AttentionOptions&) {
   check_tma_layout(args.out, "out", varlen);
 }
 
-void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
+void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
+         const LaunchOptions& launch) {
   check_supported(args, opts);
   const bool varlen = is_varlen(args);
   const int device = args.q.device().index;
@@ -481,13 +474,13 @@ void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (args.q.size(-1)) {
     case 64:
-      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(args, opts, varlen, device, s);
+      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(args, opts, launch, varlen, device, s);
     case 128:
-      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(args, opts, varlen, device, s);
+      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(args, opts, launch, varlen, device, s);
     case 192:
-      return run_dtype<FwdBf16Hd192x128, FwdFp16Hd192x128>(args, opts, varlen, device, s);
+      return run_dtype<FwdBf16Hd192x128, FwdFp16Hd192x128>(args, opts, launch, varlen, device, s);
     default:
-      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(args, opts, varlen, device, s);
+      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(args, opts, launch, varlen, device, s);
   }
 }
 

@@ -1,0 +1,109 @@
+#include "plan/decode_plan.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "hopattn/error.hpp"
+#include "kernels/decode/traits.hpp"
+#include "plan/decode_splits.hpp"
+
+namespace hopattn::plan {
+namespace {
+
+using kernels::decode::KvFormat;
+using kernels::decode::Traits;
+
+[[noreturn]] void not_supported(const std::string& what, const std::string& given) {
+  throw Error(ErrorKind::kNotImplemented,
+              detail::concat("hopattn.decode (GPU): expected ", what, ", got ", given));
+}
+
+// CTAs of one instantiation that share an SM: as many as its shared memory allows, up to the
+// register bound of 128 threads a CTA (ptxas -v: 128-135 registers at D = 64, 191-214 at
+// D = 128, 185-190 at D = 256; <= 168 in the three-CTA configuration).
+template <int kHeadDim, int kKvBytes, int kCtas = 2>
+int ctas_per_sm(int rows_per_cta) {
+  const int smem = Traits<kHeadDim, kKvBytes, kCtas>::smem_bytes(rows_per_cta);
+  const int by_registers = kCtas >= 3 || kHeadDim <= 64 ? 3 : 2;
+  int n = 1;
+  while (n < by_registers && kernels::decode::smem_fits(smem, n + 1)) ++n;
+  return n;
+}
+
+int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
+  if (config == 3) return ctas_per_sm<128, 2, 3>(rows_per_cta);
+  if (head_dim == 64)
+    return kv_bytes == 2 ? ctas_per_sm<64, 2>(rows_per_cta) : ctas_per_sm<64, 1>(rows_per_cta);
+  if (head_dim == 128)
+    return kv_bytes == 2 ? ctas_per_sm<128, 2>(rows_per_cta) : ctas_per_sm<128, 1>(rows_per_cta);
+  return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
+}
+
+// The instantiation's configuration: 3 where it exists and three CTAs of this row count fit an
+// SM's shared memory (64-row CTAs do not), else 2.
+int kernel_config(int head_dim, bool bf16, bool native16, int rows_per_cta) {
+  const KvFormat format = native16 ? KvFormat::kNative16 : KvFormat::kE4M3;
+  if (!kernels::decode::has_three_cta_variant(head_dim, bf16, format)) return 2;
+  return ctas_per_sm<128, 2, 3>(rows_per_cta) == 3 ? 3 : 2;
+}
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace
+
+DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms) {
+  namespace tile = kernels::decode;
+  if (a.q.rank() != 4 || a.k_cache.rank() != 4) {
+    throw Error(ErrorKind::kValue,
+                detail::concat("hopattn.decode: expected q [B, q_len, Hq, D] and 4-d pages, got q ",
+                               a.q.shape_string(), ", k_cache ", a.k_cache.shape_string()));
+  }
+  const bool nhd = a.pages.layout == KVLayout::kNHD;
+  const int64_t batch = a.q.size(0), q_len = a.q.size(1), hq = a.q.size(2), d = a.q.size(3);
+  const int64_t hkv = nhd ? a.k_cache.size(2) : a.k_cache.size(1);
+  const int64_t page_size = nhd ? a.k_cache.size(1) : a.k_cache.size(2);
+  if (hkv < 1 || hq % hkv != 0) {
+    throw Error(ErrorKind::kValue,
+                detail::concat("hopattn.decode: expected Hq a multiple of Hkv, got Hq = ", hq,
+                               ", Hkv = ", hkv));
+  }
+  if (d != 64 && d != 128 && d != 256) not_supported("head_dim 64, 128 or 256", std::to_string(d));
+
+  DecodePlan pl;
+  pl.beam_width = a.shared_kv_lens.defined() ? std::max(1, o.beam_width) : 1;
+  if (pl.beam_width > tile::kMaxBeams) {
+    not_supported(detail::concat("beam_width <= ", tile::kMaxBeams, " with shared_kv_lens"),
+                  std::to_string(pl.beam_width));
+  }
+  pl.requests = static_cast<int>(batch / pl.beam_width);
+  pl.rows_per_request = static_cast<int>(pl.beam_width * q_len * (hq / hkv));
+  pl.rows_per_cta = tile::rows_per_cta_for(static_cast<int>(d), pl.rows_per_request);
+  pl.row_tiles = (pl.rows_per_request + pl.rows_per_cta - 1) / pl.rows_per_cta;
+  pl.problems = int64_t(pl.requests) * hkv * pl.row_tiles;
+
+  pl.config = kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16,
+                            dtype_size(a.k_cache.dtype()) == 2, pl.rows_per_cta);
+  if (o.num_splits > 0) {
+    pl.num_splits = std::min(o.num_splits, tile::kMaxSplits);
+  } else {
+    const int64_t max_kv_len =
+        (a.pages.block_table.defined() ? a.pages.block_table.size(1) : a.pages.indices.size(0)) *
+        page_size;
+    const int kv_bytes = dtype_size(a.k_cache.dtype());
+    const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
+    const int bound =
+        choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
+    pl.num_splits =
+        std::min(bound, choose_decode_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm));
+  }
+  if (pl.num_splits > 1) {
+    const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;
+    pl.semaphore_bytes = align256(size_t(pl.problems) * sizeof(uint32_t));
+    pl.partial_o_offset = pl.semaphore_bytes;
+    pl.partial_lse_offset = pl.partial_o_offset + align256(rows * d * sizeof(float));
+    pl.workspace_bytes = pl.partial_lse_offset + align256(rows * sizeof(float));
+  }
+  return pl;
+}
+
+}  // namespace hopattn::plan

@@ -1,0 +1,48 @@
+// The decode kernel's launch plan: how one call is cut into CTAs (rows per CTA, row tiles, kernel
+// configuration, split count) and the workspace it needs. Pure C++ (no CUDA): the launch code
+// passes the device's SM count in, and the workspace size is answered in builds without CUDA too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hopattn/options.hpp"
+
+namespace hopattn::plan {
+
+// How one decode call is cut into CTAs, and the workspace it needs. A pure function of the
+// shapes, the options and the SM count: no tensor data is read and no device is queried.
+struct DecodePlan {
+  int requests = 0;          // B / beam_width (beam_width 1 without shared_kv_lens)
+  int beam_width = 1;        // beams whose rows share one CTA (and one prefix read)
+  int rows_per_request = 0;  // beam_width * q_len * (Hq / Hkv)
+  int rows_per_cta = 0;      // 16, 32 or 64
+  int row_tiles = 0;         // ceil(rows_per_request / rows_per_cta)
+  int num_splits = 1;
+  // Kernel configuration: CTAs per SM it is built for (kernels/decode/traits.hpp): 3 for D = 128
+  // bf16 over a bf16 cache with <= 32 rows a CTA; else 2. (The two measured within 3% of each
+  // other, docs/perf/decode.md run 19; tests set 2 to cover that kernel too.)
+  int config = 2;
+  int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
+  size_t semaphore_bytes = 0;  // at the workspace's start
+  size_t partial_o_offset = 0;
+  size_t partial_lse_offset = 0;
+  size_t workspace_bytes = 0;  // 0 when num_splits == 1
+};
+
+// The largest Hopper part's SM count. The workspace is sized for it, so decode_workspace_size is
+// a function of the shapes alone, valid on any sm_90 device.
+inline constexpr int kHopperMaxSms = 132;
+
+// The plan for a device of `num_sms` SMs. The split heuristic is not monotone in the SM count
+// (decode_splits.hpp), so the split count is at most the one for kHopperMaxSms SMs: a plan never
+// needs more workspace than decode_workspace_bytes reports. Throws hopattn::Error for shapes the
+// kernels do not take (head dims other than 64/128/256, more than kMaxBeams beams).
+DecodePlan plan_decode(const DecodeArgs& args, const DecodeOptions& opts, int num_sms);
+
+// Bytes of workspace of any plan of this call (0: no split): the plan for kHopperMaxSms SMs.
+inline size_t decode_workspace_bytes(const DecodeArgs& args, const DecodeOptions& opts) {
+  return plan_decode(args, opts, kHopperMaxSms).workspace_bytes;
+}
+
+}  // namespace hopattn::plan

@@ -1,0 +1,99 @@
+// The decode launch plan (src/plan/decode_plan.hpp) as the public decode_workspace_size answers
+// it: CUDA TensorViews without memory behind them (shapes are all the plan reads), in builds with
+// and without CUDA alike. A split call needs a nonzero workspace laid out as the kernel indexes it,
+// and no SM count asks for more than the reported size.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "hopattn/api.hpp"
+#include "plan/decode_plan.hpp"
+#include "validate_testing.hpp"
+
+namespace hopattn::testing {
+namespace {
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Llama-3-8B heads (32 / 8), D = 128, bf16 q and cache, pages of 16: `batch` requests of up to
+// `max_pages` pages each. Every view is a CUDA one with no memory.
+DecodeArgs cuda_decode(int64_t batch, int64_t max_pages, DType cache = DType::kBF16) {
+  constexpr int64_t kPageSize = 16, kHq = 32, kHkv = 8, kD = 128;
+  DecodeArgs a;
+  a.q = TensorView(nullptr, DType::kBF16, {batch, 1, kHq, kD}, kCuda0);
+  a.out = TensorView(nullptr, DType::kBF16, {batch, 1, kHq, kD}, kCuda0);
+  a.lse = TensorView(nullptr, DType::kFP32, {batch, 1, kHq}, kCuda0);
+  const int64_t pages = batch * max_pages;
+  a.k_cache = TensorView(nullptr, cache, {pages, kPageSize, kHkv, kD}, kCuda0);
+  a.v_cache = TensorView(nullptr, cache, {pages, kPageSize, kHkv, kD}, kCuda0);
+  a.pages.block_table = TensorView(nullptr, DType::kInt32, {batch, max_pages}, kCuda0);
+  a.pages.kv_lens = TensorView(nullptr, DType::kInt32, {batch}, kCuda0);
+  return a;
+}
+
+TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
+  const DecodeOptions opts;
+  const DecodeArgs a = cuda_decode(1, 512);  // one request of up to 8192 keys: 8 problems
+  const size_t bytes = decode_workspace_size(a, opts);
+  const plan::DecodePlan p = plan::plan_decode(a, opts, plan::kHopperMaxSms);
+  EXPECT_EQ(p.requests, 1);
+  EXPECT_EQ(p.rows_per_request, 4);
+  EXPECT_EQ(p.rows_per_cta, 16);
+  EXPECT_EQ(p.problems, 8);
+  EXPECT_EQ(p.config, 3);       // D = 128 bf16 over bf16, 16 rows: the three-CTA kernel
+  EXPECT_EQ(p.num_splits, 32);  // 8 x 32 CTAs in one wave of 132 x 3 slots, 4 tiles each
+  ASSERT_GT(bytes, 0u);
+  EXPECT_EQ(bytes, p.workspace_bytes);
+  EXPECT_EQ(decode_workspace_size(a, opts), bytes);  // a pure function: same answer again
+
+  // [semaphores][partial o: problems x splits x rows x D fp32][partial lse: ... fp32]
+  const size_t rows = size_t(p.problems) * p.num_splits * p.rows_per_cta;
+  EXPECT_EQ(p.semaphore_bytes, align256(size_t(p.problems) * 4));
+  EXPECT_EQ(p.partial_o_offset, p.semaphore_bytes);
+  EXPECT_EQ(p.partial_lse_offset, p.partial_o_offset + align256(rows * 128 * 4));
+  EXPECT_EQ(bytes, p.partial_lse_offset + align256(rows * 4));
+}
+
+TEST(PlanDecode, NoSmCountNeedsMoreThanTheReportedWorkspace) {
+  const DecodeOptions opts;
+  for (int64_t batch : {1, 3, 8, 32}) {
+    for (int64_t max_pages : {4, 64, 512, 2048}) {
+      for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
+        const DecodeArgs a = cuda_decode(batch, max_pages, cache);
+        const size_t bytes = decode_workspace_size(a, opts);
+        const int bound = plan::plan_decode(a, opts, plan::kHopperMaxSms).num_splits;
+        for (int sms = 1; sms <= 2 * plan::kHopperMaxSms; ++sms) {
+          const plan::DecodePlan p = plan::plan_decode(a, opts, sms);
+          ASSERT_LE(p.num_splits, bound) << batch << " x " << max_pages << " pages, " << sms;
+          ASSERT_LE(p.workspace_bytes, bytes) << batch << " x " << max_pages << " pages, " << sms;
+          ASSERT_EQ(p.workspace_bytes == 0, p.num_splits == 1);
+        }
+      }
+    }
+  }
+}
+
+TEST(PlanDecode, ForcedSplitsAndHostCalls) {
+  DecodeOptions opts;
+  const DecodeArgs a = cuda_decode(4, 2);  // 32 keys: too short for the heuristic to split
+  EXPECT_EQ(decode_workspace_size(a, opts), 0u);
+  opts.num_splits = 7;
+  const plan::DecodePlan p = plan::plan_decode(a, opts, 1);
+  EXPECT_EQ(p.num_splits, 7);
+  EXPECT_EQ(decode_workspace_size(a, opts), p.workspace_bytes);
+  EXPECT_GT(p.workspace_bytes, 0u);
+
+  DecodeArgs host = a;  // CPU tensors run the reference: no workspace
+  host.q = on_device(a.q, Device{});
+  EXPECT_EQ(decode_workspace_size(host, opts), 0u);
+}
+
+TEST(PlanDecode, HeadDimsWithoutAKernelAreRefused) {
+  DecodeArgs a = cuda_decode(1, 512);
+  a.q = TensorView(nullptr, DType::kBF16, {1, 1, 32, 96}, kCuda0);
+  EXPECT_TRUE(throws_error([&] { decode_workspace_size(a, DecodeOptions{}); },
+                           ErrorKind::kNotImplemented, "expected head_dim 64, 128 or 256, got 96"));
+}
+
+}  // namespace
+}  // namespace hopattn::testing

@@ -1,5 +1,6 @@
 #include "api/validate_common.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -17,7 +18,96 @@ std::string shape_of(const TensorView& t) { return "shape " + t.shape_string(); 
 
 std::string indexed(std::string_view arg, int64_t i) { return concat(arg, "[", i, "]"); }
 
+std::string strides_of(const TensorView& t) {
+  std::ostringstream os;
+  os << '[';
+  for (int i = 0; i < t.rank(); ++i) os << (i ? ", " : "") << t.stride(i);
+  os << ']';
+  return os.str();
+}
+
+struct Extent {
+  int64_t size;
+  int64_t stride;  // |stride| in elements
+};
+
+// The overlap rule of overlaps_itself() on (size, |stride|) pairs; arithmetic that overflows
+// counts as overlapping.
+bool extents_overlap(Extent* dims, int n) {
+  for (int i = 1; i < n; ++i) {  // insertion sort by stride: n <= kMaxRank + 1
+    for (int j = i; j > 0 && dims[j].stride < dims[j - 1].stride; --j)
+      std::swap(dims[j], dims[j - 1]);
+  }
+  int64_t reach = 0;  // the farthest offset the dims sorted so far reach
+  for (int i = 0; i < n; ++i) {
+    if (dims[i].size <= 1) continue;  // a size-1 dim never moves, whatever its stride
+    if (dims[i].stride <= reach) return true;
+    int64_t span = 0;
+    if (__builtin_mul_overflow(dims[i].size - 1, dims[i].stride, &span) ||
+        __builtin_add_overflow(reach, span, &reach)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int fill_extents(const TensorView& t, Extent* dims) {
+  for (int i = 0; i < t.rank(); ++i) {
+    const int64_t s = t.stride(i);
+    dims[i] = {t.size(i), s < 0 ? -s : s};
+  }
+  return t.rank();
+}
+
+// [first byte, last byte] of t (numel > 0); false when an offset overflows int64.
+bool byte_span(const TensorView& t, intptr_t* lo, intptr_t* hi) {
+  int64_t low = 0, high = 0;
+  for (int i = 0; i < t.rank(); ++i) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(t.size(i) - 1, t.stride(i), &reach) ||
+        __builtin_add_overflow(reach < 0 ? low : high, reach, reach < 0 ? &low : &high)) {
+      return false;
+    }
+  }
+  const int64_t elem = dtype_size(t.dtype());
+  if (__builtin_mul_overflow(low, elem, &low) || __builtin_mul_overflow(high, elem, &high) ||
+      __builtin_add_overflow(high, elem - 1, &high)) {
+    return false;
+  }
+  const auto base = reinterpret_cast<intptr_t>(t.data());
+  return !__builtin_add_overflow(base, low, lo) && !__builtin_add_overflow(base, high, hi);
+}
+
+bool same_layout(const TensorView& a, const TensorView& b) {
+  if (a.rank() != b.rank() || dtype_size(a.dtype()) != dtype_size(b.dtype())) return false;
+  for (int i = 0; i < a.rank(); ++i) {
+    if (a.size(i) != b.size(i) || a.stride(i) != b.stride(i)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool overlaps_itself(const TensorView& t) {
+  if (t.numel() == 0) return false;
+  Extent dims[TensorView::kMaxRank];
+  return extents_overlap(dims, fill_extents(t, dims));
+}
+
+bool may_share_memory(const TensorView& a, const TensorView& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  intptr_t a_lo, a_hi, b_lo, b_hi;
+  if (!byte_span(a, &a_lo, &a_hi) || !byte_span(b, &b_lo, &b_hi)) return true;
+  if (a_hi < b_lo || b_hi < a_lo) return false;
+  if (!same_layout(a, b)) return true;
+  const int64_t elem = dtype_size(a.dtype());
+  const int64_t delta = reinterpret_cast<intptr_t>(b.data()) - reinterpret_cast<intptr_t>(a.data());
+  if (delta == 0 || delta % elem != 0) return true;
+  Extent dims[TensorView::kMaxRank + 1];
+  const int n = fill_extents(a, dims);
+  dims[n] = {2, (delta < 0 ? -delta : delta) / elem};
+  return extents_overlap(dims, n + 1);
+}
 
 // ------------------------------------------------------------------------------------ Shape
 
@@ -316,6 +406,33 @@ void Checker::page_table(const PageTable& pages, int64_t batch, std::string_view
         fail(ErrorKind::kValue, indexed("page_indices", first + s),
              concat("a page index in [0, ", pool.num_pages, ") (request ", b, ", page ", s, ")"),
              page);
+      }
+    }
+  }
+}
+
+void Checker::outputs_disjoint(const Arg* outputs, const Arg* outputs_end, const Arg* inputs,
+                               const Arg* inputs_end) const {
+  for (const Arg* out = outputs; out != outputs_end; ++out) {
+    const TensorView& t = *out->t;
+    if (!t.defined()) continue;
+    if (overlaps_itself(t)) {
+      fail(ErrorKind::kValue, out->name,
+           "an output whose elements do not overlap (no zero or overlapping strides)",
+           concat("strides ", strides_of(t), " for ", shape_of(t)));
+    }
+    for (const Arg* other = outputs; other != out; ++other) {
+      if (other->t->defined() && may_share_memory(t, *other->t)) {
+        fail(ErrorKind::kValue, out->name,
+             concat("memory disjoint from ", other->name, " (outputs may not overlap)"),
+             concat("a view sharing memory with ", other->name));
+      }
+    }
+    for (const Arg* in = inputs; in != inputs_end; ++in) {
+      if (in->t->defined() && may_share_memory(t, *in->t)) {
+        fail(ErrorKind::kValue, out->name,
+             concat("memory disjoint from the input ", in->name, " (no output may alias an input)"),
+             concat("a view sharing memory with ", in->name));
       }
     }
   }

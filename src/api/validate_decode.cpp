@@ -130,6 +130,18 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts) {
   if (c.reads_index_values()) check_kv_lens_cover_queries(c, a.pages.kv_lens, q_len);
   check_shared_prefix(c, a, opts.beam_width);
   c.workspace(a.workspace, decode_workspace_size(a, opts));
+  c.outputs_disjoint({{&a.out, "out"}, {&a.lse, "lse"}}, {{&a.q, "q"},
+                                                          {&a.k_cache, "k_cache"},
+                                                          {&a.v_cache, "v_cache"},
+                                                          {&a.pages.block_table, "page_table"},
+                                                          {&a.pages.indptr, "page_indptr"},
+                                                          {&a.pages.indices, "page_indices"},
+                                                          {&a.pages.kv_lens, "kv_lens"},
+                                                          {&a.k_scale.per_head, "k_scale"},
+                                                          {&a.v_scale.per_head, "v_scale"},
+                                                          {&a.sinks, "sinks"},
+                                                          {&a.tree_mask, "tree_mask"},
+                                                          {&a.shared_kv_lens, "shared_kv_lens"}});
 }
 
 }  // namespace hopattn::validate

@@ -1,5 +1,8 @@
 // Validation of attention_fwd and attention_bwd. The backward takes the forward's arguments (with
 // out and lse as inputs) plus the gradients, so both share one check of the forward's arguments.
+#include <algorithm>
+#include <array>
+
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
 #include "hopattn/api.hpp"
@@ -126,12 +129,27 @@ FwdDims check_fwd_args(const Checker& c, const FwdArgs& a) {
   return d;
 }
 
+// The forward's inputs, for the output overlap rule (Checker::outputs_disjoint).
+std::array<Arg, 10> fwd_inputs(const FwdArgs& a) {
+  return {{{&a.q, "q"},
+           {&a.k, "k"},
+           {&a.v, "v"},
+           {&a.sinks, "sinks"},
+           {&a.cu_seqlens_q, "cu_seqlens_q"},
+           {&a.cu_seqlens_k, "cu_seqlens_k"},
+           {&a.pages.block_table, "page_table"},
+           {&a.pages.indptr, "page_indptr"},
+           {&a.pages.indices, "page_indices"},
+           {&a.pages.kv_lens, "kv_lens"}}};
+}
+
 }  // namespace
 
 void attention_fwd(const FwdArgs& args, const AttentionOptions& opts) {
   const Checker c("attention_fwd", args.q, "q");
   check_options(c, opts);
   check_fwd_args(c, args);
+  c.outputs_disjoint({{&args.out, "out"}, {&args.lse, "lse"}}, fwd_inputs(args));
 }
 
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
@@ -162,6 +180,16 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
   c.tma_layout(args.dk, "dk");
   c.tma_layout(args.dv, "dv");
   c.workspace(args.workspace, attention_bwd_workspace_size(args, opts));
+
+  // Here the forward's out and lse are inputs, read while the gradients are written.
+  std::array<Arg, 13> inputs;
+  const std::array<Arg, 10> fwd = fwd_inputs(f);
+  std::copy(fwd.begin(), fwd.end(), inputs.begin());
+  inputs[10] = {&f.out, "out"};
+  inputs[11] = {&f.lse, "lse"};
+  inputs[12] = {&args.dout, "dout"};
+  c.outputs_disjoint(
+      {{&args.dq, "dq"}, {&args.dk, "dk"}, {&args.dv, "dv"}, {&args.dsinks, "dsinks"}}, inputs);
 }
 
 }  // namespace hopattn::validate

@@ -85,9 +85,9 @@ TEST(ValidateDecode, ValidCallsPass) {
     f.opts.num_splits = 256;
     f.opts.window = {32, -1};
     f.opts.softcap = 50.f;
-    f.args.q = with_shape(f.args.q, {4, 16, 8, 64});
-    f.args.out = with_shape(f.args.out, {4, 16, 8, 64});
-    f.args.lse = with_shape(f.args.lse, {4, 16, 8});
+    f.args.q = f.keep.make(kBF16, {4, 16, 8, 64});
+    f.args.out = f.keep.make(kBF16, {4, 16, 8, 64});
+    f.args.lse = f.keep.make(kFP32, {4, 16, 8});
     f.args.pages.block_table =
         f.keep.ints({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {4, 4});
     f.args.pages.kv_lens = f.keep.ints({16, 16, 0, 16});
@@ -109,8 +109,8 @@ TEST(ValidateDecode, ValidCallsPass) {
   }));
   EXPECT_TRUE(passes([] {
     Decode f = make_decode();  // CPU: fp32 q with an fp32 cache, and Dv != D
-    f.args.q = with_dtype(f.args.q, kFP32);
-    f.args.k_cache = with_dtype(f.args.k_cache, kFP32);
+    f.args.q = f.keep.make(kFP32, {4, 2, 8, 64});
+    f.args.k_cache = f.keep.make(kFP32, {40, 4, 2, 64});
     f.args.v_cache = f.keep.make(kFP32, {40, 4, 2, 24});
     f.args.out = f.keep.make(kFP32, {4, 2, 8, 24});
     validate_decode(f);
@@ -391,6 +391,36 @@ TEST(ValidateDecode, RejectedPublicCallWritesNothing) {
                            "page_table[3][1]: expected a page index in [0, 40), got 1073741824"));
   EXPECT_EQ(bytes_of(f.args.out), out);
   EXPECT_EQ(bytes_of(f.args.lse), lse);
+}
+
+// Outputs may overlap neither themselves, nor each other, nor an input (validate_common.hpp).
+const DecodeRejection kOverlaps[] = {
+    {"out expanded over q_len",
+     [](auto&, auto& a, auto&) {
+       a.out = with_strides(a.out, {2 * 8 * 64, 0, 64, 1});
+     },
+     ErrorKind::kValue,
+     "hopattn.decode: out: expected an output whose elements do not overlap (no zero or "
+     "overlapping strides), got strides [1024, 0, 64, 1] for shape [4, 2, 8, 64]"},
+    {"lse in out's memory",
+     [](auto&, auto& a, auto&) {
+       a.lse = with_shape(with_dtype(a.out, kFP32), {4, 2, 8});
+     },
+     ErrorKind::kValue, "lse: expected memory disjoint from out (outputs may not overlap)"},
+    {"out is q", [](auto&, auto& a, auto&) { a.out = a.q; }, ErrorKind::kValue,
+     "out: expected memory disjoint from the input q (no output may alias an input)"},
+    {"lse over the per-head k_scale",
+     [](auto&, auto& a, auto&) { a.k_scale.per_head = with_shape(a.lse, {2}); }, ErrorKind::kValue,
+     "lse: expected memory disjoint from the input k_scale"},
+    {"out over the cache",
+     [](auto&, auto& a, auto&) {
+       a.out = with_shape(a.v_cache, {4, 2, 8, 64});
+     },
+     ErrorKind::kValue, "out: expected memory disjoint from the input v_cache"},
+};
+
+TEST(ValidateDecode, OverlappingOutputsAreRejected) {
+  expect_rejections(default_decode, std::begin(kOverlaps), std::end(kOverlaps));
 }
 
 }  // namespace

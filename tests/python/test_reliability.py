@@ -112,3 +112,55 @@ def test_merge_nan_lse_is_not_an_empty_state(rng):
     _same(out, want_out, "out")
     _same(merged, want_lse, "lse")
     assert np.isnan(merged[1, 1])
+
+
+# ---------------------------------------------------------------------------- overlapping outputs
+def _qkv(rng):
+    return _randn(rng, 1, 3, 2, 8), _randn(rng, 1, 4, 1, 8), _randn(rng, 1, 4, 1, 8)
+
+
+def test_zero_stride_out_is_rejected(rng):
+    q, k, v = _qkv(rng)
+    out = np.lib.stride_tricks.as_strided(np.zeros(8, np.float32), (1, 3, 2, 8), (0, 0, 0, 4))
+    with pytest.raises(ValueError, match="out: expected an output whose elements do not overlap"):
+        hopattn.attention(q, k, v, out=out)
+
+
+def test_lse_in_out_memory_is_rejected(rng):
+    q, k, v = _qkv(rng)
+    out = np.zeros((1, 3, 2, 8), np.float32)
+    lse = out.reshape(-1)[:6].reshape(1, 3, 2)
+    with pytest.raises(ValueError, match="lse: expected memory disjoint from out"):
+        hopattn.attention(q, k, v, out=out, lse_out=lse)
+
+
+def test_gradients_may_not_overlap_but_packed_ones_may(rng):
+    q, k, v = _qkv(rng)
+    dout = _randn(rng, 1, 3, 2, 8)
+    out, lse = hopattn.attention(q, k, v)
+    dkv = np.zeros((1, 4, 2, 1, 8), np.float32)  # dk and dv side by side: disjoint views
+    _, dk, dv, _ = hopattn.attention_backward(
+        dout, q, k, v, out, lse, dk=dkv[:, :, 0], dv=dkv[:, :, 1]
+    )
+    want = naive.attention_dense_backward(q, k, v, dout)
+    np.testing.assert_allclose(dk, want[1], atol=1e-5)
+    np.testing.assert_allclose(dv, want[2], atol=1e-5)
+    with pytest.raises(ValueError, match="dv: expected memory disjoint from dk"):
+        hopattn.attention_backward(dout, q, k, v, out, lse, dk=dkv[:, :, 0], dv=dkv[:, :, 0])
+
+
+def test_outputs_never_alias_inputs(rng):
+    q, k, v = _qkv(rng)
+    with pytest.raises(ValueError, match="out: expected memory disjoint from the input q"):
+        hopattn.attention(q, k, v, out=q)
+    o, lse = _randn(rng, 3, 2, 4), _randn(rng, 3, 2)
+    with pytest.raises(ValueError, match="no output may alias an input"):
+        hopattn.merge_states(o, lse, o.copy(), lse.copy(), out=o)  # no in-place merge
+
+
+def test_torch_expanded_out_is_rejected(rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.from_numpy(x) for x in _qkv(rng))
+    out = torch.zeros(1, 1, 2, 8).expand(1, 3, 2, 8)
+    with pytest.raises(ValueError, match="out: expected an output whose elements do not overlap"):
+        hopattn.attention(q, k, v, out=out)

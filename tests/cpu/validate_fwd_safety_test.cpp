@@ -1,0 +1,119 @@
+// Validators of attention_fwd and attention_bwd against hostile arguments: outputs that overlap
+// themselves, each other or an input (validate_fwd_test.cpp holds the per-argument rules).
+#include <gtest/gtest.h>
+
+#include "api/validate.hpp"
+#include "hopattn/api.hpp"
+#include "validate_fwd_cases.hpp"
+#include "validate_testing.hpp"
+
+namespace hopattn::testing {
+namespace {
+
+// ------------------------------------------------------------------------------------ overlap
+
+const FwdRejection kFwdOverlaps[] = {
+    {"out with a zero stride (expand)",
+     [](auto&, auto& a, auto&) {
+       a.out = with_strides(a.out, {5 * 8 * 64, 0, 64, 1});
+     },
+     ErrorKind::kValue,
+     "hopattn.attention_fwd: out: expected an output whose elements do not overlap (no zero or "
+     "overlapping strides), got strides [2560, 0, 64, 1] for shape [2, 5, 8, 64]"},
+    {"lse with overlapping strides",
+     [](auto&, auto& a, auto&) {
+       a.lse = with_strides(a.lse, {40, 4, 1});
+     },
+     ErrorKind::kValue, "lse: expected an output whose elements do not overlap"},
+    {"lse in out's memory",
+     [](auto& keep, auto& a, auto&) {
+       a.out = keep.make(kFP32, {2, 5, 8, 64});
+       a.q = keep.make(kFP32, {2, 5, 8, 64});
+       a.k = keep.make(kFP32, {2, 7, 2, 64});
+       a.v = keep.make(kFP32, {2, 7, 2, 64});
+       a.lse = with_shape(a.out, {2, 5, 8});
+     },
+     ErrorKind::kValue,
+     "lse: expected memory disjoint from out (outputs may not overlap), got a view sharing memory "
+     "with out"},
+    {"out is q", [](auto&, auto& a, auto&) { a.out = a.q; }, ErrorKind::kValue,
+     "out: expected memory disjoint from the input q (no output may alias an input), got a view "
+     "sharing memory with q"},
+    {"lse over the sinks", [](auto&, auto& a, auto&) { a.sinks = with_shape(a.lse, {8}); },
+     ErrorKind::kValue, "lse: expected memory disjoint from the input sinks"},
+};
+
+TEST(ValidateFwdSafety, OverlappingOutputsAreRejected) {
+  for (const FwdRejection& r : kFwdOverlaps) {
+    Fwd f = dense_fwd();
+    r.mutate(f.keep, f.args, f.opts);
+    EXPECT_TRUE(throws_error([&] { validate_fwd(f); }, r.kind, r.fragment)) << r.name;
+  }
+}
+
+TEST(ValidateFwdSafety, OutputsOverAnIndexTensorAreRejected) {
+  Fwd f = paged_fwd();
+  // lse [5, 8] fp32 viewed over page memory it would overwrite mid-call.
+  HostTensor shared = int_tensor(std::vector<int32_t>(40, 0), {5, 8});
+  f.args.lse = with_dtype(shared.view(), kFP32);
+  f.args.pages.kv_lens = with_shape(shared.view(), {2});
+  f.args.pages.block_table = f.keep.ints({0, 1, -1, 3, 4, 5}, {2, 3});
+  EXPECT_TRUE(throws_error([&] { validate_fwd(f); }, ErrorKind::kValue,
+                           "lse: expected memory disjoint from the input kv_lens"));
+}
+
+TEST(ValidateFwdSafety, DisjointViewsOfOnePackedBufferPass) {
+  // q, k, v, out as slices of packed buffers: [B, S, 2, H, D] holds k and v side by side.
+  Fwd f = dense_fwd(kBF16, 2, 2);
+  HostTensor kv(kBF16, {2, 7, 2, 2, 64});
+  const std::vector<int64_t> kv_strides = {7 * 2 * 2 * 64, 2 * 2 * 64, 64, 1};
+  f.args.k = with_strides(with_shape(kv.view(), {2, 7, 2, 64}), kv_strides);
+  f.args.v = shifted(f.args.k, 2 * 64 * 2);
+  // out and lse: each its own buffer; out's rows strided (a view into a larger buffer).
+  HostTensor out(kBF16, {2, 5, 2, 128});
+  f.args.out = with_strides(with_shape(out.view(), {2, 5, 2, 64}), {5 * 2 * 128, 2 * 128, 128, 1});
+  EXPECT_TRUE(passes([&] { validate_fwd(f); }));
+  f.args.k = f.args.v;  // k and v may be one tensor: inputs may alias each other
+  EXPECT_TRUE(passes([&] { validate_fwd(f); }));
+}
+
+const BwdRejection kBwdOverlaps[] = {
+    {"dq with a zero stride",
+     [](auto&, auto& a, auto&) {
+       a.dq = with_strides(a.dq, {0, 8 * 64, 64, 1});
+     },
+     ErrorKind::kValue,
+     "hopattn.attention_bwd: dq: expected an output whose elements do not overlap"},
+    {"dk overlapping dq",
+     [](auto&, auto& a, auto&) {
+       a.dk = with_shape(a.dq, {2, 7, 2, 64});
+     },
+     ErrorKind::kValue, "dk: expected memory disjoint from dq (outputs may not overlap)"},
+    {"dv is dk", [](auto&, auto& a, auto&) { a.dv = a.dk; }, ErrorKind::kValue,
+     "dv: expected memory disjoint from dk"},
+    {"dsinks over lse", [](auto&, auto& a, auto&) { a.dsinks = with_shape(a.fwd.lse, {8}); },
+     ErrorKind::kValue, "dsinks: expected memory disjoint from the input lse"},
+    {"dq over dout", [](auto&, auto& a, auto&) { a.dq = a.dout; }, ErrorKind::kValue,
+     "dq: expected memory disjoint from the input dout"},
+    {"dv over out",
+     [](auto&, auto& a, auto&) {
+       a.dv = with_shape(a.fwd.out, {2, 7, 2, 64});
+     },
+     ErrorKind::kValue, "dv: expected memory disjoint from the input out"},
+};
+
+TEST(ValidateBwdSafety, OverlappingGradientsAreRejected) { expect_bwd_rejections(kBwdOverlaps); }
+
+TEST(ValidateBwdSafety, DkAndDvOfOnePackedBufferPass) {
+  Bwd b = dense_bwd();
+  HostTensor dkv(kBF16, {2, 7, 2, 2, 64});
+  b.args.dk = with_strides(with_shape(dkv.view(), {2, 7, 2, 64}), {7 * 256, 256, 64, 1});
+  b.args.dv = shifted(b.args.dk, 2 * 64 * 2);
+  EXPECT_TRUE(passes([&] { validate_bwd(b); }));
+  b.args.dv = shifted(b.args.dk, 64 * 2);  // one head over: dv's head 0 is dk's head 1
+  EXPECT_TRUE(throws_error([&] { validate_bwd(b); }, ErrorKind::kValue,
+                           "dv: expected memory disjoint from dk"));
+}
+
+}  // namespace
+}  // namespace hopattn::testing

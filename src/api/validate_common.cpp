@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
+#include "common/element_access.hpp"
 #include "reference/kv_locator.hpp"
 
 namespace hopattn::validate {
@@ -435,6 +437,28 @@ void Checker::outputs_disjoint(const Arg* outputs, const Arg* outputs_end, const
              concat("a view sharing memory with ", in->name));
       }
     }
+  }
+}
+
+// ------------------------------------------------------------------------------------ values
+
+void Checker::sinks(const TensorView& t, int64_t hq) const {
+  optional_tensor(t, "sinks", DTypes({DType::kFP32}), {hq}, "[Hq]");
+  if (!t.defined() || !reads_index_values()) return;
+  for (int64_t h = 0; h < hq; ++h) {
+    const double s = load_element(t, h * t.stride(0));
+    if (std::isnan(s) || s == std::numeric_limits<double>::infinity()) {
+      fail(ErrorKind::kValue, indexed("sinks", h), "a finite logit or -inf (no sink)", s);
+    }
+  }
+}
+
+void Checker::positive_values(const TensorView& t, std::string_view arg) const {
+  if (!t.defined() || !reads_index_values()) return;
+  for (int64_t i = 0; i < t.size(0); ++i) {
+    const double v = load_element(t, i * t.stride(0));
+    if (!(std::isfinite(v) && v > 0))
+      fail(ErrorKind::kValue, indexed(arg, i), "a finite value > 0", v);
   }
 }
 

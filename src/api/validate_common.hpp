@@ -179,6 +179,13 @@ class Checker {
     outputs_disjoint(outputs.begin(), outputs.end(), inputs.data(), inputs.data() + N);
   }
 
+  // ---- values the host can read (CPU tensors; CUDA ones would need a sync: README, Safety)
+  // Sinks: optional fp32 [Hq]; on host each a finite logit or -inf (that head has no sink). NaN
+  // would make every row of its head NaN, +inf empty every row of all its keys.
+  void sinks(const TensorView& t, int64_t hq) const;
+  // Per-head KV scales `arg`: on host each finite and > 0, the rule of the per-tensor value.
+  void positive_values(const TensorView& t, std::string_view arg) const;
+
   // ---- options
   void window(const Window& w) const;
   void softcap(float softcap) const;

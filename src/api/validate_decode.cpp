@@ -43,6 +43,7 @@ void check_scale(const Checker& c, const KVScale& s, std::string_view arg, int64
     c.fail(ErrorKind::kValue, arg, "a finite value > 0", s.value);
   }
   c.optional_tensor(s.per_head, arg, DTypes({DType::kFP32}), {hkv}, "per-head scales [Hkv]");
+  c.positive_values(s.per_head, arg);
 }
 
 // kv_lens count the q_len new tokens, so a live request holds at least q_len of them; 0 marks an
@@ -116,7 +117,7 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts) {
   c.tensor(a.out, "out", DTypes({a.q.dtype()}, "q's dtype"), Shape::of(a.q).with(-1, dv),
            "q's shape with v_cache's D last");
   c.tensor(a.lse, "lse", fp32, {batch, q_len, hq}, "[B, q_len, Hq]");
-  c.optional_tensor(a.sinks, "sinks", fp32, {hq}, "[Hq]");
+  c.sinks(a.sinks, hq);
   c.optional_tensor(a.tree_mask, "tree_mask", DTypes({DType::kBool}), {batch, q_len, q_len},
                     "[B, q_len, q_len]");
   check_scale(c, a.k_scale, "k_scale", pool.num_heads);

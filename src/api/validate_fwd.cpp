@@ -120,7 +120,7 @@ FwdDims check_fwd_args(const Checker& c, const FwdArgs& a) {
   c.tensor(a.out, "out", DTypes({a.q.dtype()}, "q's dtype"), Shape::of(a.q).with(-1, d.dv),
            "q's shape with Dv last");
   c.tensor(a.lse, "lse", fp32, Shape::of(a.q).without_last(), "q's shape without the last dim");
-  c.optional_tensor(a.sinks, "sinks", fp32, {d.hq}, "[Hq]");
+  c.sinks(a.sinks, d.hq);
   c.tma_layout(a.q, "q");
   c.tma_layout(a.k, "k");
   c.tma_layout(a.v, "v");

@@ -1,6 +1,9 @@
 // Validators of attention_fwd and attention_bwd against hostile arguments: outputs that overlap
-// themselves, each other or an input (validate_fwd_test.cpp holds the per-argument rules).
+// themselves, each other or an input; sink values the host can read (validate_fwd_test.cpp holds
+// the per-argument rules).
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
@@ -113,6 +116,27 @@ TEST(ValidateBwdSafety, DkAndDvOfOnePackedBufferPass) {
   b.args.dv = shifted(b.args.dk, 64 * 2);  // one head over: dv's head 0 is dk's head 1
   EXPECT_TRUE(throws_error([&] { validate_bwd(b); }, ErrorKind::kValue,
                            "dv: expected memory disjoint from dk"));
+}
+
+// ------------------------------------------------------------------------------------ values
+
+TEST(ValidateFwdSafety, HostSinksMustBeFiniteOrMinusInfinity) {
+  for (double bad : {double(NAN), double(INFINITY)}) {
+    Fwd f = dense_fwd();
+    f.args.sinks = f.keep.floats({0, 1, 2, bad, 0, 0, 0, 0});
+    EXPECT_TRUE(throws_error([&] { validate_fwd(f); }, ErrorKind::kValue,
+                             "hopattn.attention_fwd: sinks[3]: expected a finite logit or -inf "
+                             "(no sink), got "))
+        << bad;
+    Bwd b = dense_bwd();
+    b.args.fwd.sinks = f.args.sinks;
+    EXPECT_TRUE(throws_error([&] { validate_bwd(b); }, ErrorKind::kValue,
+                             "hopattn.attention_bwd: sinks[3]: expected a finite logit"))
+        << bad;
+  }
+  Fwd f = dense_fwd();
+  f.args.sinks = f.keep.floats({-INFINITY, -1e30, 1e30, 0, 0, 0, 0, 0});
+  EXPECT_TRUE(passes([&] { validate_fwd(f); }));
 }
 
 }  // namespace

@@ -164,3 +164,37 @@ def test_torch_expanded_out_is_rejected(rng):
     out = torch.zeros(1, 1, 2, 8).expand(1, 3, 2, 8)
     with pytest.raises(ValueError, match="out: expected an output whose elements do not overlap"):
         hopattn.attention(q, k, v, out=out)
+
+
+# ---------------------------------------------------------------------------- host-visible values
+@pytest.mark.parametrize("bad", [NAN, np.inf, 0.0, -1.0])
+@pytest.mark.parametrize("which", ["k_scale", "v_scale"])
+def test_bad_per_head_scales_are_rejected_like_the_scalar(rng, bad, which):
+    q, k_cache, v_cache, kv_lens, table = _decode_case(rng)
+    with pytest.raises(ValueError, match=f"{which}: expected a finite value > 0"):
+        hopattn.decode(q, k_cache, v_cache, kv_lens, table, **{which: bad})
+    scales = np.array([1.0, bad], np.float32)
+    with pytest.raises(ValueError, match=rf"{which}\[1\]: expected a finite value > 0"):
+        hopattn.decode(q, k_cache, v_cache, kv_lens, table, **{which: scales})
+
+
+@pytest.mark.parametrize("bad", [NAN, np.inf])
+def test_nan_or_infinite_sinks_are_rejected(rng, bad):
+    q, k, v = _qkv(rng)
+    sinks = np.array([0.5, bad], np.float32)
+    match = r"sinks\[1\]: expected a finite logit or -inf \(no sink\)"
+    with pytest.raises(ValueError, match=match):
+        hopattn.attention(q, k, v, sinks=sinks)
+    qd, k_cache, v_cache, kv_lens, table = _decode_case(rng)
+    with pytest.raises(ValueError, match=match):
+        hopattn.decode(
+            qd, k_cache, v_cache, kv_lens, table, sinks=np.array([0, bad, 0, 0], np.float32)
+        )
+
+
+def test_minus_infinity_sink_means_no_sink(rng):
+    q, k, v = _qkv(rng)
+    out, lse = hopattn.attention(q, k, v, sinks=np.full(2, -np.inf, np.float32))
+    want_out, want_lse = hopattn.attention(q, k, v)
+    np.testing.assert_allclose(out, want_out, atol=1e-6)
+    np.testing.assert_allclose(lse, want_lse, atol=1e-6)

@@ -194,11 +194,32 @@ void Checker::fail(ErrorKind kind, std::string_view arg, const std::string& expe
 
 void Checker::defined(const TensorView& t, std::string_view arg) const {
   if (!t.defined()) fail(ErrorKind::kValue, arg, "a tensor", "none");
+  int64_t numel = 1;
   for (int i = 0; i < t.rank(); ++i) {
     if (t.size(i) < 0) fail(ErrorKind::kValue, arg, "non-negative sizes", shape_of(t));
+    if (__builtin_mul_overflow(numel, t.size(i), &numel)) {
+      fail(ErrorKind::kValue, arg, "an element count that fits in int64", shape_of(t));
+    }
   }
-  if (t.data() == nullptr && t.numel() > 0) {
+  if (numel == 0) return;
+  if (t.data() == nullptr) {
     fail(ErrorKind::kValue, arg, "a data pointer", concat("null for ", shape_of(t)));
+  }
+  // Every address computation (reference and kernels) is int64: the farthest element must have
+  // a byte offset, and an address, that int64 holds.
+  intptr_t lo, hi;
+  if (!byte_span(t, &lo, &hi)) {
+    fail(ErrorKind::kValue, arg, "strides whose byte offsets fit in int64",
+         concat("strides ", strides_of(t), " for ", shape_of(t)));
+  }
+}
+
+void Checker::token_count(int64_t count, std::string_view arg, std::string_view what) const {
+  if (count > std::numeric_limits<int32_t>::max()) {
+    fail(ErrorKind::kValue, arg,
+         concat("at most ", std::numeric_limits<int32_t>::max(), " ", what,
+                " (token counts are int32)"),
+         count);
   }
 }
 

@@ -114,7 +114,8 @@ class Checker {
   }
 
   // ---- tensors
-  // Present, with non-negative sizes and a data pointer when it has elements.
+  // Present, with non-negative sizes, an element count and byte offsets that fit in int64, and
+  // a data pointer when it has elements.
   void defined(const TensorView& t, std::string_view arg) const;
   // On the anchor's device: one call runs on one device.
   void same_device(const TensorView& t, std::string_view arg) const;
@@ -140,6 +141,9 @@ class Checker {
   void tma_layout(const TensorView& t, std::string_view arg) const;
 
   // ---- sizes
+  // A sequence or token dimension of `count` `what` ("keys"): token counts are int32 everywhere
+  // (cu_seqlens, kv_lens, the kernels' indices), so a larger one is refused here.
+  void token_count(int64_t count, std::string_view arg, std::string_view what) const;
   // GQA: any Hq that Hkv divides. `k_arg` names the tensor Hkv comes from.
   void heads(int64_t hq, int64_t hkv, std::string_view k_arg) const;
   // The CPU reference's bound on head dims; CUDA sets are checked by each family.

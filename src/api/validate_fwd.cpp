@@ -55,12 +55,14 @@ int64_t check_kv(const Checker& c, const FwdArgs& a, KVLayoutKind layout, PagePo
   switch (layout) {
     case KVLayoutKind::kDense:
       c.rank(a.k, "k", 4, "[B, Sk, Hkv, Dqk]");
+      c.token_count(a.k.size(1), "k", "keys");
       c.shape(a.k, "k", Shape::of(a.k).with(0, a.q.size(0)).with(-1, dqk), "q's B and Dqk");
       c.rank(a.v, "v", 4, "[B, Sk, Hkv, Dv]");
       hkv = a.k.size(2);
       break;
     case KVLayoutKind::kVarlen:
       c.rank(a.k, "k", 3, "[total_k, Hkv, Dqk]");
+      c.token_count(a.k.size(0), "k", "keys");
       c.shape(a.k, "k", Shape::of(a.k).with(-1, dqk), "q's Dqk");
       c.rank(a.v, "v", 3, "[total_k, Hkv, Dv]");
       hkv = a.k.size(1);
@@ -111,6 +113,7 @@ FwdDims check_fwd_args(const Checker& c, const FwdArgs& a) {
            layout == KVLayoutKind::kPaged ? "[total_q, Hq, Dqk] (a paged KV cache takes varlen q)"
                                           : "[total_q, Hq, Dqk] (varlen: cu_seqlens are given)");
   }
+  c.token_count(a.q.size(-3), "q", "queries");
   PagePool pool;
   const FwdDims d{a.q.size(-2), check_kv(c, a, layout, &pool), a.q.size(-1), a.v.size(-1)};
   c.heads(d.hq, d.hkv, "k");

@@ -139,5 +139,49 @@ TEST(ValidateFwdSafety, HostSinksMustBeFiniteOrMinusInfinity) {
   EXPECT_TRUE(passes([&] { validate_fwd(f); }));
 }
 
+// ------------------------------------------------------------------------------------ sizes
+
+TEST(ValidateFwdSafety, OffsetsThatOverflowInt64AreRejected) {
+  Fwd f = dense_fwd();
+  // The last element of q sits 2^62 elements = 2^63 bytes in: past int64.
+  f.args.q = with_strides(f.args.q, {int64_t(1) << 62, 8 * 64, 64, 1});
+  EXPECT_TRUE(throws_error([&] { validate_fwd(f); }, ErrorKind::kValue,
+                           "hopattn.attention_fwd: q: expected strides whose byte offsets fit in "
+                           "int64, got strides [4611686018427387904, 512, 64, 1] for shape "
+                           "[2, 5, 8, 64]"));
+  Fwd g = dense_fwd();
+  g.args.k = with_strides(g.args.k, {-(int64_t(3) << 61), 2 * 64, 64, 1});  // -3 * 2^62 bytes
+  EXPECT_TRUE(throws_error([&] { validate_fwd(g); }, ErrorKind::kValue,
+                           "k: expected strides whose byte offsets fit in int64"));
+  Fwd h = dense_fwd();
+  h.args.v = with_shape(h.args.v, {int64_t(1) << 40, int64_t(1) << 40, 2, 64});
+  EXPECT_TRUE(throws_error([&] { validate_fwd(h); }, ErrorKind::kValue,
+                           "v: expected an element count that fits in int64, got shape "
+                           "[1099511627776, 1099511627776, 2, 64]"));
+}
+
+// Token counts are int32 (cu_seqlens, kv_lens, the kernels' indices): a longer sequence is an
+// error here rather than an allocation failure or a wrapped index later.
+TEST(ValidateFwdSafety, TokenCountsBeyondInt32AreRejected) {
+  constexpr int64_t kTooMany = (int64_t(1) << 31) + 1;
+  Fwd f = dense_fwd();
+  f.args.k = with_strides(with_shape(f.args.k, {2, kTooMany, 2, 64}), {0, 0, 64, 1});
+  f.args.v = f.args.k;
+  f.opts.window = {0, 0};
+  EXPECT_TRUE(throws_error([&] { validate_fwd(f); }, ErrorKind::kValue,
+                           "hopattn.attention_fwd: k: expected at most 2147483647 keys (token "
+                           "counts are int32), got 2147483649"));
+  Fwd g = dense_fwd();
+  g.args.q = with_strides(with_shape(g.args.q, {2, kTooMany, 8, 64}), {0, 0, 64, 1});
+  EXPECT_TRUE(throws_error([&] { validate_fwd(g); }, ErrorKind::kValue,
+                           "q: expected at most 2147483647 queries (token counts are int32), got "
+                           "2147483649"));
+  Fwd v = varlen_fwd();
+  v.args.k = with_strides(with_shape(v.args.k, {kTooMany, 2, 64}), {0, 64, 1});
+  v.args.v = v.args.k;
+  EXPECT_TRUE(throws_error([&] { validate_fwd(v); }, ErrorKind::kValue,
+                           "k: expected at most 2147483647 keys"));
+}
+
 }  // namespace
 }  // namespace hopattn::testing

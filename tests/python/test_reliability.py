@@ -198,3 +198,12 @@ def test_minus_infinity_sink_means_no_sink(rng):
     want_out, want_lse = hopattn.attention(q, k, v)
     np.testing.assert_allclose(out, want_out, atol=1e-6)
     np.testing.assert_allclose(lse, want_lse, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- sizes
+def test_more_keys_than_int32_is_a_hopattn_error_not_memory_error(rng):
+    q = _randn(rng, 1, 1, 1, 4)
+    # 2^31 + 1 keys of one repeated row: no memory behind them, but the count is what matters
+    k = np.lib.stride_tricks.as_strided(np.ones(4, np.float32), (1, 2**31 + 1, 1, 4), (0, 0, 0, 4))
+    with pytest.raises(ValueError, match=r"k: expected at most 2147483647 keys \(token counts"):
+        hopattn.attention(q, k, k, window=(0, 0))

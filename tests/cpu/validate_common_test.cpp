@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "validate_testing.hpp"
 
 namespace hopattn::testing {
@@ -140,6 +142,34 @@ TEST(ValidateCommon, OutputsOverlapNeitherThemselvesEachOtherNorInputs) {
       ErrorKind::kValue,
       "out: expected memory disjoint from the input o_a (no output may alias "
       "an input), got a view sharing memory with o_a"));
+}
+
+// from_dlpack names what it cannot take the way frameworks spell dtypes ("int64"), not as a
+// DLDataType dump.
+TEST(ValidateCommon, FromDlpackNamesUnsupportedTypesPlainly) {
+  float cell[4] = {};
+  int64_t shape[1] = {1};
+  auto message = [&](DLDataType type) {
+    DLTensor t{};
+    t.data = cell;
+    t.device = {kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = type;
+    t.shape = shape;
+    try {
+      TensorView::from_dlpack(t);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message({kDLInt, 64, 1}),
+            "from_dlpack: expected bf16, fp16, fp32, float8_e4m3fn, float8_e5m2, int8, int32 or "
+            "bool, got int64");
+  EXPECT_NE(message({kDLFloat, 64, 1}).find("got float64"), std::string::npos);
+  EXPECT_NE(message({kDLUInt, 16, 1}).find("got uint16"), std::string::npos);
+  EXPECT_NE(message({kDLFloat, 32, 4}).find("expected one lane per element, got float32x4"),
+            std::string::npos);
 }
 
 }  // namespace

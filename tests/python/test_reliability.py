@@ -207,3 +207,42 @@ def test_more_keys_than_int32_is_a_hopattn_error_not_memory_error(rng):
     k = np.lib.stride_tricks.as_strided(np.ones(4, np.float32), (1, 2**31 + 1, 1, 4), (0, 0, 0, 4))
     with pytest.raises(ValueError, match=r"k: expected at most 2147483647 keys \(token counts"):
         hopattn.attention(q, k, k, window=(0, 0))
+
+
+# ---------------------------------------------------------------------------- tensor import errors
+def _varlen(rng):
+    q, k = _randn(rng, 3, 2, 8), _randn(rng, 4, 1, 8)
+    return q, k, np.array([0, 3], np.int32), np.array([0, 4], np.int32)
+
+
+def test_int64_index_tensors_say_expected_int32(rng):
+    q, k, cu_q, cu_k = _varlen(rng)
+    with pytest.raises(TypeError, match="^cu_seqlens_q: expected int32, got int64$"):
+        hopattn.attention(q, k, k, cu_seqlens_q=cu_q.astype(np.int64), cu_seqlens_k=cu_k)
+    qd, k_cache, v_cache, kv_lens, table = _decode_case(rng)
+    with pytest.raises(TypeError, match="^kv_lens: expected int32, got int64$"):
+        hopattn.decode(qd, k_cache, v_cache, kv_lens.astype(np.int64), table)
+    with pytest.raises(TypeError, match="^page_table: expected int32, got int64$"):
+        hopattn.decode(qd, k_cache, v_cache, kv_lens, table.astype(np.int64))
+    with pytest.raises(TypeError, match="^page_indices: expected int32, got uint32$"):
+        pages = (np.array([0, 3], np.int32), np.array([1, 0, 2], np.uint32))
+        hopattn.decode(qd, k_cache, v_cache, kv_lens, pages)
+
+
+def test_unsupported_dtypes_are_named_plainly(rng):
+    q, k, v = _qkv(rng)
+    with pytest.raises(TypeError, match=r"^q: from_dlpack: expected bf16, .* got float64$"):
+        hopattn.attention(q.astype(np.float64), k, v)
+    with pytest.raises(TypeError, match=r"got complex64$"):
+        hopattn.attention(q, k.astype(np.complex64), v)
+
+
+def test_big_endian_arrays_ask_for_native_byte_order(rng):
+    q, k, v = _qkv(rng)
+    with pytest.raises(
+        TypeError, match=r"^q: expected native byte order, got a byte-swapped array"
+    ):
+        hopattn.attention(q.astype(">f4"), k, v)
+    out = np.zeros((1, 3, 2, 8), ">f4")
+    with pytest.raises(TypeError, match=r"^out: expected native byte order"):
+        hopattn.attention(q, k, v, out=out)

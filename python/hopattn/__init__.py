@@ -105,12 +105,12 @@ def _attention_flat(
         kv_lens=kv_lens,
         kv_layout=_args.layout(kv_layout),
         sinks=sinks,
-        causal=bool(causal),
+        causal=_args.flag(causal, "causal"),
         window_left=left,
         window_right=right,
         softcap=_args.real(softcap, "softcap"),
         scale=_args.optional_float(scale, "scale"),
-        deterministic=bool(deterministic),
+        deterministic=_args.flag(deterministic, "deterministic"),
     )
 
 
@@ -285,7 +285,7 @@ def decode(
     """
     _require_tensors(q=q, k_cache=k_cache, v_cache=v_cache, kv_lens=kv_lens)
     left, right = _args.window_pair(window)
-    block_table, indptr, indices = _args.page_tensors(page_table)
+    block_table, indptr, indices = _args.page_tensors(page_table, required=True)
     k_value, k_per_head = _args.kv_scale(k_scale, "k_scale")
     v_value, v_per_head = _args.kv_scale(v_scale, "v_scale")
     a = dict(
@@ -293,7 +293,7 @@ def decode(
         page_indptr=indptr,
         page_indices=indices,
         kv_layout=_args.layout(kv_layout),
-        causal=bool(causal),
+        causal=_args.flag(causal, "causal"),
         window_left=left,
         window_right=right,
         softcap=_args.real(softcap, "softcap"),
@@ -304,7 +304,7 @@ def decode(
         v_scale=v_value,
         v_scale_per_head=v_per_head,
         tree_mask=tree_mask,
-        beam_width=_args.positive_int(beam_width, "beam_width"),
+        beam_width=_args.int32(beam_width, "beam_width"),
         shared_kv_lens=shared_kv_lens,
         num_splits=_args.num_splits(num_splits),
     )
@@ -343,13 +343,13 @@ def mla(
     _require_tensors(
         q_nope=q_nope, q_pe=q_pe, ckv=ckv, kpe=kpe, cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens
     )
-    block_table, indptr, indices = _args.page_tensors(page_table)
+    block_table, indptr, indices = _args.page_tensors(page_table, required=True)
     a = dict(
         page_table=block_table,
         page_indptr=indptr,
         page_indices=indices,
         max_seqlen_q=_args.optional_int(max_seqlen_q, "max_seqlen_q"),
-        causal=bool(causal),
+        causal=_args.flag(causal, "causal"),
         scale=_args.optional_float(scale, "scale"),
     )
     return _backend(q_nope).mla(

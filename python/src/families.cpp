@@ -63,10 +63,11 @@ FwdArgs fwd_args(TensorImporter& t, nb::handle q, nb::handle k, nb::handle v, nb
   }
   // CPU callers may leave the bounds out: they are read from the host index tensors here. CUDA
   // callers must give them (reading device memory would synchronize).
-  a.max_seqlen_q = kw.max_seqlen_q > 0 ? kw.max_seqlen_q : max_seqlen_from_host(a.cu_seqlens_q);
-  a.max_seqlen_k = kw.max_seqlen_k > 0 ? kw.max_seqlen_k
-                   : a.pages.defined() ? max_from_host(a.pages.kv_lens)
-                                       : max_seqlen_from_host(a.cu_seqlens_k);
+  // Only 0 means "not given": a negative bound reaches the validator, which rejects it.
+  a.max_seqlen_q = kw.max_seqlen_q != 0 ? kw.max_seqlen_q : max_seqlen_from_host(a.cu_seqlens_q);
+  a.max_seqlen_k = kw.max_seqlen_k != 0 ? kw.max_seqlen_k
+                   : a.pages.defined()  ? max_from_host(a.pages.kv_lens)
+                                        : max_seqlen_from_host(a.cu_seqlens_k);
   a.sinks = t.input(kw.sinks, "sinks");
   a.out = outputs_writable ? t.output(out, "out") : t.input(out, "out");
   a.lse = outputs_writable ? t.output(lse, "lse") : t.input(lse, "lse");

@@ -246,3 +246,59 @@ def test_big_endian_arrays_ask_for_native_byte_order(rng):
     out = np.zeros((1, 3, 2, 8), ">f4")
     with pytest.raises(TypeError, match=r"^out: expected native byte order"):
         hopattn.attention(q, k, v, out=out)
+
+
+# ---------------------------------------------------------------------------- argument errors
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"window": (2**40, -1)}, r"^window: expected ints in -1\.\.2147483647"),
+        ({"window": (0, -(2**40))}, r"^window: expected ints in -1\.\.2147483647"),
+        ({"causal": "false"}, None),
+        ({"causal": None}, None),
+        ({"deterministic": "yes"}, None),
+    ],
+)
+def test_attention_options_out_of_range_or_of_the_wrong_type(rng, kwargs, match):
+    q, k, v = _qkv(rng)
+    if match is None:
+        name = next(iter(kwargs))
+        with pytest.raises(TypeError, match=rf"^{name}: expected a bool, got "):
+            hopattn.attention(q, k, v, **kwargs)
+    else:
+        with pytest.raises(ValueError, match=match):
+            hopattn.attention(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["max_seqlen_q", "max_seqlen_k"])
+@pytest.mark.parametrize("value", [2**40, -5])
+def test_max_seqlen_out_of_range(rng, name, value):
+    q, k, cu_q, cu_k = _varlen(rng)
+    with pytest.raises(ValueError, match=rf"^{name}: expected an int in 0\.\.2147483647 or None"):
+        hopattn.attention(q, k, k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **{name: value})
+
+
+def test_causal_accepts_numpy_bools(rng):
+    q, k, v = _qkv(rng)
+    out, _ = hopattn.attention(q, k, v, causal=np.bool_(True))
+    np.testing.assert_allclose(out, hopattn.attention(q, k, v, causal=True)[0])
+
+
+def test_decode_and_mla_options(rng):
+    q, k_cache, v_cache, kv_lens, table = _decode_case(rng)
+    page_msg = r"^page_table: expected a block table int32 \[B, max_pages\] or a pair"
+    with pytest.raises(TypeError, match=page_msg):
+        hopattn.decode(q, k_cache, v_cache, kv_lens, None)
+    with pytest.raises(ValueError, match=r"^beam_width: expected an int in "):
+        hopattn.decode(q, k_cache, v_cache, kv_lens, table, beam_width=2**40)
+    with pytest.raises(ValueError, match=r"^num_splits: expected an int in "):
+        hopattn.decode(q, k_cache, v_cache, kv_lens, table, num_splits=-(2**40))
+    with pytest.raises(TypeError, match=r"^causal: expected a bool, got str"):
+        hopattn.decode(q, k_cache, v_cache, kv_lens, table, causal="false")
+    q_nope, q_pe = _randn(rng, 1, 1, 512), _randn(rng, 1, 1, 64)
+    ckv, kpe = _randn(rng, 1, 4, 512), _randn(rng, 1, 4, 64)
+    cu, lens = np.array([0, 1], np.int32), np.array([3], np.int32)
+    with pytest.raises(TypeError, match=page_msg):
+        hopattn.mla(q_nope, q_pe, ckv, kpe, cu, lens, None)
+    with pytest.raises(ValueError, match=r"^max_seqlen_q: expected an int in 0\.\.2147483647"):
+        hopattn.mla(q_nope, q_pe, ckv, kpe, cu, lens, np.array([[0]], np.int32), max_seqlen_q=-5)

@@ -302,3 +302,43 @@ def test_decode_and_mla_options(rng):
         hopattn.mla(q_nope, q_pe, ckv, kpe, cu, lens, None)
     with pytest.raises(ValueError, match=r"^max_seqlen_q: expected an int in 0\.\.2147483647"):
         hopattn.mla(q_nope, q_pe, ckv, kpe, cu, lens, np.array([[0]], np.int32), max_seqlen_q=-5)
+
+
+# ---------------------------------------------------------------------------- frameworks
+class _Foreign:
+    """An array of another framework: DLPack-capable, but not numpy's."""
+
+    def __init__(self, a):
+        self._a, self.shape, self.dtype = a, a.shape, a.dtype
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_tensors_of_one_call_come_from_one_framework(rng):
+    q, k, v = _qkv(rng)
+    match = r"^k: expected a tensor of q's framework \(numpy\), got test_reliability\._Foreign"
+    with pytest.raises(TypeError, match=match):
+        hopattn.attention(q, _Foreign(k), v)
+    qv, kv, cu_q, cu_k = _varlen(rng)
+    with pytest.raises(TypeError, match=r"^cu_seqlens_k: expected a tensor of q's framework"):
+        hopattn.attention(qv, kv, kv, cu_seqlens_q=cu_q, cu_seqlens_k=_Foreign(cu_k))
+    qd, k_cache, v_cache, kv_lens, table = _decode_case(rng)
+    with pytest.raises(TypeError, match=r"^page_indices: expected a tensor of q's framework"):
+        pages = (np.array([0, 3], np.int32), _Foreign(np.array([1, 0, 2], np.int32)))
+        hopattn.decode(qd, k_cache, v_cache, kv_lens, pages)
+    with pytest.raises(TypeError, match=r"^k_scale: expected a tensor of q's framework"):
+        hopattn.decode(qd, k_cache, v_cache, kv_lens, table, k_scale=_Foreign(np.ones(2, "f4")))
+    o, lse = _randn(rng, 3, 2, 4), _randn(rng, 3, 2)
+    with pytest.raises(TypeError, match=r"^lse_out: expected a tensor of o_a's framework"):
+        hopattn.merge_states(o, lse, o, lse, lse_out=_Foreign(np.zeros((3, 2), "f4")))
+
+
+def test_torch_q_with_numpy_k(rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = _qkv(rng)
+    with pytest.raises(TypeError, match=r"^k: expected a tensor of q's framework \(torch\)"):
+        hopattn.attention(torch.from_numpy(q), k, torch.from_numpy(v))

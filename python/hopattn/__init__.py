@@ -69,6 +69,25 @@ def _backend(x):
     return _generic
 
 
+def _framework(x):
+    return "torch" if _is_torch(x) else type(x).__module__.split(".")[0]
+
+
+def _one_framework(anchor_name, anchor, **tensors):
+    """Every tensor argument from the anchor's framework: the backend is chosen by the anchor, and
+    a torch backend handed a numpy array (or the reverse) would fail inside its DLPack export."""
+    expected = _framework(anchor)
+    for name, t in tensors.items():
+        if isinstance(t, (tuple, list)) and name == "page_table" and len(t) == 2:
+            _one_framework(anchor_name, anchor, page_indptr=t[0], page_indices=t[1])
+        elif hasattr(t, "__dlpack__") and _framework(t) != expected:
+            raise TypeError(
+                f"{name}: expected a tensor of {anchor_name}'s framework ({expected}), got "
+                f"{type(t).__module__}.{type(t).__name__} (all tensors of one call come from "
+                "one framework)"
+            )
+
+
 def _require_tensors(**tensors):
     for name, t in tensors.items():
         if not (hasattr(t, "__dlpack__") and hasattr(t, "shape")):
@@ -105,12 +124,12 @@ def _attention_flat(
         kv_lens=kv_lens,
         kv_layout=_args.layout(kv_layout),
         sinks=sinks,
-        causal=bool(causal),
+        causal=_args.flag(causal, "causal"),
         window_left=left,
         window_right=right,
         softcap=_args.real(softcap, "softcap"),
         scale=_args.optional_float(scale, "scale"),
-        deterministic=bool(deterministic),
+        deterministic=_args.flag(deterministic, "deterministic"),
     )
 
 
@@ -163,6 +182,19 @@ def attention(
     :func:`attention_backward`); lse is returned as non-differentiable.
     """
     _require_tensors(q=q, k=k, v=v)
+    _one_framework(
+        "q",
+        q,
+        k=k,
+        v=v,
+        sinks=sinks,
+        cu_seqlens_q=cu_seqlens_q,
+        cu_seqlens_k=cu_seqlens_k,
+        page_table=page_table,
+        kv_lens=kv_lens,
+        out=out,
+        lse_out=lse_out,
+    )
     a = _attention_flat(
         causal,
         window,
@@ -218,6 +250,24 @@ def attention_backward(
     into caller buffers.
     """
     _require_tensors(dout=dout, q=q, k=k, v=v, out=out, lse=lse)
+    _one_framework(
+        "q",
+        q,
+        dout=dout,
+        k=k,
+        v=v,
+        out=out,
+        lse=lse,
+        sinks=sinks,
+        cu_seqlens_q=cu_seqlens_q,
+        cu_seqlens_k=cu_seqlens_k,
+        page_table=page_table,
+        kv_lens=kv_lens,
+        dq=dq,
+        dk=dk,
+        dv=dv,
+        dsinks=dsinks,
+    )
     a = _attention_flat(
         causal,
         window,
@@ -284,8 +334,23 @@ def decode(
     ``out=`` / ``lse_out=`` write into caller buffers.
     """
     _require_tensors(q=q, k_cache=k_cache, v_cache=v_cache, kv_lens=kv_lens)
+    _one_framework(
+        "q",
+        q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        kv_lens=kv_lens,
+        page_table=page_table,
+        sinks=sinks,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        tree_mask=tree_mask,
+        shared_kv_lens=shared_kv_lens,
+        out=out,
+        lse_out=lse_out,
+    )
     left, right = _args.window_pair(window)
-    block_table, indptr, indices = _args.page_tensors(page_table)
+    block_table, indptr, indices = _args.page_tensors(page_table, required=True)
     k_value, k_per_head = _args.kv_scale(k_scale, "k_scale")
     v_value, v_per_head = _args.kv_scale(v_scale, "v_scale")
     a = dict(
@@ -293,7 +358,7 @@ def decode(
         page_indptr=indptr,
         page_indices=indices,
         kv_layout=_args.layout(kv_layout),
-        causal=bool(causal),
+        causal=_args.flag(causal, "causal"),
         window_left=left,
         window_right=right,
         softcap=_args.real(softcap, "softcap"),
@@ -304,7 +369,7 @@ def decode(
         v_scale=v_value,
         v_scale_per_head=v_per_head,
         tree_mask=tree_mask,
-        beam_width=_args.positive_int(beam_width, "beam_width"),
+        beam_width=_args.int32(beam_width, "beam_width"),
         shared_kv_lens=shared_kv_lens,
         num_splits=_args.num_splits(num_splits),
     )
@@ -347,13 +412,25 @@ def mla(
     _require_tensors(
         q_nope=q_nope, q_pe=q_pe, ckv=ckv, kpe=kpe, cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens
     )
-    block_table, indptr, indices = _args.page_tensors(page_table)
+    _one_framework(
+        "q_nope",
+        q_nope,
+        q_pe=q_pe,
+        ckv=ckv,
+        kpe=kpe,
+        cu_seqlens_q=cu_seqlens_q,
+        kv_lens=kv_lens,
+        page_table=page_table,
+        out=out,
+        lse_out=lse_out,
+    )
+    block_table, indptr, indices = _args.page_tensors(page_table, required=True)
     a = dict(
         page_table=block_table,
         page_indptr=indptr,
         page_indices=indices,
         max_seqlen_q=_args.optional_int(max_seqlen_q, "max_seqlen_q"),
-        causal=bool(causal),
+        causal=_args.flag(causal, "causal"),
         scale=_args.optional_float(scale, "scale"),
         kv_scale=1.0 if kv_scale is None else float(kv_scale),
         num_splits=_args.optional_int(num_splits, "num_splits"),
@@ -373,6 +450,7 @@ def merge_states(o_a, lse_a, o_b, lse_b, *, out=None, lse_out=None):
     (out 0, lse -inf). Returns ``(out, lse)`` with o_a's and lse_a's shapes.
     """
     _require_tensors(o_a=o_a, lse_a=lse_a, o_b=o_b, lse_b=lse_b)
+    _one_framework("o_a", o_a, lse_a=lse_a, o_b=o_b, lse_b=lse_b, out=out, lse_out=lse_out)
     return _backend(o_a).merge_states(o_a, lse_a, o_b, lse_b, out=out, lse=lse_out)
 
 
@@ -383,4 +461,5 @@ def merge_states_n(o, lse, *, out=None, lse_out=None):
     dtype, lse float32 [T, H].
     """
     _require_tensors(o=o, lse=lse)
+    _one_framework("o", o, lse=lse, out=out, lse_out=lse_out)
     return _backend(o).merge_states_n(o, lse, out=out, lse_out=lse_out)

@@ -7,32 +7,58 @@ flat tensors and scalars) receive exactly these values, so a call means the same
 import numbers
 
 _LAYOUTS = ("NHD", "HND")
+# The C++ options are int32: a larger Python int would otherwise fail the binding's conversion
+# with a dump of its whole signature instead of naming the argument.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _in_range(value, lo, hi, what):
+    if not lo <= value <= hi:
+        raise ValueError(f"{what}, got {value!r}")
+    return value
 
 
 def window_pair(window):
     """(left, right) of a sliding window, -1 = unbounded on that side."""
     if type(window) is tuple and len(window) == 2 and type(window[0]) is type(window[1]) is int:
-        return window  # the common case, without the generic checks below (per-call host time)
-    try:
-        left, right = window
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"window: expected a pair (left, right) of ints, -1 = unbounded, got {window!r}"
-        ) from None
-    if not all(isinstance(w, numbers.Integral) and not isinstance(w, bool) for w in (left, right)):
-        raise TypeError(f"window: expected a pair (left, right) of ints, got {window!r}")
-    return int(left), int(right)
+        left, right = window  # the common case, without the generic checks (per-call host time)
+    else:
+        try:
+            left, right = window
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"window: expected a pair (left, right) of ints, -1 = unbounded, got {window!r}"
+            ) from None
+        ints = (left, right)
+        if not all(isinstance(w, numbers.Integral) and not isinstance(w, bool) for w in ints):
+            raise TypeError(f"window: expected a pair (left, right) of ints, got {window!r}")
+        left, right = int(left), int(right)
+    if not (-1 <= left <= INT32_MAX and -1 <= right <= INT32_MAX):
+        raise ValueError(
+            f"window: expected ints in -1..{INT32_MAX} (-1 = unbounded), got {(left, right)!r}"
+        )
+    return left, right
 
 
 def optional_int(value, name):
     """A host-side bound: None -> 0 (unknown; read from host index tensors on CPU)."""
     if value is None:
         return 0
-    if type(value) is int:
+    if type(value) is not int:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise TypeError(f"{name}: expected an int or None, got {type(value).__name__}")
+        value = int(value)
+    return _in_range(value, 0, INT32_MAX, f"{name}: expected an int in 0..{INT32_MAX} or None")
+
+
+def flag(value, name):
+    """A bool option. Truthiness would turn causal="false" on, so only bools (numpy's too)."""
+    if value is True or value is False:
         return value
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int or None, got {type(value).__name__}")
-    return int(value)
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"):  # numpy 2 and 1
+        return bool(value)
+    raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
 
 
 def optional_float(value, name):
@@ -59,9 +85,14 @@ def layout(kv_layout):
     return kv_layout
 
 
-def page_tensors(page_table):
+def page_tensors(page_table, required=False):
     """(block_table, page_indptr, page_indices) from a block table or a (indptr, indices) pair."""
     if page_table is None:
+        if required:
+            raise TypeError(
+                "page_table: expected a block table int32 [B, max_pages] or a pair (page_indptr, "
+                "page_indices), got None"
+            )
         return None, None, None
     if isinstance(page_table, (tuple, list)):
         if len(page_table) != 2:
@@ -89,12 +120,17 @@ def kv_scale(scale, name):
 
 
 def num_splits(value):
-    return optional_int(value, "num_splits")
+    if value is None:
+        return 0
+    return int32(value, "num_splits")
 
 
-def positive_int(value, name):
-    if type(value) is int:
-        return value
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-    return int(value)
+def int32(value, name):
+    """An int option; its meaning (>= 1, dividing B, ...) is the C++ validator's to check."""
+    if type(value) is not int:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+        value = int(value)
+    return _in_range(
+        value, INT32_MIN, INT32_MAX, f"{name}: expected an int in {INT32_MIN}..{INT32_MAX}"
+    )

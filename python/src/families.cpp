@@ -56,17 +56,18 @@ FwdArgs fwd_args(TensorImporter& t, nb::handle q, nb::handle k, nb::handle v, nb
   a.q = t.input(q, "q");
   a.k = t.input(k, "k");
   a.v = t.input(v, "v");
-  a.cu_seqlens_q = t.input(kw.cu_seqlens_q, "cu_seqlens_q");
-  a.cu_seqlens_k = t.input(kw.cu_seqlens_k, "cu_seqlens_k");
+  a.cu_seqlens_q = t.index(kw.cu_seqlens_q, "cu_seqlens_q");
+  a.cu_seqlens_k = t.index(kw.cu_seqlens_k, "cu_seqlens_k");
   if (!kw.page_table.is_none() || !kw.kv_lens.is_none()) {
     a.pages = import_pages(t, kw.page_table, kw.kv_lens, kw.kv_layout);
   }
   // CPU callers may leave the bounds out: they are read from the host index tensors here. CUDA
   // callers must give them (reading device memory would synchronize).
-  a.max_seqlen_q = kw.max_seqlen_q > 0 ? kw.max_seqlen_q : max_seqlen_from_host(a.cu_seqlens_q);
-  a.max_seqlen_k = kw.max_seqlen_k > 0 ? kw.max_seqlen_k
-                   : a.pages.defined() ? max_from_host(a.pages.kv_lens)
-                                       : max_seqlen_from_host(a.cu_seqlens_k);
+  // Only 0 means "not given": a negative bound reaches the validator, which rejects it.
+  a.max_seqlen_q = kw.max_seqlen_q != 0 ? kw.max_seqlen_q : max_seqlen_from_host(a.cu_seqlens_q);
+  a.max_seqlen_k = kw.max_seqlen_k != 0 ? kw.max_seqlen_k
+                   : a.pages.defined()  ? max_from_host(a.pages.kv_lens)
+                                        : max_seqlen_from_host(a.cu_seqlens_k);
   a.sinks = t.input(kw.sinks, "sinks");
   a.out = outputs_writable ? t.output(out, "out") : t.input(out, "out");
   a.lse = outputs_writable ? t.output(lse, "lse") : t.input(lse, "lse");
@@ -125,7 +126,7 @@ void fill_decode(DecodeCall& c, nb::handle q, nb::handle k_cache, nb::handle v_c
   c.args.v_scale = {v_scale, t.input(v_scale_per_head, "v_scale")};
   c.args.sinks = t.input(sinks, "sinks");
   c.args.tree_mask = t.input(tree_mask, "tree_mask");
-  c.args.shared_kv_lens = t.input(shared_kv_lens, "shared_kv_lens");
+  c.args.shared_kv_lens = t.index(shared_kv_lens, "shared_kv_lens");
   c.args.out = t.output(out, "out");
   c.args.lse = t.output(lse, "lse");
   c.args.workspace = import_workspace(t, workspace);
@@ -244,7 +245,7 @@ void bind_families(nb::module_& m) {
         a.q_pe = t.input(q_pe, "q_pe");
         a.ckv = t.input(ckv, "ckv");
         a.kpe = t.input(kpe, "kpe");
-        a.cu_seqlens_q = t.input(cu_seqlens_q, "cu_seqlens_q");
+        a.cu_seqlens_q = t.index(cu_seqlens_q, "cu_seqlens_q");
         a.max_seqlen_q = max_seqlen_q > 0 ? max_seqlen_q : max_seqlen_from_host(a.cu_seqlens_q);
         a.pages = import_pages(t, page_table, kv_lens, "NHD");
         a.out = t.output(out, "out");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/dlpack_type.hpp"
 #include "hopattn/error.hpp"
 
 #ifdef HOPATTN_WITH_CUDA
@@ -33,8 +34,26 @@ DLDataType dlpack_type_named(const std::string& name) {
                   name + "\"");
 }
 
+// Why `array` was not imported: a byte-swapped numpy array (DLPack has native order only), or
+// no DLPack at all.
+[[noreturn]] void not_importable(nb::handle array, const char* name, bool writable) {
+  if (nb::hasattr(array, "dtype") && nb::hasattr(array.attr("dtype"), "isnative") &&
+      !nb::cast<bool>(array.attr("dtype").attr("isnative"))) {
+    throw Error(
+        ErrorKind::kType,
+        detail::concat(name, ": expected native byte order, got a byte-swapped array (dtype ",
+                       nb::str(array.attr("dtype").attr("str")).c_str(),
+                       "); convert it with x.astype(x.dtype.newbyteorder(\"=\"))"));
+  }
+  const std::string given = nb::str(nb::handle(array.type()).attr("__name__")).c_str();
+  throw Error(ErrorKind::kType,
+              detail::concat(name, ": expected a ", writable ? "writable " : "",
+                             "tensor supporting DLPack (__dlpack__), got ", given));
+}
+
 template <typename Array>
-TensorView view_of(const Array& a, const DLDataType* override_type, const char* name) {
+TensorView view_of(const Array& a, const DLDataType* override_type, const char* name,
+                   bool int32_only) {
   DLTensor t{};
   t.data = const_cast<void*>(static_cast<const void*>(a.data()));
   t.device = {static_cast<DLDeviceType>(a.device_type()), a.device_id()};
@@ -49,6 +68,10 @@ TensorView view_of(const Array& a, const DLDataType* override_type, const char* 
           detail::concat("a ", int(override_type->bits), "-bit array"),
           detail::concat(int(t.dtype.bits), "-bit elements"));
     t.dtype = *override_type;
+  }
+  if (int32_only && !(t.dtype.code == kDLInt && t.dtype.bits == 32 && t.dtype.lanes == 1)) {
+    throw Error(ErrorKind::kType,
+                detail::concat(name, ": expected int32, got ", dlpack_type_name(t.dtype)));
   }
   try {
     return TensorView::from_dlpack(t);
@@ -68,7 +91,12 @@ TensorView TensorImporter::output(nb::handle obj, const char* name) {
   return import(obj, name, /*writable=*/true);
 }
 
-TensorView TensorImporter::import(nb::handle obj, const char* name, bool writable) {
+TensorView TensorImporter::index(nb::handle obj, const char* name) {
+  return import(obj, name, /*writable=*/false, /*int32_only=*/true);
+}
+
+TensorView TensorImporter::import(nb::handle obj, const char* name, bool writable,
+                                  bool int32_only) {
   if (obj.is_none()) return {};
   nb::handle array = obj;
   DLDataType override_type{};
@@ -78,26 +106,17 @@ TensorView TensorImporter::import(nb::handle obj, const char* name, bool writabl
     override_type = dlpack_type_named(nb::str(obj[1]).c_str());
     has_override = true;
   }
-  const std::string given = nb::str(nb::handle(array.type()).attr("__name__")).c_str();
+  const DLDataType* type = has_override ? &override_type : nullptr;
   if (writable) {
     nb::ndarray<> a;
-    if (!nb::try_cast(array, a, /*convert=*/false)) {
-      throw Error(ErrorKind::kType, detail::concat(name,
-                                                   ": expected a writable tensor supporting "
-                                                   "DLPack (__dlpack__), got ",
-                                                   given));
-    }
+    if (!nb::try_cast(array, a, /*convert=*/false)) not_importable(array, name, writable);
     outputs_.push_back(a);
-    return view_of(a, has_override ? &override_type : nullptr, name);
+    return view_of(a, type, name, int32_only);
   }
   nb::ndarray<nb::ro> a;
-  if (!nb::try_cast(array, a, /*convert=*/false)) {
-    throw Error(
-        ErrorKind::kType,
-        detail::concat(name, ": expected a tensor supporting DLPack (__dlpack__), got ", given));
-  }
+  if (!nb::try_cast(array, a, /*convert=*/false)) not_importable(array, name, writable);
   inputs_.push_back(a);
-  return view_of(a, has_override ? &override_type : nullptr, name);
+  return view_of(a, type, name, int32_only);
 }
 
 PageTable import_pages(TensorImporter& tensors, nb::handle page_table, nb::handle kv_lens,
@@ -108,12 +127,12 @@ PageTable import_pages(TensorImporter& tensors, nb::handle page_table, nb::handl
     check(nb::len(page_table) == 2, ErrorKind::kValue, "page_table",
           "a block table [B, max_pages] or a pair (page_indptr, page_indices)",
           detail::concat("a sequence of ", nb::len(page_table), " items"));
-    pages.indptr = tensors.input(page_table[0], "page_indptr");
-    pages.indices = tensors.input(page_table[1], "page_indices");
+    pages.indptr = tensors.index(page_table[0], "page_indptr");
+    pages.indices = tensors.index(page_table[1], "page_indices");
   } else {
-    pages.block_table = tensors.input(page_table, "page_table");
+    pages.block_table = tensors.index(page_table, "page_table");
   }
-  pages.kv_lens = tensors.input(kv_lens, "kv_lens");
+  pages.kv_lens = tensors.index(kv_lens, "kv_lens");
   if (kv_layout == "NHD") {
     pages.layout = KVLayout::kNHD;
   } else if (kv_layout == "HND") {

@@ -26,15 +26,19 @@ class TensorImporter {
   TensorView input(nb::handle obj, const char* name);
   // Outputs must be writable (a read-only numpy array is rejected).
   TensorView output(nb::handle obj, const char* name);
+  // Index tensors (cu_seqlens, page tables, lengths) are int32: any other integer type (torch's
+  // default int64, say) is named as such instead of failing the generic dtype import.
+  TensorView index(nb::handle obj, const char* name);
 
  private:
-  TensorView import(nb::handle obj, const char* name, bool writable);
+  TensorView import(nb::handle obj, const char* name, bool writable, bool int32_only = false);
   std::vector<nb::ndarray<nb::ro>> inputs_;
   std::vector<nb::ndarray<>> outputs_;
 };
 
 // A page table given from Python: a block table [B, max_pages] or a pair (page_indptr,
-// page_indices) of CSR arrays; plus kv_lens and the layout name ("NHD" or "HND").
+// page_indices) of CSR arrays; plus kv_lens and the layout name ("NHD" or "HND"). Imported as
+// index tensors (TensorImporter::index).
 PageTable import_pages(TensorImporter& tensors, nb::handle page_table, nb::handle kv_lens,
                        const std::string& kv_layout);
 

@@ -1,9 +1,12 @@
 #include "api/validate_common.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
+#include "common/element_access.hpp"
 #include "reference/kv_locator.hpp"
 
 namespace hopattn::validate {
@@ -17,7 +20,96 @@ std::string shape_of(const TensorView& t) { return "shape " + t.shape_string(); 
 
 std::string indexed(std::string_view arg, int64_t i) { return concat(arg, "[", i, "]"); }
 
+std::string strides_of(const TensorView& t) {
+  std::ostringstream os;
+  os << '[';
+  for (int i = 0; i < t.rank(); ++i) os << (i ? ", " : "") << t.stride(i);
+  os << ']';
+  return os.str();
+}
+
+struct Extent {
+  int64_t size;
+  int64_t stride;  // |stride| in elements
+};
+
+// The overlap rule of overlaps_itself() on (size, |stride|) pairs; arithmetic that overflows
+// counts as overlapping.
+bool extents_overlap(Extent* dims, int n) {
+  for (int i = 1; i < n; ++i) {  // insertion sort by stride: n <= kMaxRank + 1
+    for (int j = i; j > 0 && dims[j].stride < dims[j - 1].stride; --j)
+      std::swap(dims[j], dims[j - 1]);
+  }
+  int64_t reach = 0;  // the farthest offset the dims sorted so far reach
+  for (int i = 0; i < n; ++i) {
+    if (dims[i].size <= 1) continue;  // a size-1 dim never moves, whatever its stride
+    if (dims[i].stride <= reach) return true;
+    int64_t span = 0;
+    if (__builtin_mul_overflow(dims[i].size - 1, dims[i].stride, &span) ||
+        __builtin_add_overflow(reach, span, &reach)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int fill_extents(const TensorView& t, Extent* dims) {
+  for (int i = 0; i < t.rank(); ++i) {
+    const int64_t s = t.stride(i);
+    dims[i] = {t.size(i), s < 0 ? -s : s};
+  }
+  return t.rank();
+}
+
+// [first byte, last byte] of t (numel > 0); false when an offset overflows int64.
+bool byte_span(const TensorView& t, intptr_t* lo, intptr_t* hi) {
+  int64_t low = 0, high = 0;
+  for (int i = 0; i < t.rank(); ++i) {
+    int64_t reach = 0;
+    if (__builtin_mul_overflow(t.size(i) - 1, t.stride(i), &reach) ||
+        __builtin_add_overflow(reach < 0 ? low : high, reach, reach < 0 ? &low : &high)) {
+      return false;
+    }
+  }
+  const int64_t elem = dtype_size(t.dtype());
+  if (__builtin_mul_overflow(low, elem, &low) || __builtin_mul_overflow(high, elem, &high) ||
+      __builtin_add_overflow(high, elem - 1, &high)) {
+    return false;
+  }
+  const auto base = reinterpret_cast<intptr_t>(t.data());
+  return !__builtin_add_overflow(base, low, lo) && !__builtin_add_overflow(base, high, hi);
+}
+
+bool same_layout(const TensorView& a, const TensorView& b) {
+  if (a.rank() != b.rank() || dtype_size(a.dtype()) != dtype_size(b.dtype())) return false;
+  for (int i = 0; i < a.rank(); ++i) {
+    if (a.size(i) != b.size(i) || a.stride(i) != b.stride(i)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool overlaps_itself(const TensorView& t) {
+  if (t.numel() == 0) return false;
+  Extent dims[TensorView::kMaxRank];
+  return extents_overlap(dims, fill_extents(t, dims));
+}
+
+bool may_share_memory(const TensorView& a, const TensorView& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  intptr_t a_lo, a_hi, b_lo, b_hi;
+  if (!byte_span(a, &a_lo, &a_hi) || !byte_span(b, &b_lo, &b_hi)) return true;
+  if (a_hi < b_lo || b_hi < a_lo) return false;
+  if (!same_layout(a, b)) return true;
+  const int64_t elem = dtype_size(a.dtype());
+  const int64_t delta = reinterpret_cast<intptr_t>(b.data()) - reinterpret_cast<intptr_t>(a.data());
+  if (delta == 0 || delta % elem != 0) return true;
+  Extent dims[TensorView::kMaxRank + 1];
+  const int n = fill_extents(a, dims);
+  dims[n] = {2, (delta < 0 ? -delta : delta) / elem};
+  return extents_overlap(dims, n + 1);
+}
 
 // ------------------------------------------------------------------------------------ Shape
 
@@ -102,11 +194,32 @@ void Checker::fail(ErrorKind kind, std::string_view arg, const std::string& expe
 
 void Checker::defined(const TensorView& t, std::string_view arg) const {
   if (!t.defined()) fail(ErrorKind::kValue, arg, "a tensor", "none");
+  int64_t numel = 1;
   for (int i = 0; i < t.rank(); ++i) {
     if (t.size(i) < 0) fail(ErrorKind::kValue, arg, "non-negative sizes", shape_of(t));
+    if (__builtin_mul_overflow(numel, t.size(i), &numel)) {
+      fail(ErrorKind::kValue, arg, "an element count that fits in int64", shape_of(t));
+    }
   }
-  if (t.data() == nullptr && t.numel() > 0) {
+  if (numel == 0) return;
+  if (t.data() == nullptr) {
     fail(ErrorKind::kValue, arg, "a data pointer", concat("null for ", shape_of(t)));
+  }
+  // Every address computation (reference and kernels) is int64: the farthest element must have
+  // a byte offset, and an address, that int64 holds.
+  intptr_t lo, hi;
+  if (!byte_span(t, &lo, &hi)) {
+    fail(ErrorKind::kValue, arg, "strides whose byte offsets fit in int64",
+         concat("strides ", strides_of(t), " for ", shape_of(t)));
+  }
+}
+
+void Checker::token_count(int64_t count, std::string_view arg, std::string_view what) const {
+  if (count > std::numeric_limits<int32_t>::max()) {
+    fail(ErrorKind::kValue, arg,
+         concat("at most ", std::numeric_limits<int32_t>::max(), " ", what,
+                " (token counts are int32)"),
+         count);
   }
 }
 
@@ -318,6 +431,55 @@ void Checker::page_table(const PageTable& pages, int64_t batch, std::string_view
              page);
       }
     }
+  }
+}
+
+void Checker::outputs_disjoint(const Arg* outputs, const Arg* outputs_end, const Arg* inputs,
+                               const Arg* inputs_end) const {
+  for (const Arg* out = outputs; out != outputs_end; ++out) {
+    const TensorView& t = *out->t;
+    if (!t.defined()) continue;
+    if (overlaps_itself(t)) {
+      fail(ErrorKind::kValue, out->name,
+           "an output whose elements do not overlap (no zero or overlapping strides)",
+           concat("strides ", strides_of(t), " for ", shape_of(t)));
+    }
+    for (const Arg* other = outputs; other != out; ++other) {
+      if (other->t->defined() && may_share_memory(t, *other->t)) {
+        fail(ErrorKind::kValue, out->name,
+             concat("memory disjoint from ", other->name, " (outputs may not overlap)"),
+             concat("a view sharing memory with ", other->name));
+      }
+    }
+    for (const Arg* in = inputs; in != inputs_end; ++in) {
+      if (in->t->defined() && may_share_memory(t, *in->t)) {
+        fail(ErrorKind::kValue, out->name,
+             concat("memory disjoint from the input ", in->name, " (no output may alias an input)"),
+             concat("a view sharing memory with ", in->name));
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------ values
+
+void Checker::sinks(const TensorView& t, int64_t hq) const {
+  optional_tensor(t, "sinks", DTypes({DType::kFP32}), {hq}, "[Hq]");
+  if (!t.defined() || !reads_index_values()) return;
+  for (int64_t h = 0; h < hq; ++h) {
+    const double s = load_element(t, h * t.stride(0));
+    if (std::isnan(s) || s == std::numeric_limits<double>::infinity()) {
+      fail(ErrorKind::kValue, indexed("sinks", h), "a finite logit or -inf (no sink)", s);
+    }
+  }
+}
+
+void Checker::positive_values(const TensorView& t, std::string_view arg) const {
+  if (!t.defined() || !reads_index_values()) return;
+  for (int64_t i = 0; i < t.size(0); ++i) {
+    const double v = load_element(t, i * t.stride(0));
+    if (!(std::isfinite(v) && v > 0))
+      fail(ErrorKind::kValue, indexed(arg, i), "a finite value > 0", v);
   }
 }
 

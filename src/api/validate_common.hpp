@@ -71,6 +71,22 @@ struct OffsetsRule {
   std::string_view max_name;    // "max_seqlen_q"
 };
 
+// A tensor argument and the name it goes by in messages.
+struct Arg {
+  const TensorView* t;
+  std::string_view name;
+};
+
+// Whether two elements of `t` can be one address: zero strides (numpy stride tricks, torch
+// expand) or strides that interleave. Conservative: with the dims sorted by |stride|, each stride
+// must exceed the farthest offset the smaller dims reach, which every dense or sliced layout
+// meets; an exotic layout that fails it while still disjoint is reported as overlapping.
+bool overlaps_itself(const TensorView& t);
+// Whether a and b can share memory: their byte spans intersect, unless they are two views of one
+// layout (same shape, strides and element size, as dk and dv sliced out of one packed dkv
+// buffer) that together, as one tensor with an extra dim of 2, do not overlap themselves.
+bool may_share_memory(const TensorView& a, const TensorView& b);
+
 class Checker {
  public:
   // `function`: the public entry point ("decode"). `anchor` (named `anchor_name`, e.g. q) fixes
@@ -98,7 +114,8 @@ class Checker {
   }
 
   // ---- tensors
-  // Present, with non-negative sizes and a data pointer when it has elements.
+  // Present, with non-negative sizes, an element count and byte offsets that fit in int64, and
+  // a data pointer when it has elements.
   void defined(const TensorView& t, std::string_view arg) const;
   // On the anchor's device: one call runs on one device.
   void same_device(const TensorView& t, std::string_view arg) const;
@@ -124,6 +141,9 @@ class Checker {
   void tma_layout(const TensorView& t, std::string_view arg) const;
 
   // ---- sizes
+  // A sequence or token dimension of `count` `what` ("keys"): token counts are int32 everywhere
+  // (cu_seqlens, kv_lens, the kernels' indices), so a larger one is refused here.
+  void token_count(int64_t count, std::string_view arg, std::string_view what) const;
   // GQA: any Hq that Hkv divides. `k_arg` names the tensor Hkv comes from.
   void heads(int64_t hq, int64_t hkv, std::string_view k_arg) const;
   // The CPU reference's bound on head dims; CUDA sets are checked by each family.
@@ -149,6 +169,27 @@ class Checker {
   void page_table(const PageTable& pages, int64_t batch, std::string_view batch_from,
                   const PagePool& pool, int max_kv_len = 0, std::string_view max_name = {}) const;
 
+  // Outputs the call writes: each defined one overlaps neither itself, nor another output, nor
+  // any input (kernels read inputs while writing outputs, in no order a caller can rely on).
+  // Inputs may share memory with each other (k and v may be one tensor). Only addresses and
+  // strides are compared, so the rule holds for CUDA tensors too.
+  void outputs_disjoint(std::initializer_list<Arg> outputs,
+                        std::initializer_list<Arg> inputs) const {
+    outputs_disjoint(outputs.begin(), outputs.end(), inputs.begin(), inputs.end());
+  }
+  template <size_t N>
+  void outputs_disjoint(std::initializer_list<Arg> outputs,
+                        const std::array<Arg, N>& inputs) const {
+    outputs_disjoint(outputs.begin(), outputs.end(), inputs.data(), inputs.data() + N);
+  }
+
+  // ---- values the host can read (CPU tensors; CUDA ones would need a sync: README, Safety)
+  // Sinks: optional fp32 [Hq]; on host each a finite logit or -inf (that head has no sink). NaN
+  // would make every row of its head NaN, +inf empty every row of all its keys.
+  void sinks(const TensorView& t, int64_t hq) const;
+  // Per-head KV scales `arg`: on host each finite and > 0, the rule of the per-tensor value.
+  void positive_values(const TensorView& t, std::string_view arg) const;
+
   // ---- options
   void window(const Window& w) const;
   void softcap(float softcap) const;
@@ -157,6 +198,9 @@ class Checker {
   void workspace(const Workspace& ws, size_t required) const;
 
  private:
+  void outputs_disjoint(const Arg* outputs, const Arg* outputs_end, const Arg* inputs,
+                        const Arg* inputs_end) const;
+
   const char* function_;  // a literal: nothing is built unless a check fails
   Device device_;
   const char* anchor_name_;

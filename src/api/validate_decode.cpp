@@ -43,6 +43,7 @@ void check_scale(const Checker& c, const KVScale& s, std::string_view arg, int64
     c.fail(ErrorKind::kValue, arg, "a finite value > 0", s.value);
   }
   c.optional_tensor(s.per_head, arg, DTypes({DType::kFP32}), {hkv}, "per-head scales [Hkv]");
+  c.positive_values(s.per_head, arg);
 }
 
 // kv_lens count the q_len new tokens, so a live request holds at least q_len of them; 0 marks an
@@ -116,7 +117,7 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts) {
   c.tensor(a.out, "out", DTypes({a.q.dtype()}, "q's dtype"), Shape::of(a.q).with(-1, dv),
            "q's shape with v_cache's D last");
   c.tensor(a.lse, "lse", fp32, {batch, q_len, hq}, "[B, q_len, Hq]");
-  c.optional_tensor(a.sinks, "sinks", fp32, {hq}, "[Hq]");
+  c.sinks(a.sinks, hq);
   c.optional_tensor(a.tree_mask, "tree_mask", DTypes({DType::kBool}), {batch, q_len, q_len},
                     "[B, q_len, q_len]");
   check_scale(c, a.k_scale, "k_scale", pool.num_heads);
@@ -130,6 +131,18 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts) {
   if (c.reads_index_values()) check_kv_lens_cover_queries(c, a.pages.kv_lens, q_len);
   check_shared_prefix(c, a, opts.beam_width);
   c.workspace(a.workspace, decode_workspace_size(a, opts));
+  c.outputs_disjoint({{&a.out, "out"}, {&a.lse, "lse"}}, {{&a.q, "q"},
+                                                          {&a.k_cache, "k_cache"},
+                                                          {&a.v_cache, "v_cache"},
+                                                          {&a.pages.block_table, "page_table"},
+                                                          {&a.pages.indptr, "page_indptr"},
+                                                          {&a.pages.indices, "page_indices"},
+                                                          {&a.pages.kv_lens, "kv_lens"},
+                                                          {&a.k_scale.per_head, "k_scale"},
+                                                          {&a.v_scale.per_head, "v_scale"},
+                                                          {&a.sinks, "sinks"},
+                                                          {&a.tree_mask, "tree_mask"},
+                                                          {&a.shared_kv_lens, "shared_kv_lens"}});
 }
 
 }  // namespace hopattn::validate

@@ -1,5 +1,8 @@
 // Validation of attention_fwd and attention_bwd. The backward takes the forward's arguments (with
 // out and lse as inputs) plus the gradients, so both share one check of the forward's arguments.
+#include <algorithm>
+#include <array>
+
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
 #include "hopattn/api.hpp"
@@ -52,12 +55,14 @@ int64_t check_kv(const Checker& c, const FwdArgs& a, KVLayoutKind layout, PagePo
   switch (layout) {
     case KVLayoutKind::kDense:
       c.rank(a.k, "k", 4, "[B, Sk, Hkv, Dqk]");
+      c.token_count(a.k.size(1), "k", "keys");
       c.shape(a.k, "k", Shape::of(a.k).with(0, a.q.size(0)).with(-1, dqk), "q's B and Dqk");
       c.rank(a.v, "v", 4, "[B, Sk, Hkv, Dv]");
       hkv = a.k.size(2);
       break;
     case KVLayoutKind::kVarlen:
       c.rank(a.k, "k", 3, "[total_k, Hkv, Dqk]");
+      c.token_count(a.k.size(0), "k", "keys");
       c.shape(a.k, "k", Shape::of(a.k).with(-1, dqk), "q's Dqk");
       c.rank(a.v, "v", 3, "[total_k, Hkv, Dv]");
       hkv = a.k.size(1);
@@ -108,6 +113,7 @@ FwdDims check_fwd_args(const Checker& c, const FwdArgs& a) {
            layout == KVLayoutKind::kPaged ? "[total_q, Hq, Dqk] (a paged KV cache takes varlen q)"
                                           : "[total_q, Hq, Dqk] (varlen: cu_seqlens are given)");
   }
+  c.token_count(a.q.size(-3), "q", "queries");
   PagePool pool;
   const FwdDims d{a.q.size(-2), check_kv(c, a, layout, &pool), a.q.size(-1), a.v.size(-1)};
   c.heads(d.hq, d.hkv, "k");
@@ -117,7 +123,7 @@ FwdDims check_fwd_args(const Checker& c, const FwdArgs& a) {
   c.tensor(a.out, "out", DTypes({a.q.dtype()}, "q's dtype"), Shape::of(a.q).with(-1, d.dv),
            "q's shape with Dv last");
   c.tensor(a.lse, "lse", fp32, Shape::of(a.q).without_last(), "q's shape without the last dim");
-  c.optional_tensor(a.sinks, "sinks", fp32, {d.hq}, "[Hq]");
+  c.sinks(a.sinks, d.hq);
   c.tma_layout(a.q, "q");
   c.tma_layout(a.k, "k");
   c.tma_layout(a.v, "v");
@@ -126,12 +132,27 @@ FwdDims check_fwd_args(const Checker& c, const FwdArgs& a) {
   return d;
 }
 
+// The forward's inputs, for the output overlap rule (Checker::outputs_disjoint).
+std::array<Arg, 10> fwd_inputs(const FwdArgs& a) {
+  return {{{&a.q, "q"},
+           {&a.k, "k"},
+           {&a.v, "v"},
+           {&a.sinks, "sinks"},
+           {&a.cu_seqlens_q, "cu_seqlens_q"},
+           {&a.cu_seqlens_k, "cu_seqlens_k"},
+           {&a.pages.block_table, "page_table"},
+           {&a.pages.indptr, "page_indptr"},
+           {&a.pages.indices, "page_indices"},
+           {&a.pages.kv_lens, "kv_lens"}}};
+}
+
 }  // namespace
 
 void attention_fwd(const FwdArgs& args, const AttentionOptions& opts) {
   const Checker c("attention_fwd", args.q, "q");
   check_options(c, opts);
   check_fwd_args(c, args);
+  c.outputs_disjoint({{&args.out, "out"}, {&args.lse, "lse"}}, fwd_inputs(args));
 }
 
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
@@ -162,6 +183,16 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
   c.tma_layout(args.dk, "dk");
   c.tma_layout(args.dv, "dv");
   c.workspace(args.workspace, attention_bwd_workspace_size(args, opts));
+
+  // Here the forward's out and lse are inputs, read while the gradients are written.
+  std::array<Arg, 13> inputs;
+  const std::array<Arg, 10> fwd = fwd_inputs(f);
+  std::copy(fwd.begin(), fwd.end(), inputs.begin());
+  inputs[10] = {&f.out, "out"};
+  inputs[11] = {&f.lse, "lse"};
+  inputs[12] = {&args.dout, "dout"};
+  c.outputs_disjoint(
+      {{&args.dq, "dq"}, {&args.dk, "dk"}, {&args.dv, "dv"}, {&args.dsinks, "dsinks"}}, inputs);
 }
 
 }  // namespace hopattn::validate

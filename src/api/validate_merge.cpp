@@ -27,6 +27,9 @@ void merge_states(const MergeArgs& a) {
   c.tma_layout(a.o_a, "o_a");
   c.tma_layout(a.o_b, "o_b");
   c.tma_layout(a.out, "out");
+  // In-place merging (out = o_a) is not supported: an output never aliases an input.
+  c.outputs_disjoint({{&a.out, "out"}, {&a.lse, "lse"}},
+                     {{&a.o_a, "o_a"}, {&a.lse_a, "lse_a"}, {&a.o_b, "o_b"}, {&a.lse_b, "lse_b"}});
 }
 
 void merge_states_n(const MergeNArgs& a) {
@@ -42,6 +45,7 @@ void merge_states_n(const MergeNArgs& a) {
   c.tensor(a.lse_out, "lse_out", fp32, {tokens, heads}, "[T, H] of o");
   c.tma_layout(a.o, "o");
   c.tma_layout(a.out, "out");
+  c.outputs_disjoint({{&a.out, "out"}, {&a.lse_out, "lse_out"}}, {{&a.o, "o"}, {&a.lse, "lse"}});
 }
 
 }  // namespace hopattn::validate

@@ -46,6 +46,15 @@ void mla(const MlaArgs& a, const MlaOptions& opts) {
   const int64_t batch = c.offsets(a.cu_seqlens_q, "cu_seqlens_q",
                                   {total_q, "q_nope", -1, {}, a.max_seqlen_q, "max_seqlen_q"});
   c.page_table(a.pages, batch, "cu_seqlens_q", pool);
+  c.outputs_disjoint({{&a.out, "out"}, {&a.lse, "lse"}}, {{&a.q_nope, "q_nope"},
+                                                          {&a.q_pe, "q_pe"},
+                                                          {&a.ckv, "ckv"},
+                                                          {&a.kpe, "kpe"},
+                                                          {&a.cu_seqlens_q, "cu_seqlens_q"},
+                                                          {&a.pages.block_table, "page_table"},
+                                                          {&a.pages.indptr, "page_indptr"},
+                                                          {&a.pages.indices, "page_indices"},
+                                                          {&a.pages.kv_lens, "kv_lens"}});
 }
 
 }  // namespace hopattn::validate

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "common/dlpack_type.hpp"
 #include "hopattn/error.hpp"
 
 namespace hopattn {
@@ -83,9 +84,8 @@ std::string TensorView::shape_string() const {
 namespace {
 
 DType dtype_from_dlpack(DLDataType t) {
-  const std::string given = detail::concat("DLDataType{code=", int(t.code), ", bits=", int(t.bits),
-                                           ", lanes=", t.lanes, "}");
-  check(t.lanes == 1, ErrorKind::kType, "from_dlpack", "lanes == 1", given);
+  const std::string given = dlpack_type_name(t);
+  check(t.lanes == 1, ErrorKind::kType, "from_dlpack", "one lane per element", given);
   if (t.code == kDLBfloat && t.bits == 16) return DType::kBF16;
   if (t.code == kDLFloat && t.bits == 16) return DType::kFP16;
   if (t.code == kDLFloat && t.bits == 32) return DType::kFP32;

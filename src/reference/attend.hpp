@@ -2,6 +2,7 @@
 // one query row over its keys (with an optional sink). Double precision throughout.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -33,10 +34,21 @@ inline double default_scale(const std::optional<float>& scale, int head_dim_qk) 
 
 // Softmax of one row of logits in place: logits[j] (kNegInf = masked) -> probabilities.
 // The sink (if any) joins the denominator only. Returns lse = log(denominator), kNegInf when the
-// row sees nothing (then every probability is 0, never NaN).
+// row sees nothing (then every probability is 0, never NaN). A NaN logit (NaN in q, in a visible
+// key or in a KV scale) makes the whole row NaN, probabilities and lse, as torch SDPA does: a
+// max that skipped it would otherwise report a row of NaN keys as one that sees nothing.
 inline double softmax_row(double* logits, int64_t n, const double* sink) {
   double m = sink ? *sink : kNegInf;
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, logits[j]);
+  bool nan = std::isnan(m);
+  for (int64_t j = 0; j < n; ++j) {
+    nan |= std::isnan(logits[j]);
+    m = std::max(m, logits[j]);
+  }
+  if (nan) {
+    const double q_nan = std::numeric_limits<double>::quiet_NaN();
+    for (int64_t j = 0; j < n; ++j) logits[j] = q_nan;
+    return q_nan;
+  }
   if (m == kNegInf) {
     for (int64_t j = 0; j < n; ++j) logits[j] = 0.0;
     return kNegInf;

@@ -124,7 +124,9 @@ struct DecodeProblem {
         const double lse = softmax_row(p.data(), kv_len, has_sink ? &sink : nullptr);
         std::fill(o.begin(), o.end(), 0.0);
         for (int64_t j = 0; j < kv_len; ++j) {
-          if (p[j] == 0.0) continue;  // masked keys: their values are not even touched
+          // Masked keys: their values are not even touched. A visible key counts even at zero
+          // weight (an underflowed exp), so NaN in its value still reaches out (0 * NaN).
+          if (!vis[i * kv_len + j]) continue;
           for (int64_t d = 0; d < head_dim_v; ++d) o[d] += p[j] * values[j * head_dim_v + d];
         }
         for (int64_t d = 0; d < head_dim_v; ++d) {

@@ -102,7 +102,9 @@ struct MlaProblem {
     const double lse = softmax_row(p.data(), kv_len, nullptr);
     std::vector<double> o(static_cast<size_t>(latent_dim), 0.0);
     for (int64_t j = 0; j < kv_len; ++j) {
-      if (p[j] == 0.0) continue;  // masked: the value row is not touched
+      // Masked: the value row is not touched. A visible key counts even at zero weight, so NaN
+      // in its latent row still reaches out.
+      if (!key_visible(i, j, q_len, kv_len, opts.causal, Window{})) continue;
       for (int64_t d = 0; d < latent_dim; ++d) o[d] += p[j] * lat[j * latent_dim + d];
     }
     for (int64_t d = 0; d < latent_dim; ++d) {

@@ -24,7 +24,8 @@ struct RowResult {
 
 // Attention of one query over keys[j] / values[j] (j < allowed.size()), only where allowed[j]:
 //   s_j = softcap(scale * q.k_j), Z = sum_j e^{s_j} (+ e^{sink}), out = sum_j e^{s_j} v_j / Z,
-//   lse = log Z. Nothing allowed and no sink: out = 0, lse = -inf.
+//   lse = log Z. Nothing allowed and no sink: out = 0, lse = -inf. A NaN logit is not skipped:
+//   it makes Z, and so the whole row, NaN.
 inline RowResult attend_row(const std::vector<double>& q,
                             const std::vector<std::vector<double>>& keys,
                             const std::vector<std::vector<double>>& values,
@@ -34,15 +35,17 @@ inline RowResult attend_row(const std::vector<double>& q,
   r.out.assign(value_dim, 0.0);
   std::vector<double> s(allowed.size(), 0.0);
   double m = sink ? *sink : -kInf;
+  bool nan = sink && std::isnan(*sink);
   for (size_t j = 0; j < allowed.size(); ++j) {
     if (!allowed[j]) continue;
     double dot = 0.0;
     for (size_t d = 0; d < q.size(); ++d) dot += q[d] * keys[j][d];
     s[j] = scale * dot;
     if (softcap > 0) s[j] = softcap * std::tanh(s[j] / softcap);
+    nan |= std::isnan(s[j]);
     if (s[j] > m) m = s[j];
   }
-  if (m == -kInf) return r;
+  if (m == -kInf && !nan) return r;
   double z = sink ? std::exp(*sink - m) : 0.0;
   for (size_t j = 0; j < allowed.size(); ++j) {
     if (allowed[j]) z += std::exp(s[j] - m);

@@ -58,10 +58,11 @@ inline std::vector<std::vector<bool>> mask_matrix(const Config& c, int64_t q_len
 
 // Everything about one head of one request, in matrices.
 struct HeadMatrices {
-  std::vector<std::vector<double>> x;  // scale * q.k before the cap
-  std::vector<std::vector<double>> p;  // probabilities (0 where masked)
-  std::vector<double> z;               // softmax denominators (sink included)
-  std::vector<std::vector<double>> o;  // [q_len][dv]
+  std::vector<std::vector<bool>> mask;  // mask_matrix(): which pairs exist at all
+  std::vector<std::vector<double>> x;   // scale * q.k before the cap
+  std::vector<std::vector<double>> p;   // probabilities (0 where masked)
+  std::vector<double> z;                // softmax denominators (sink included)
+  std::vector<std::vector<double>> o;   // [q_len][dv]
 };
 
 inline double q_at(const Config& c, const Request& r, int64_t i, int64_t h, int64_t d) {
@@ -82,6 +83,7 @@ inline HeadMatrices head_matrices(const Config& c, const Request& r, int64_t h,
   const int64_t g = h / (c.hq / c.hkv);
   const auto mask = mask_matrix(c, r.q_len, r.kv_len);
   HeadMatrices m;
+  m.mask = mask;
   m.x.assign(r.q_len, std::vector<double>(r.kv_len, 0.0));
   m.p = m.x;
   m.z.assign(r.q_len, 0.0);
@@ -99,6 +101,8 @@ inline HeadMatrices head_matrices(const Config& c, const Request& r, int64_t h,
     if (!sinks.empty()) m.z[i] += std::exp(sinks[h]);
     if (m.z[i] == 0.0) continue;  // nothing visible and no sink: zero row
     for (int64_t j = 0; j < r.kv_len; ++j) {
+      // Masked pairs stay at p = 0 and add nothing, even where z (a NaN row) or v is NaN.
+      if (!mask[i][j]) continue;
       m.p[i][j] = e[j] / m.z[i];
       for (int64_t d = 0; d < c.dv; ++d) m.o[i][d] += m.p[i][j] * v_at(c, r, j, g, d);
     }
@@ -137,8 +141,9 @@ inline Backward backward(const Config& c, const Request& r, const std::vector<do
     for (int64_t i = 0; i < r.q_len; ++i) {
       double delta = 0.0;
       for (int64_t d = 0; d < c.dv; ++d) delta += dout_at(c, r, i, h, d) * m.o[i][d];
-      if (!sinks.empty() && m.z[i] > 0) b.dsinks[h] -= std::exp(sinks[h]) / m.z[i] * delta;
+      if (!sinks.empty() && m.z[i] != 0.0) b.dsinks[h] -= std::exp(sinks[h]) / m.z[i] * delta;
       for (int64_t j = 0; j < r.kv_len; ++j) {
+        if (!m.mask[i][j]) continue;  // no such pair: no gradient flows through it
         double dp = 0.0;
         for (int64_t d = 0; d < c.dv; ++d) {
           dp += dout_at(c, r, i, h, d) * v_at(c, r, j, g, d);

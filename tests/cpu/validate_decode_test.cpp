@@ -29,7 +29,7 @@ Decode make_decode(DType cache_dtype = kBF16, int64_t d = 64) {
   f.args.v_cache = f.keep.make(cache_dtype, {40, 4, 2, d});
   f.args.pages.block_table = f.keep.ints({0, 1, -1, 2, 3, 4, -1, -1, -1, 5, 6, -1}, {4, 3});
   f.args.pages.kv_lens = f.keep.ints({5, 12, 0, 6});
-  f.args.k_scale.per_head = f.keep.make(kFP32, {2});
+  f.args.k_scale.per_head = f.keep.floats({0.5, 2.0});
   f.args.v_scale.value = 0.5f;
   f.args.sinks = f.keep.make(kFP32, {8});
   f.args.tree_mask = f.keep.make(DType::kBool, {4, 2, 2});
@@ -85,9 +85,9 @@ TEST(ValidateDecode, ValidCallsPass) {
     f.opts.num_splits = 256;
     f.opts.window = {32, -1};
     f.opts.softcap = 50.f;
-    f.args.q = with_shape(f.args.q, {4, 16, 8, 64});
-    f.args.out = with_shape(f.args.out, {4, 16, 8, 64});
-    f.args.lse = with_shape(f.args.lse, {4, 16, 8});
+    f.args.q = f.keep.make(kBF16, {4, 16, 8, 64});
+    f.args.out = f.keep.make(kBF16, {4, 16, 8, 64});
+    f.args.lse = f.keep.make(kFP32, {4, 16, 8});
     f.args.pages.block_table =
         f.keep.ints({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {4, 4});
     f.args.pages.kv_lens = f.keep.ints({16, 16, 0, 16});
@@ -109,8 +109,8 @@ TEST(ValidateDecode, ValidCallsPass) {
   }));
   EXPECT_TRUE(passes([] {
     Decode f = make_decode();  // CPU: fp32 q with an fp32 cache, and Dv != D
-    f.args.q = with_dtype(f.args.q, kFP32);
-    f.args.k_cache = with_dtype(f.args.k_cache, kFP32);
+    f.args.q = f.keep.make(kFP32, {4, 2, 8, 64});
+    f.args.k_cache = f.keep.make(kFP32, {40, 4, 2, 64});
     f.args.v_cache = f.keep.make(kFP32, {40, 4, 2, 24});
     f.args.out = f.keep.make(kFP32, {4, 2, 8, 24});
     validate_decode(f);
@@ -356,6 +356,10 @@ TEST(ValidateDecode, CudaCachesNeedTmaLayouts) {
 
 TEST(ValidateDecode, CudaCallsNeverReadIndexValues) {
   Decode f = beam_decode();
+  // Nor scale and sink values: reading device memory would synchronize (README, Safety).
+  f.args.k_scale.per_head = f.keep.floats({NAN, -1.0});
+  f.args.v_scale.per_head = f.keep.floats({0.0, INFINITY});
+  f.args.sinks = f.keep.floats({NAN, INFINITY, 0, 0, 0, 0, 0, 0});
   f.args.pages.block_table = f.keep.ints({99, -5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, {4, 3});
   f.args.pages.kv_lens = f.keep.ints({-3, 1000, 1, 1});
   f.args.shared_kv_lens = f.keep.ints({500, -2});
@@ -375,6 +379,78 @@ TEST(ValidateDecode, RejectedPublicCallWritesNothing) {
                            "page_table[3][1]: expected a page index in [0, 40), got 1073741824"));
   EXPECT_EQ(bytes_of(f.args.out), out);
   EXPECT_EQ(bytes_of(f.args.lse), lse);
+}
+
+// Outputs may overlap neither themselves, nor each other, nor an input (validate_common.hpp).
+const DecodeRejection kOverlaps[] = {
+    {"out expanded over q_len",
+     [](auto&, auto& a, auto&) {
+       a.out = with_strides(a.out, {2 * 8 * 64, 0, 64, 1});
+     },
+     ErrorKind::kValue,
+     "hopattn.decode: out: expected an output whose elements do not overlap (no zero or "
+     "overlapping strides), got strides [1024, 0, 64, 1] for shape [4, 2, 8, 64]"},
+    {"lse in out's memory",
+     [](auto&, auto& a, auto&) {
+       a.lse = with_shape(with_dtype(a.out, kFP32), {4, 2, 8});
+     },
+     ErrorKind::kValue, "lse: expected memory disjoint from out (outputs may not overlap)"},
+    {"out is q", [](auto&, auto& a, auto&) { a.out = a.q; }, ErrorKind::kValue,
+     "out: expected memory disjoint from the input q (no output may alias an input)"},
+    {"lse over the sinks", [](auto&, auto& a, auto&) { a.sinks = with_shape(a.lse, {8}); },
+     ErrorKind::kValue, "lse: expected memory disjoint from the input sinks"},
+    {"out over the cache",
+     [](auto&, auto& a, auto&) {
+       a.out = with_shape(a.v_cache, {4, 2, 8, 64});
+     },
+     ErrorKind::kValue, "out: expected memory disjoint from the input v_cache"},
+};
+
+TEST(ValidateDecode, OverlappingOutputsAreRejected) {
+  expect_rejections(default_decode, std::begin(kOverlaps), std::end(kOverlaps));
+}
+
+// Host-resident per-head scales and sinks are values the host can check without a sync: a bad
+// one would turn a head's rows into NaN (or empty them) instead of raising.
+const DecodeRejection kHostValues[] = {
+    {"k_scale[1] nan",
+     [](auto& k, auto& a, auto&) {
+       a.k_scale.per_head = k.floats({1.0, NAN});
+     },
+     ErrorKind::kValue, "hopattn.decode: k_scale[1]: expected a finite value > 0, got nan"},
+    {"k_scale[0] inf",
+     [](auto& k, auto& a, auto&) {
+       a.k_scale.per_head = k.floats({INFINITY, 1.0});
+     },
+     ErrorKind::kValue, "k_scale[0]: expected a finite value > 0, got inf"},
+    {"v_scale[0] zero",
+     [](auto& k, auto& a, auto&) {
+       a.v_scale.per_head = k.floats({0.0, 1.0});
+     },
+     ErrorKind::kValue, "v_scale[0]: expected a finite value > 0, got 0"},
+    {"v_scale[1] negative",
+     [](auto& k, auto& a, auto&) {
+       a.v_scale.per_head = k.floats({1.0, -0.5});
+     },
+     ErrorKind::kValue, "v_scale[1]: expected a finite value > 0, got -0.5"},
+    {"sinks[3] nan",
+     [](auto& k, auto& a, auto&) {
+       a.sinks = k.floats({0, 0, 0, NAN, 0, 0, 0, 0});
+     },
+     ErrorKind::kValue,
+     "hopattn.decode: sinks[3]: expected a finite logit or -inf (no sink), got nan"},
+    {"sinks[0] +inf",
+     [](auto& k, auto& a, auto&) {
+       a.sinks = k.floats({INFINITY, 0, 0, 0, 0, 0, 0, 0});
+     },
+     ErrorKind::kValue, "sinks[0]: expected a finite logit or -inf (no sink), got inf"},
+};
+
+TEST(ValidateDecode, BadHostScalesAndSinksAreRejected) {
+  expect_rejections(default_decode, std::begin(kHostValues), std::end(kHostValues));
+  Decode f = make_decode();
+  f.args.sinks = f.keep.floats({-INFINITY, 1, -2, 0, 0, 0, 0, 30});  // -inf: that head has none
+  EXPECT_TRUE(passes([&] { validate_decode(f); }));
 }
 
 }  // namespace

@@ -211,5 +211,55 @@ TEST(ValidateMerge, RejectedPublicCallsWriteNothing) {
   EXPECT_EQ(bytes_of(g.args.lse_out), lse_n);
 }
 
+// An output never aliases an input, so merging in place (out = o_a) is rejected rather than
+// left to the order in which a kernel happens to read and write.
+const MergeRejection kMergeOverlaps[] = {
+    {"in place into o_a", [](auto&, auto& a, auto&) { a.out = a.o_a; }, ErrorKind::kValue,
+     "hopattn.merge_states: out: expected memory disjoint from the input o_a (no output may alias "
+     "an input), got a view sharing memory with o_a"},
+    {"lse in place into lse_b", [](auto&, auto& a, auto&) { a.lse = a.lse_b; }, ErrorKind::kValue,
+     "lse: expected memory disjoint from the input lse_b"},
+    {"lse with a zero stride",
+     [](auto&, auto& a, auto&) {
+       a.lse = with_strides(a.lse, {0, 1});
+     },
+     ErrorKind::kValue, "lse: expected an output whose elements do not overlap"},
+};
+
+const MergeNRejection kMergeNOverlaps[] = {
+    {"lse_out in out's memory",
+     [](auto&, auto& a, auto&) {
+       a.lse_out = with_shape(with_dtype(a.out, kFP32), {6, 4});
+     },
+     ErrorKind::kValue,
+     "hopattn.merge_states_n: lse_out: expected memory disjoint from out (outputs may not "
+     "overlap)"},
+    {"out expanded",
+     [](auto&, auto& a, auto&) {
+       a.out = with_strides(a.out, {64, 0, 1});
+     },
+     ErrorKind::kValue, "out: expected an output whose elements do not overlap"},
+    {"out over o",
+     [](auto&, auto& a, auto&) {
+       a.out = with_shape(a.o, {6, 4, 64});
+     },
+     ErrorKind::kValue, "out: expected memory disjoint from the input o"},
+};
+
+TEST(ValidateMerge, OverlappingOutputsAreRejected) {
+  for (const MergeRejection& r : kMergeOverlaps) {
+    Merge f = make_merge();
+    r.mutate(f.keep, f.args, f.opts);
+    EXPECT_TRUE(throws_error([&] { validate::merge_states(f.args); }, r.kind, r.fragment))
+        << r.name;
+  }
+  for (const MergeNRejection& r : kMergeNOverlaps) {
+    MergeN f = make_merge_n();
+    r.mutate(f.keep, f.args, f.opts);
+    EXPECT_TRUE(throws_error([&] { validate::merge_states_n(f.args); }, r.kind, r.fragment))
+        << r.name;
+  }
+}
+
 }  // namespace
 }  // namespace hopattn::testing

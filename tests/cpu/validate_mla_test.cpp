@@ -224,5 +224,16 @@ TEST(ValidateMla, RejectedPublicCallWritesNothing) {
   EXPECT_EQ(bytes_of(f.args.lse), lse);
 }
 
+TEST(ValidateMla, OverlappingOutputsAreRejected) {
+  Mla f = make_mla();
+  f.args.lse = with_strides(f.args.lse, {1, 0});
+  EXPECT_TRUE(throws_error([&] { validate_mla(f); }, ErrorKind::kValue,
+                           "hopattn.mla: lse: expected an output whose elements do not overlap"));
+  Mla g = make_mla();
+  g.args.out = with_shape(g.args.ckv, {5, 4, 512});
+  EXPECT_TRUE(throws_error([&] { validate_mla(g); }, ErrorKind::kValue,
+                           "out: expected memory disjoint from the input ckv"));
+}
+
 }  // namespace
 }  // namespace hopattn::testing

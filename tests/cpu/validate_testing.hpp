@@ -94,6 +94,12 @@ class TensorKeeper {
   TensorView ints(const std::vector<int32_t>& values, std::vector<int64_t> shape = {}) {
     return keep(int_tensor(values, std::move(shape)));
   }
+  // fp32 [values.size()] (per-head scales, sinks).
+  TensorView floats(const std::vector<double>& values) {
+    HostTensor t(DType::kFP32, {static_cast<int64_t>(values.size())});
+    for (size_t i = 0; i < values.size(); ++i) t.set(static_cast<int64_t>(i), values[i]);
+    return keep(std::move(t));
+  }
 
  private:
   std::deque<HostTensor> held_;

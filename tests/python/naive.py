@@ -38,17 +38,30 @@ def _softcapped(s, softcap):
 def _softmax_with_sink(s, sink):
     """Row softmax of logits s [Sq, Sk] (-inf = masked) with an optional sink logit joining the
     denominator only. Returns (p [Sq, Sk], p_sink [Sq], lse [Sq]); rows that see nothing get
-    p = 0 and lse = -inf."""
+    p = 0 and lse = -inf; a NaN logit (NaN in q or a visible key) makes its whole row NaN."""
     full = s if sink is None else np.concatenate([s, np.full((s.shape[0], 1), sink)], axis=1)
     mx = full.max(axis=1, keepdims=True) if full.shape[1] else np.full((s.shape[0], 1), NEG_INF)
-    shift = np.where(np.isfinite(mx), mx, 0.0)
-    e = np.where(np.isfinite(full), np.exp(full - shift), 0.0)
+    # Rows that see nothing shift by 0; +inf or NaN maxima shift by themselves, which gives the
+    # NaN rows the reference gives (inf - inf).
+    shift = np.where(mx == NEG_INF, 0.0, mx)
+    with np.errstate(invalid="ignore"):
+        e = np.where(full == NEG_INF, 0.0, np.exp(full - shift))
     denom = e.sum(axis=1, keepdims=True)
-    p_all = np.divide(e, denom, out=np.zeros_like(e), where=denom > 0)
-    with np.errstate(divide="ignore"):
+    nan_row = np.isnan(denom)
+    p_all = np.divide(e, denom, out=np.zeros_like(e), where=(denom > 0) | nan_row)
+    with np.errstate(divide="ignore", invalid="ignore"):
         lse = np.where(denom[:, 0] > 0, shift[:, 0] + np.log(denom[:, 0]), NEG_INF)
+    lse = np.where(nan_row[:, 0], np.nan, lse)
     p_sink = p_all[:, -1] if sink is not None else np.zeros(s.shape[0])
     return p_all[:, : s.shape[1]], p_sink, lse
+
+
+def _masked_matmul(a, b, mask):
+    """a @ b summed over the pairs mask allows only ([M, K] @ [K, N], mask [M, K]): a masked
+    pair adds nothing even where b holds NaN (0 * NaN would)."""
+    if np.isfinite(a).all() and np.isfinite(b).all():
+        return np.where(mask, a, 0.0) @ b
+    return np.where(mask[:, :, None], a[:, :, None] * b[None], 0.0).sum(axis=1)
 
 
 def _logits(q, k, mask, scale, softcap):
@@ -68,7 +81,7 @@ def attend(q, k, v, mask, scale=None, softcap=0.0, sinks=None):
     for h in range(hq):
         _, s = _logits(q[:, h], k[:, h // group], mask, scale, softcap)
         p, _, lse[:, h] = _softmax_with_sink(s, None if sinks is None else float(sinks[h]))
-        out[:, h] = p @ v[:, h // group]
+        out[:, h] = _masked_matmul(p, v[:, h // group], mask)
     return out, lse
 
 
@@ -85,14 +98,15 @@ def attend_backward(q, k, v, dout, mask, scale=None, softcap=0.0, sinks=None):
         kh, vh = k[:, h // group], v[:, h // group]
         x, s = _logits(q[:, h], kh, mask, scale, softcap)
         p, p_sink, _ = _softmax_with_sink(s, None if sinks is None else float(sinks[h]))
-        o = p @ vh
+        o = _masked_matmul(p, vh, mask)
         row_dot = np.sum(dout[:, h] * o, axis=1, keepdims=True)
-        ds = p * (dout[:, h] @ vh.T - row_dot)
+        ds = np.where(mask, p * (dout[:, h] @ vh.T - row_dot), 0.0)
         if softcap > 0:
             ds = ds * (1.0 - np.tanh(x / softcap) ** 2)
-        dq[:, h] = scale * ds @ kh
-        dk[:, h // group] += scale * ds.T @ q[:, h]
-        dv[:, h // group] += p.T @ dout[:, h]
+        # Only the (query, key) pairs the mask allows carry gradient, even from a NaN row.
+        dq[:, h] = scale * _masked_matmul(ds, kh, mask)
+        dk[:, h // group] += scale * _masked_matmul(ds.T, q[:, h], mask.T)
+        dv[:, h // group] += _masked_matmul(p.T, dout[:, h], mask.T)
         # The sink's weight p_sink joins the denominator: d out_i / d sink = -p_sink_i * out_i.
         dsinks[h] = -np.sum(p_sink * row_dot[:, 0])
     return dq, dk, dv, dsinks
@@ -228,7 +242,9 @@ def merge_states_n(o, lse):
     # A state of zero weight contributes nothing, whatever its o holds (even NaN).
     out = np.where(weight[..., None] > 0, weight[..., None] * o, 0.0).sum(axis=1)
     merged = np.where(total > 0, safe + np.log(np.where(total > 0, total, 1.0)), NEG_INF)
-    return out, merged
+    # A NaN lse poisons its merged row instead of counting as an empty state.
+    nan = np.isnan(lse).any(axis=1)
+    return np.where(nan[..., None], np.nan, out), np.where(nan, np.nan, merged)
 
 
 def merge_states(o_a, lse_a, o_b, lse_b):

@@ -116,7 +116,7 @@ def test_bad_dtype_is_type_error(fw, rng):
 
 def test_unsupported_dlpack_dtype_is_type_error():
     q = np.zeros((1, 2, 2, 16))  # float64: no attention dtype
-    with pytest.raises(TypeError, match="q: .*expected .*got .*bits=64"):
+    with pytest.raises(TypeError, match="q: .*expected .*got float64$"):
         hopattn.attention(q, q, q)
 
 

@@ -31,6 +31,13 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
                : "memory");
 }
 
+// PTX ISA "ld" (ld.shared.v2.b32).
+__device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
 // PTX ISA "ld" (ld.shared.v4.b32).
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;

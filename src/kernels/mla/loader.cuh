@@ -50,89 +50,104 @@ struct MlaLoader {
             p.page_indptr[(b + 1) * p.page_indptr_stride] - begin};
   }
 
-  // Threads 0..63: (page, slot) of key `first + tid`, page -1 when the key is not to be read.
-  // An index outside the page table or a page id outside the pool is never dereferenced.
-  __device__ static void fill_row_table(const MlaParams& p, const PageList& list, int2* table,
-                                        int first, int key_end, int tid) {
+  // Threads 0..kBlockKeys-1, key `first + tid` of a block: its page-table entry is fetched one
+  // block ahead (fetch_page), so that the global load's latency overlaps the previous block's
+  // copies; row_entry then makes the table entry, (page, slot), or page -1 for a key not to be
+  // read. An index outside the page table or a page id outside the pool is never dereferenced.
+  __device__ static int fetch_page(const MlaParams& p, const PageList& list, int first, int key_end,
+                                   int tid) {
+    const int key = first + tid;
+    if (tid >= kBlockKeys || key >= key_end) return -1;
+    const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
+    return index < list.count ? list.pages[index * p.page_col_stride] : -1;
+  }
+
+  __device__ static void write_row_entry(const MlaParams& p, int2* table, int first, int page,
+                                         int tid) {
     if (tid >= kBlockKeys) return;
     const int key = first + tid;
-    int2 e = make_int2(-1, 0);
-    if (key < key_end) {
-      const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
-      if (index < list.count) {
-        const int page = list.pages[index * p.page_col_stride];
-        if (page >= 0 && page < p.num_pages) e = make_int2(page, key - index * p.page_size);
-      }
-    }
-    table[tid] = e;
+    const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
+    table[tid] = page >= 0 && page < p.num_pages ? make_int2(page, key - index * p.page_size)
+                                                 : make_int2(-1, 0);
+  }
+
+  // Lane mapping of both copy paths: 8 lanes a row, 16 rows a pass over the 128 threads, so
+  // that a thread looks its row up once (one ld.shared of the row table) and then issues its
+  // copies at fixed offsets from one address: lane j of a row takes 16-byte chunks j, j + 8, ...
+  // and the 8 lanes of a row cover 128 contiguous bytes per instruction.
+  static constexpr uint32_t kLanesPerRow = 8;
+  static constexpr uint32_t kRowsPerPass = 128 / kLanesPerRow;
+  static_assert(kBlockKeys % kRowsPerPass == 0, "whole passes");
+
+  // (page, slot) of row `row` of the table at shared address `table`, by an explicit ld.shared
+  // (a generic load would go through L1TEX and stall each copy on its latency).
+  __device__ static int2 table_entry(uint32_t table, uint32_t row) {
+    const uint2 v = ptx::ld_shared_v2(table + row * 8);
+    return make_int2(static_cast<int>(v.x), static_cast<int>(v.y));
+  }
+
+  template <class T>
+  __device__ static const T* row_pointer(const void* base, const int2& e,
+                                         const int64_t (&stride)[2]) {
+    return static_cast<const T*>(base) + e.x * stride[0] + e.y * stride[1];
   }
 
   // 16-bit cache: the block's rows by cp.async into stage `dst` (a shared-window address), then
   // one arrival per thread on `full` once its copies have landed.
-  __device__ static void copy_block(const MlaParams& p, const int2* table, uint32_t dst,
+  __device__ static void copy_block(const MlaParams& p, uint32_t table, uint32_t dst,
                                     uint64_t* full, uint32_t tid) {
     using Elt = typename Traits::Elt;
-    const Elt* ckv = static_cast<const Elt*>(p.ckv);
-    const Elt* kpe = static_cast<const Elt*>(p.kpe);
-    // ckv: 64 chunks a row; a thread keeps chunk tid % 64 and walks every other row.
-    const uint32_t c = tid % 64;
-#pragma unroll 8
-    for (uint32_t row = tid / 64; row < kBlockKeys; row += 2) {
-      const int2 e = table[row];
-      const Elt* src = ckv;
-      int bytes = 0;
-      if (e.x >= 0) {
-        src = ckv + e.x * p.ckv_stride[0] + e.y * p.ckv_stride[1] + c * 8;
-        bytes = 16;
-      }
-      ptx::cp_async_16(dst + swizzled_offset(Traits::kKVPanelBytes, row, c), src, bytes);
-    }
-    // kpe: 8 chunks a row (panel 8); a thread keeps chunk tid % 8 and walks every 16th row.
-    const uint32_t ce = tid % 8;
+    const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll
-    for (uint32_t row = tid / 8; row < kBlockKeys; row += 16) {
-      const int2 e = table[row];
-      const Elt* src = kpe;
-      int bytes = 0;
-      if (e.x >= 0) {
-        src = kpe + e.x * p.kpe_stride[0] + e.y * p.kpe_stride[1] + ce * 8;
-        bytes = 16;
+    for (uint32_t row = tid / kLanesPerRow; row < kBlockKeys; row += kRowsPerPass) {
+      const int2 e = table_entry(table, row);
+      const bool read = e.x >= 0;
+      const Elt* ckv =
+          read ? row_pointer<Elt>(p.ckv, e, p.ckv_stride) : static_cast<const Elt*>(p.ckv);
+      const Elt* kpe =
+          read ? row_pointer<Elt>(p.kpe, e, p.kpe_stride) : static_cast<const Elt*>(p.kpe);
+      const int bytes = read ? 16 : 0;
+      const uint32_t d = dst + row * 128 + ((lane ^ (row % 8)) << 4);
+#pragma unroll
+      for (uint32_t i = 0; i < Traits::kLatentPanels; ++i) {
+        ptx::cp_async_16(d + i * Traits::kKVPanelBytes, ckv + (read ? (lane + 8 * i) * 8 : 0),
+                         bytes);
       }
-      ptx::cp_async_16(dst + swizzled_offset(Traits::kKVPanelBytes, row, 64 + ce), src, bytes);
+      ptx::cp_async_16(d + Traits::kLatentPanels * Traits::kKVPanelBytes,
+                       kpe + (read ? lane * 8 : 0), bytes);
     }
     ptx::cp_async_mbarrier_arrive_noinc(full);
   }
 
-  // fp8 cache, step 1: the block's rows as 16-byte loads into registers (16 of ckv, 2 of kpe a
-  // thread), issued before the wait for the stage so that their latency overlaps it. ckv: a
-  // thread keeps chunk tid % 32 (of 32) and walks every 4th row; kpe: chunk tid % 4, every 32nd.
+  // fp8 cache, step 1: the block's rows as 16-byte loads into registers, issued before the wait
+  // for the stage so that their latency overlaps it. A row is 36 chunks (32 of ckv, 4 of kpe):
+  // lane j of its 8 takes ckv chunks j, j + 8, j + 16, j + 24 and, for j < 4, kpe chunk j.
+  static constexpr int kFp8Rows = kBlockKeys / kRowsPerPass;
   struct Fp8Rows {
-    uint4 ckv[kBlockKeys / 4];
-    uint4 kpe[kBlockKeys / 32];
+    uint4 ckv[kFp8Rows][4];
+    uint4 kpe[kFp8Rows];
   };
 
-  __device__ static uint4 load_16(const uint8_t* base, const int2& e, const int64_t (&stride)[2],
-                                  uint32_t byte) {
-    if (e.x < 0) return make_uint4(0, 0, 0, 0);
-    return __ldg(reinterpret_cast<const uint4*>(base + e.x * stride[0] + e.y * stride[1] + byte));
-  }
-
-  __device__ static void load_fp8(const MlaParams& p, const int2* table, Fp8Rows& r, uint32_t tid) {
-    const uint8_t* ckv = static_cast<const uint8_t*>(p.ckv);
-    const uint8_t* kpe = static_cast<const uint8_t*>(p.kpe);
+  __device__ static void load_fp8(const MlaParams& p, uint32_t table, Fp8Rows& r, uint32_t tid) {
+    const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll
-    for (int k = 0; k < kBlockKeys / 4; ++k) {
-      r.ckv[k] = load_16(ckv, table[tid / 32 + 4 * k], p.ckv_stride, (tid % 32) * 16);
-    }
+    for (int k = 0; k < kFp8Rows; ++k) {
+      const int2 e = table_entry(table, tid / kLanesPerRow + k * kRowsPerPass);
+      const bool read = e.x >= 0;
+      const uint4 zero = make_uint4(0, 0, 0, 0);
+      const uint4* ckv =
+          reinterpret_cast<const uint4*>(row_pointer<uint8_t>(p.ckv, e, p.ckv_stride));
+      const uint4* kpe =
+          reinterpret_cast<const uint4*>(row_pointer<uint8_t>(p.kpe, e, p.kpe_stride));
 #pragma unroll
-    for (int k = 0; k < kBlockKeys / 32; ++k) {
-      r.kpe[k] = load_16(kpe, table[tid / 4 + 32 * k], p.kpe_stride, (tid % 4) * 16);
+      for (int i = 0; i < 4; ++i) r.ckv[k][i] = read ? __ldg(ckv + lane + 8 * i) : zero;
+      r.kpe[k] = read && lane < 4 ? __ldg(kpe + lane) : zero;
     }
   }
 
-  // fp8 cache, step 2: widen to Elt (exact) and store into the swizzled stage: 16 codes of
-  // 16-byte chunk c become 16-bit chunks 2c and 2c + 1 of the row. Then the proxy fence (wgmma
-  // reads what st.shared wrote) and one arrival per thread.
+  // fp8 cache, step 2: widen to Elt (exact) and store into the swizzled stage: the 16 codes of
+  // fp8 chunk c become 16-bit chunks 2c and 2c + 1 of the row. Then the proxy fence (wgmma reads
+  // what st.shared wrote) and one arrival per thread.
   __device__ static void store_chunk(uint32_t dst, uint32_t row, uint32_t chunk, const uint4& v) {
     using Elt = typename Traits::Elt;
     const uint2 a = ptx::e4m3x4_to_16bit<Elt>(v.x), b = ptx::e4m3x4_to_16bit<Elt>(v.y);
@@ -144,11 +159,13 @@ struct MlaLoader {
   }
 
   __device__ static void store_fp8(const Fp8Rows& r, uint32_t dst, uint64_t* full, uint32_t tid) {
+    const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll
-    for (int k = 0; k < kBlockKeys / 4; ++k) store_chunk(dst, tid / 32 + 4 * k, tid % 32, r.ckv[k]);
+    for (int k = 0; k < kFp8Rows; ++k) {
+      const uint32_t row = tid / kLanesPerRow + k * kRowsPerPass;
 #pragma unroll
-    for (int k = 0; k < kBlockKeys / 32; ++k) {
-      store_chunk(dst, tid / 4 + 32 * k, 32 + tid % 4, r.kpe[k]);
+      for (int i = 0; i < 4; ++i) store_chunk(dst, row, lane + 8 * i, r.ckv[k][i]);
+      if (lane < 4) store_chunk(dst, row, 32 + lane, r.kpe[k]);
     }
     ptx::fence_proxy_async_shared();
     ptx::mbarrier_arrive(full);
@@ -158,22 +175,28 @@ struct MlaLoader {
   __device__ static void run(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t) {
     const uint32_t tid = threadIdx.x % 128;
     const PageList list = page_list(p, t.batch);
+    const int key0 = t.block_begin * kBlockKeys;
+    int page = t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : -1;
     for (int n = 0; n < t.num_blocks; ++n) {
       const uint32_t stage = n % Traits::kStages;
       const uint32_t phase = (n / Traits::kStages) & 1;
       int2* table = sm.row_table(n & 1);
-      // The lookups go before the wait for the stage: their latency overlaps the consumers.
-      fill_row_table(p, list, table, (t.block_begin + n) * kBlockKeys, t.key_end,
-                     static_cast<int>(tid));
+      const int first = key0 + n * kBlockKeys;
+      write_row_entry(p, table, first, page, static_cast<int>(tid));
       ptx::named_barrier_sync(kProducer, 128);
+      // The next block's page-table entries are in flight while this block is copied.
+      if (n + 1 < t.num_blocks) {
+        page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
+      }
+      const uint32_t table_addr = ptx::smem_address(table);
       if constexpr (Traits::kFp8Cache) {
         Fp8Rows rows;
-        load_fp8(p, table, rows, tid);
+        load_fp8(p, table_addr, rows, tid);
         wait_barrier(sm.empty(stage), phase ^ 1);
         store_fp8(rows, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
       } else {
         wait_barrier(sm.empty(stage), phase ^ 1);
-        copy_block(p, table, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+        copy_block(p, table_addr, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
       }
     }
     ptx::cp_async_commit();

@@ -208,6 +208,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     }
     return;
   }
+  if (name == "--splits") {
+    f.splits = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 0, 256));
+    return;
+  }
   if (name == "--windowed-maps") {
     const std::string_view v = cur.value(name, inline_value);
     if (v != "on" && v != "off") {
@@ -364,6 +368,7 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
                            decode and mla)
   --window L,R        sliding window, keys left/right of the diagonal (-1 = unbounded)
   --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
+  --splits N          decode, mla GPU kernels: key splits per problem (0 = the library's choice)
   --pack-gqa M        fwd GPU kernel: on | off | auto (default) whether the q heads of one KV
                       head share a tile (GQA packing; auto packs short q-len)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):

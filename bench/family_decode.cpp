@@ -38,6 +38,7 @@ class DecodeWorkload final : public Workload {
  public:
   DecodeWorkload(const Shape& s, uint64_t seed) : s_(s), enc_(encoding(s.kv_dtype)) {
     opts_.causal = s.causal;
+    opts_.num_splits = s.num_splits;
     opts_.window = s.window;
     opts_.softcap = s.softcap;
     const int64_t B = s.batch, D = s.head_dim;

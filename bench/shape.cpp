@@ -35,6 +35,7 @@ std::string Shape::describe() const {
     if (deterministic) os << " deterministic";
     if (pack_gqa) os << (*pack_gqa ? " pack" : " nopack");
     if (!fwd_launch.windowed_maps) os << " plain-maps";
+    if (num_splits > 0) os << " splits=" << num_splits;
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);
@@ -127,6 +128,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.softcap && !attention, fam, "--softcap");
   reject(f.pack_gqa.has_value() && fam != Family::kFwd, fam, "--pack-gqa");
   reject(f.windowed_maps.has_value() && fam != Family::kFwd, fam, "--windowed-maps");
+  reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
   reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {
@@ -155,6 +157,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.softcap) s.softcap = *f.softcap;
   if (f.pack_gqa) s.pack_gqa = *f.pack_gqa;
   if (f.windowed_maps) s.fwd_launch.windowed_maps = *f.windowed_maps;
+  if (f.splits) s.num_splits = *f.splits;
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));

@@ -1,7 +1,7 @@
 // e4m3 -> 16-bit widening on the GPU (ptx/dequant.cuh, the MLA fp8 cache path): every one of the
 // 256 codes, in each of the four byte positions of a word, against the CPU decoding
 // (common/numeric.hpp). Exact: the 16-bit value equals the code's value (NaN codes give NaN),
-// which needs the bf16 multiply to keep subnormal inputs.
+// subnormal codes included.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

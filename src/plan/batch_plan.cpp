@@ -1,0 +1,425 @@
+// The checking and writing half of BatchPlanner (batch_plan.hpp): limits and capacity, the
+// step's validation and its row tiles, and the plan's bytes; batch_schedule.cpp splits, orders
+// and assigns the work in between.
+#include "plan/batch_plan.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "hopattn/error.hpp"
+
+namespace hopattn::plan {
+
+using detail::concat;
+
+namespace {
+
+constexpr const char* kWhere = "hopattn.BatchAttention";
+constexpr const char* kPlanWhere = "hopattn.BatchAttention.plan";
+
+std::string arg_at(const char* where, const char* arg) { return concat(where, ": ", arg); }
+std::string arg_at(const char* where, const char* arg, int64_t i) {
+  return concat(where, ": ", arg, "[", i, "]");
+}
+
+// The library's one message form ("<where>: expected <what>, got <what>"). Callers test their
+// condition first, so that a valid call (plan() runs every step) builds no text at all.
+template <class Expected, class Given>
+[[noreturn]] void fail(ErrorKind kind, const std::string& where, const Expected& expected,
+                       const Given& given) {
+  check(false, kind, where, expected, given);
+  std::abort();  // unreachable: check(false, ...) throws
+}
+
+bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+int value_dim(const BatchPlanLimits& l) { return l.head_dim_v == 0 ? l.head_dim : l.head_dim_v; }
+
+void validate_limits(const BatchPlanLimits& l) {
+  if (l.max_batch < 1) fail(ErrorKind::kValue, arg_at(kWhere, "max_batch"), ">= 1", l.max_batch);
+  if (l.max_tokens < 1) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "max_tokens"), ">= 1", l.max_tokens);
+  }
+  if (l.num_qo_heads < 1) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "num_qo_heads"), ">= 1", l.num_qo_heads);
+  }
+  if (l.num_kv_heads < 1 || l.num_qo_heads % l.num_kv_heads != 0) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "num_kv_heads"),
+         concat("a KV head count >= 1 that divides num_qo_heads = ", l.num_qo_heads),
+         l.num_kv_heads);
+  }
+  const int group = l.num_qo_heads / l.num_kv_heads;
+  if (group > kMaxGroup) {
+    fail(ErrorKind::kNotImplemented, arg_at(kWhere, "num_qo_heads"),
+         concat("at most ", kMaxGroup, " q heads per KV head"),
+         concat(l.num_qo_heads, " / ", l.num_kv_heads, " = ", group));
+  }
+  if (!is_head_dim(l.head_dim)) {
+    fail(ErrorKind::kNotImplemented, arg_at(kWhere, "head_dim"), "64, 128 or 256", l.head_dim);
+  }
+  if (l.head_dim_v != 0 && !is_head_dim(l.head_dim_v)) {
+    fail(ErrorKind::kNotImplemented, arg_at(kWhere, "head_dim_v"),
+         "64, 128 or 256 (or 0: head_dim)", l.head_dim_v);
+  }
+  if (l.page_size < 1 || l.page_size > 256) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "page_size"), "1..256", l.page_size);
+  }
+  if (l.window.left < -1 || l.window.right < -1) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "window"), "left and right >= -1 (-1 = unbounded)",
+         concat("(", l.window.left, ", ", l.window.right, ")"));
+  }
+  // Packed rows (q position x group) and item counts are int32 in the plan.
+  if (int64_t{l.max_tokens} * group > std::numeric_limits<int32_t>::max()) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "max_tokens"),
+         concat("max_tokens * (num_qo_heads / num_kv_heads) < 2^31 packed rows"),
+         concat(l.max_tokens, " * ", group));
+  }
+  if (l.num_ctas < 1 || l.num_ctas > (1 << 16)) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "num_ctas"), "1..65536 (SMs x CTAs per SM)", l.num_ctas);
+  }
+}
+
+// The keys query position p (of q_len, against kv_len keys) sees: [lo, hi). Bottom-right aligned
+// (DESIGN.md): p sees its diagonal key p + kv_len - q_len, so with kv_len >= q_len the range is
+// never empty, and both ends are non-decreasing in p. Hence the keys a run of positions p0..p1 sees
+// are exactly [lo(p0), hi(p1)).
+struct Visibility {
+  bool causal;
+  int64_t left, right;  // -1: unbounded
+  int64_t lo(int64_t p, int64_t q_len, int64_t kv_len) const {
+    const int64_t diag = p + kv_len - q_len;
+    return left >= 0 ? std::max<int64_t>(0, diag - left) : 0;
+  }
+  int64_t hi(int64_t p, int64_t q_len, int64_t kv_len) const {
+    const int64_t diag = p + kv_len - q_len;
+    int64_t last = kv_len - 1;
+    if (causal) last = std::min(last, diag);
+    if (right >= 0) last = std::min(last, diag + right);
+    return last + 1;
+  }
+};
+
+}  // namespace
+
+// ----------------------------------------------------------------------------- capacity
+
+BatchPlanCapacity BatchPlanner::capacity(const BatchPlanLimits& l) {
+  validate_limits(l);
+  const int64_t group = l.num_qo_heads / l.num_kv_heads;
+  const int64_t ctas = l.num_ctas;
+  BatchPlanCapacity c{};
+  // A decode request is one tile; a prefill request of q positions is ceil(q / ppt) <=
+  // 1 + floor(q / ppt) tiles; and only requests with q tokens have tiles.
+  c.max_tiles = std::min<int64_t>(l.max_batch, l.max_tokens) +
+                l.max_tokens / prefill_positions_per_tile(static_cast<int>(group));
+  // Splitting makes fewer than ctas split units (one merge record each) and fewer than 2 * ctas
+  // pieces in all (each at most a prefill tile of partial rows): choose_chunk_cost takes only
+  // caps that estimate() finds within these. A split replaces its unit's item by its pieces.
+  if (static_cast<double>(c.max_tiles) * l.num_kv_heads + 2.0 * ctas >
+      std::numeric_limits<int32_t>::max()) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "max_tokens"),
+         "limits whose work items number below 2^31",
+         concat(c.max_tiles, " tiles x ", l.num_kv_heads, " KV heads"));
+  }
+  c.max_items = c.max_tiles * l.num_kv_heads + 2 * ctas;
+  c.max_merges = ctas;
+  c.max_partial_rows = 2 * ctas * kPrefillTileRows;
+  c.plan_bytes = batch_plan_offsets(ctas, c.max_items, c.max_merges).end;
+  c.partial_o_bytes = static_cast<size_t>(c.max_partial_rows) * value_dim(l) * sizeof(float);
+  c.partial_lse_bytes = static_cast<size_t>(c.max_partial_rows) * sizeof(float);
+  if (c.plan_bytes > std::numeric_limits<uint32_t>::max()) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "max_tokens"),
+         "limits whose plan fits 32-bit offsets (4 GiB)",
+         concat(c.plan_bytes, " bytes for max_batch ", l.max_batch, ", max_tokens ", l.max_tokens));
+  }
+  return c;
+}
+
+BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
+    : limits_(limits), capacity_(capacity(limits)) {
+  group_ = limits_.num_qo_heads / limits_.num_kv_heads;
+  const size_t ctas = static_cast<size_t>(limits_.num_ctas);
+  const size_t max_works = static_cast<size_t>(capacity_.max_tiles) + 2 * ctas;
+  tiles_.resize(static_cast<size_t>(capacity_.max_tiles));
+  split_candidates_.resize(tiles_.size());
+  works_.resize(max_works);
+  order_.resize(max_works);
+  sort_scratch_.resize(max_works);
+  bucket_start_.resize(kCostBuckets + 1);
+  item_cta_.resize(static_cast<size_t>(capacity_.max_items));
+  work_items_.resize(max_works);
+  head_partial_step_.resize(max_works);
+  slot_work_.resize(static_cast<size_t>(capacity_.max_items));
+  slot_head_.resize(static_cast<size_t>(capacity_.max_items));
+  heap_load_.resize(ctas + 4);  // a last position's four children may lie past the end
+  heap_cta_.resize(ctas + 4);
+  cta_load_.resize(ctas);
+  cta_count_.resize(ctas);
+  cta_first_.resize(ctas);
+  item_rank_.resize(static_cast<size_t>(capacity_.max_items));
+}
+
+// ----------------------------------------------------------------------------- plan
+
+BatchPlanInfo BatchPlanner::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
+                                 void* workspace, size_t workspace_bytes) {
+  return plan_impl(cu_seqlens_q, true, kv_lens, batch, workspace, workspace_bytes);
+}
+
+BatchPlanInfo BatchPlanner::plan_q_lens(const int32_t* q_lens, const int32_t* kv_lens, int batch,
+                                        void* workspace, size_t workspace_bytes) {
+  return plan_impl(q_lens, false, kv_lens, batch, workspace, workspace_bytes);
+}
+
+void BatchPlanner::check_workspace(const void* workspace, size_t bytes) const {
+  if (workspace == nullptr) {
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, "workspace"), "a host buffer", "null");
+  }
+  if (reinterpret_cast<uintptr_t>(workspace) % kBatchPlanAlign != 0) {
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, "workspace"),
+         concat("a ", kBatchPlanAlign, "-byte aligned buffer"), workspace);
+  }
+  if (bytes < capacity_.plan_bytes) {
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, "workspace"),
+         concat("at least ", capacity_.plan_bytes, " bytes (BatchPlanner::workspace_bytes)"),
+         concat(bytes, " bytes"));
+  }
+}
+
+// Validates the step and cuts it into tiles; returns the total key cost over all units.
+int64_t BatchPlanner::read_tiles(const int32_t* lengths, bool offsets, const int32_t* kv_lens,
+                                 int batch) {
+  const char* len_arg = offsets ? "cu_seqlens_q" : "q_lens";
+  if (batch < 0 || batch > limits_.max_batch) {
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, "batch"),
+         concat("0..max_batch = ", limits_.max_batch, " requests (the planner's limit)"), batch);
+  }
+  if ((batch > 0 || offsets) && lengths == nullptr) {
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg),
+         concat("int32 [", offsets ? batch + 1 : batch, "]"), "null");
+  }
+  if (batch > 0 && kv_lens == nullptr) {
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, "kv_lens"), concat("int32 [", batch, "]"), "null");
+  }
+  if (offsets && lengths[0] != 0) {
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, 0), "0", lengths[0]);
+  }
+  const Visibility vis{limits_.causal, limits_.window.left, limits_.window.right};
+  const int ppt = prefill_positions_per_tile(group_);
+  int64_t q_start = 0, total = 0, max_key_cost = 0;
+  num_tiles_ = 0;
+  for (int b = 0; b < batch; ++b) {
+    int64_t q_len;
+    if (offsets) {
+      if (lengths[b + 1] < lengths[b]) {
+        fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b + 1),
+             concat(">= ", len_arg, "[", b, "] = ", lengths[b], " (non-decreasing offsets)"),
+             lengths[b + 1]);
+      }
+      q_len = int64_t{lengths[b + 1]} - lengths[b];
+    } else {
+      if (lengths[b] < 0) {
+        fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b), ">= 0", lengths[b]);
+      }
+      q_len = lengths[b];
+    }
+    const int64_t q_end = q_start + q_len;
+    if (q_end > limits_.max_tokens) {
+      if (offsets) {
+        fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b + 1),
+             concat("<= max_tokens = ", limits_.max_tokens, " q tokens (the planner's limit)"),
+             q_end);
+      }
+      fail(
+          ErrorKind::kValue, arg_at(kPlanWhere, len_arg),
+          concat("a total <= max_tokens = ", limits_.max_tokens, " q tokens (the planner's limit)"),
+          concat(q_end, " by ", len_arg, "[", b, "]"));
+    }
+    const int64_t kv_len = kv_lens[b];
+    if (kv_len < q_len) {
+      fail(ErrorKind::kValue, arg_at(kPlanWhere, "kv_lens", b),
+           concat(">= q_len = ", q_len, " (kv_lens include the new tokens)"), kv_len);
+    }
+    const int64_t rows = q_len * group_;
+    const int decode_rows = decode_tile_rows(rows);
+    const int64_t positions = decode_rows > 0 ? q_len : ppt;
+    for (int64_t p0 = 0; p0 < q_len; p0 += positions) {
+      const int64_t p1 = std::min(q_len, p0 + positions);
+      Tile& t = tiles_[static_cast<size_t>(num_tiles_++)];
+      t.request = b;
+      t.q_start = static_cast<int32_t>(q_start);
+      t.q_len = static_cast<int32_t>(q_len);
+      t.kv_len = static_cast<int32_t>(kv_len);
+      t.row_begin = static_cast<int32_t>(p0 * group_);
+      t.row_end = static_cast<int32_t>(p1 * group_);
+      const int64_t lo = vis.lo(p0, q_len, kv_len);
+      const int64_t hi = std::max(lo, vis.hi(p1 - 1, q_len, kv_len));
+      t.kv_begin = static_cast<int32_t>(lo);
+      t.kv_end = static_cast<int32_t>(hi);
+      t.kind =
+          static_cast<uint16_t>(decode_rows > 0 ? BatchTileKind::kDecode : BatchTileKind::kPrefill);
+      t.tile_rows = static_cast<uint16_t>(decode_rows > 0 ? decode_rows : kPrefillTileRows);
+      t.key_cost = (hi - lo) * batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
+      t.splits = 1;
+      total += t.key_cost;
+      max_key_cost = std::max(max_key_cost, t.key_cost);
+    }
+    q_start = q_end;
+  }
+  units_ = int64_t{num_tiles_} * limits_.num_kv_heads;
+  q_total_ = q_start;
+  max_key_cost_ = max_key_cost;
+  return total * limits_.num_kv_heads;
+}
+
+// ----------------------------------------------------------------------------- writing
+
+BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, const int32_t* kv_lens,
+                                      int batch, void* workspace, size_t workspace_bytes) {
+  check_workspace(workspace, workspace_bytes);
+  const int64_t total_key_cost = read_tiles(lengths, offsets, kv_lens, batch);
+  make_works(choose_chunk_cost(total_key_cost, max_key_cost_));
+  const int64_t num_items = int64_t{num_works_} * limits_.num_kv_heads;
+  // The bounds of capacity() hold by construction; a violation would be a planner bug, and must
+  // not become a write past the caller's buffer.
+  if (num_items > capacity_.max_items || num_merges_ > capacity_.max_merges ||
+      num_partial_rows_ > capacity_.max_partial_rows) {
+    fail(ErrorKind::kRuntime, arg_at(kPlanWhere, "internal"),
+         concat("at most ", capacity_.max_items, " items, ", capacity_.max_merges, " merges, ",
+                capacity_.max_partial_rows, " partial rows"),
+         concat(num_items, ", ", num_merges_, ", ", num_partial_rows_));
+  }
+  sort_works();
+  assign();
+
+  const BatchPlanOffsets off = batch_plan_offsets(limits_.num_ctas, num_items, num_merges_);
+  unsigned char* base = static_cast<unsigned char*>(workspace);
+  write_cta_offsets(base + off.cta_offsets, off.items - off.cta_offsets);
+  BatchPlanInfo info;
+  const int prefill_items = write_items(base + off.items, num_items, info);
+  write_merges(base + off.merges);
+
+  BatchPlanHeader h;
+  h.magic = kBatchPlanMagic;
+  h.version = kBatchPlanVersion;
+  h.used_bytes = static_cast<uint32_t>(off.end);
+  h.num_ctas = limits_.num_ctas;
+  h.num_requests = batch;
+  h.total_q = static_cast<int32_t>(q_total_);
+  h.group = group_;
+  h.num_kv_heads = limits_.num_kv_heads;
+  h.num_items = static_cast<int32_t>(num_items);
+  h.num_merges = num_merges_;
+  h.num_partial_rows = num_partial_rows_;
+  h.cta_offsets_offset = static_cast<uint32_t>(off.cta_offsets);
+  h.items_offset = static_cast<uint32_t>(off.items);
+  h.merges_offset = static_cast<uint32_t>(off.merges);
+  h.num_prefill_items = prefill_items;
+  h.num_decode_items = static_cast<int32_t>(num_items) - prefill_items;
+  std::memcpy(base, &h, sizeof(h));
+
+  info.used_bytes = off.end;
+  info.num_items = static_cast<int>(num_items);
+  info.num_merges = num_merges_;
+  info.num_partial_rows = num_partial_rows_;
+  info.num_splits_max = splits_max_;
+  for (int64_t load : cta_load_) {
+    info.total_cost += load;
+    info.max_cta_cost = std::max(info.max_cta_cost, load);
+  }
+  return info;
+}
+
+// The running sums of the item counts per CTA, then zeros up to the items.
+void BatchPlanner::write_cta_offsets(unsigned char* dst, size_t bytes) {
+  int32_t running = 0;
+  const int ctas = limits_.num_ctas;
+  for (int c = 0; c < ctas; ++c) {
+    std::memcpy(dst + sizeof(int32_t) * c, &running, sizeof(int32_t));
+    cta_first_[static_cast<size_t>(c)] = running;
+    running += cta_count_[static_cast<size_t>(c)];
+  }
+  std::memcpy(dst + sizeof(int32_t) * ctas, &running, sizeof(int32_t));
+  const size_t written = sizeof(int32_t) * (static_cast<size_t>(ctas) + 1);
+  std::memset(dst + written, 0, bytes - written);
+}
+
+// Each CTA's items in assignment order (largest first): the (work, KV head) of every slot first,
+// then the records front to back. Each work's record (at KV head 0) is built once, in a pass of
+// its own: built just before being copied, its fields stored one by one would be reread as
+// 16-byte blocks, a store-forwarding stall on every work. Returns the prefill items.
+int BatchPlanner::write_items(unsigned char* dst, int64_t num_items, BatchPlanInfo& info) {
+  const int heads = limits_.num_kv_heads;
+  int prefill_items = 0;
+  for (int i = 0; i < num_works_; ++i) {
+    const Work& w = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
+    const Tile& t = tiles_[static_cast<size_t>(w.tile)];
+    info.max_item_cost = std::max(info.max_item_cost, w.cost);
+    if (t.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_items += heads;
+    BatchWorkItem& it = work_items_[static_cast<size_t>(i)];
+    it.request = t.request;
+    it.kv_head = 0;
+    it.q_start = t.q_start;
+    it.q_len = t.q_len;
+    it.kv_len = t.kv_len;
+    it.row_begin = t.row_begin;
+    it.row_end = t.row_end;
+    it.kv_begin = w.kv_begin;
+    it.kv_end = w.kv_end;
+    it.kind = t.kind;
+    it.tile_rows = t.tile_rows;
+    const bool split = t.splits > 1;
+    it.partial_row = split ? t.partial_base + w.chunk * t.tile_rows : -1;
+    it.merge = split ? t.merge_base : -1;
+    // KV head h: its partial block this much further on, its merge record h further.
+    head_partial_step_[static_cast<size_t>(i)] = split ? t.splits * t.tile_rows : 0;
+  }
+  int64_t item = 0;
+  for (int i = 0; i < num_works_; ++i) {
+    for (int h = 0; h < heads; ++h, ++item) {
+      const int32_t slot = cta_first_[static_cast<size_t>(item_cta_[static_cast<size_t>(item)])] +
+                           item_rank_[static_cast<size_t>(item)];
+      slot_work_[static_cast<size_t>(slot)] = i;
+      slot_head_[static_cast<size_t>(slot)] = h;
+    }
+  }
+  for (int64_t slot = 0; slot < num_items; ++slot, dst += sizeof(BatchWorkItem)) {
+    const int32_t i = slot_work_[static_cast<size_t>(slot)];
+    const int32_t h = slot_head_[static_cast<size_t>(slot)];
+    const BatchWorkItem& it = work_items_[static_cast<size_t>(i)];
+    std::memcpy(dst, &it, sizeof(it));
+    std::memcpy(dst + offsetof(BatchWorkItem, kv_head), &h, sizeof(int32_t));
+    if (it.merge >= 0) {
+      const int32_t split[2] = {it.partial_row + h * head_partial_step_[static_cast<size_t>(i)],
+                                it.merge + h};
+      std::memcpy(dst + offsetof(BatchWorkItem, partial_row), split, sizeof(split));
+    }
+  }
+  return prefill_items;
+}
+
+// Merge records: tile by tile, KV head by KV head (the order make_works numbered them).
+void BatchPlanner::write_merges(unsigned char* dst) {
+  for (int i = 0; i < num_tiles_; ++i) {
+    const Tile& t = tiles_[static_cast<size_t>(i)];
+    if (t.splits <= 1) continue;
+    for (int h = 0; h < limits_.num_kv_heads; ++h) {
+      BatchMergeRecord m;
+      m.request = t.request;
+      m.kv_head = h;
+      m.q_start = t.q_start;
+      m.row_begin = t.row_begin;
+      m.row_end = t.row_end;
+      m.partial_row = t.partial_base + h * t.splits * t.tile_rows;
+      m.partial_stride = t.tile_rows;
+      m.num_splits = t.splits;
+      std::memcpy(dst + sizeof(BatchMergeRecord) * static_cast<size_t>(t.merge_base + h), &m,
+                  sizeof(m));
+    }
+  }
+}
+
+}  // namespace hopattn::plan

@@ -1,0 +1,206 @@
+// Host planner of the batch family: one serving step (a few prefill chunks and many decodes over
+// one paged KV cache) becomes per-CTA work lists for one persistent launch, written into a
+// caller-owned host staging buffer in the layout of batch_plan_layout.hpp (the caller copies it to
+// the device with one asynchronous copy; nothing here touches CUDA).
+//
+// Work. Each request is cut into row tiles of packed (q position, q head) rows of one KV head
+// (batch_tiles.hpp): a request whose q_len * group rows fit 64 is ONE decode tile of 16, 32 or 64
+// rows; a longer one is prefill tiles of floor(128 / group) whole positions. Every (tile, KV head)
+// is a unit of work whose keys are clipped to the union of what its rows see (bottom-right causal,
+// sliding window), so no item is ever scheduled for keys none of its rows sees.
+//
+// Cost model, in units of one (row, key) of a prefill tile at wgmma rate:
+//   prefill tile: 128 (rows padded to the tile) per key;
+//   decode tile:  max(2 * tile_rows, 150) per key: its mma.sync rows cost twice a wgmma row, but a
+//                 decode tile streams its KV head's keys from HBM, and at 16-bit KV a key's K and V
+//                 (4 D bytes) take as long to load as 150 rows of math on them (4 D flop a row):
+//                 the H200's achieved flop per byte, ~660 TFLOP/s over ~4.4 TB/s. The issue's
+//                 measured step agrees: its floor of 640 us of prefill math (822 M (row, key)
+//                 pairs) and 470 us of decode reads (4.06 M (tile, key) pairs) on 132 SMs is 13.2
+//                 ns per prefill tile key and 15.3 ns per decode tile key, 148 / 128;
+//   every item:   + kItemOverheadCost (pipeline fill before the first KV byte, epilogue).
+// Splitting. Units whose cost exceeds a cap are cut into KV chunks at multiples of kKvChunkKeys
+// (absolute key indices). The cap starts at the balance of the largest item against the mean
+// load and is refined by a modelled makespan that counts whole waves of the large items and the
+// chunks' rounding, as the decode family's split heuristic does: a step with few units fills the
+// grid (8 decodes x 8 KV heads at 8k keys: 4 chunks each, 256 items on 264 CTAs), a full step
+// splits nothing.
+// Assignment: longest processing time first, each item onto the least-loaded CTA. Bound (tested):
+// the busiest CTA's cost <= mean CTA cost + the largest item's cost.
+//
+// plan() allocates nothing: every scratch array is sized in the constructor from the limits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hopattn/options.hpp"
+#include "plan/batch_plan_layout.hpp"
+#include "plan/batch_tiles.hpp"
+
+namespace hopattn::plan {
+
+// What one planner (and the buffers sized from it) serves: every step with B <= max_batch
+// requests and at most max_tokens q tokens in all.
+struct BatchPlanLimits {
+  int max_batch = 256;
+  int max_tokens = 16384;
+  int num_qo_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 128;  // Dqk: 64, 128 or 256
+  int head_dim_v = 0;  // Dv: 64, 128 or 256; 0 = head_dim
+  int page_size = 16;  // 1..256 (the kernel's page walk; splits do not depend on it)
+  bool causal = true;  // bottom-right aligned
+  Window window{};     // (left, right), -1 = unbounded, same alignment
+  int num_ctas = 0;    // the persistent grid: SMs x CTAs per SM
+};
+
+// ------------------------------------------------------------------------------- cost model
+inline constexpr int64_t kPrefillRowKeyCost = 1;
+inline constexpr int64_t kDecodeRowKeyCost = 2;
+inline constexpr int64_t kDecodeKeyLoadCost = 150;
+// Two 64-key decode tiles streamed (the decode family's kCtaFixedTiles): two dependent global
+// round trips (lengths, page table) before the first KV byte, then the epilogue.
+inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
+
+constexpr int64_t batch_key_cost(BatchTileKind kind, int tile_rows) {
+  if (kind == BatchTileKind::kPrefill) return kPrefillRowKeyCost * kPrefillTileRows;
+  const int64_t math = kDecodeRowKeyCost * tile_rows;
+  return math > kDecodeKeyLoadCost ? math : kDecodeKeyLoadCost;
+}
+
+constexpr int64_t batch_item_cost(BatchTileKind kind, int tile_rows, int64_t keys) {
+  return keys * batch_key_cost(kind, tile_rows) + kItemOverheadCost;
+}
+
+inline int64_t batch_item_cost(const BatchWorkItem& item) {
+  return batch_item_cost(static_cast<BatchTileKind>(item.kind), item.tile_rows,
+                         int64_t{item.kv_end} - item.kv_begin);
+}
+
+// ------------------------------------------------------------------------------- planner
+// Worst cases over every step the limits admit (what the caller allocates once).
+struct BatchPlanCapacity {
+  int64_t max_tiles;         // (request, row tile) pairs
+  int64_t max_items;         // work items
+  int64_t max_merges;        // merge records (= semaphores of a last-CTA merge)
+  int64_t max_partial_rows;  // rows of the partial-state buffer
+  size_t plan_bytes;         // the plan buffer (host staging and its device copy)
+  size_t partial_o_bytes;    // fp32 [max_partial_rows][Dv]
+  size_t partial_lse_bytes;  // fp32 [max_partial_rows]
+};
+
+// What one plan() call produced (also in the header, except the costs).
+struct BatchPlanInfo {
+  size_t used_bytes = 0;  // bytes written from the start of the buffer: the copy to the device
+  int num_items = 0;
+  int num_merges = 0;
+  int num_partial_rows = 0;
+  int num_splits_max = 1;     // most KV chunks of one (request, KV head, row tile)
+  int64_t total_cost = 0;     // sum of the items' batch_item_cost
+  int64_t max_cta_cost = 0;   // the busiest CTA
+  int64_t max_item_cost = 0;  // the largest item
+};
+
+class BatchPlanner {
+ public:
+  // Throws hopattn::Error when a limit is out of range (heads, head dims, page size, window,
+  // grid, or a plan that would not fit 32-bit offsets).
+  explicit BatchPlanner(const BatchPlanLimits& limits);
+
+  static BatchPlanCapacity capacity(const BatchPlanLimits& limits);
+  // Bytes of the plan buffer: enough for every step the limits admit.
+  static size_t workspace_bytes(const BatchPlanLimits& limits) {
+    return capacity(limits).plan_bytes;
+  }
+
+  // Plans a step of `batch` requests into `workspace` (host memory, 16-byte aligned, at least
+  // workspace_bytes(limits()) bytes). cu_seqlens_q: int32 [batch + 1], 0 first, non-decreasing;
+  // kv_lens: int32 [batch], each >= the request's q_len (kv_lens include the new tokens). Bad
+  // input throws hopattn::Error saying what was expected and what was given, before anything is
+  // written to `workspace`.
+  BatchPlanInfo plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
+                     void* workspace, size_t workspace_bytes);
+  // The same from q lengths (int32 [batch], each >= 0) instead of their offsets.
+  BatchPlanInfo plan_q_lens(const int32_t* q_lens, const int32_t* kv_lens, int batch,
+                            void* workspace, size_t workspace_bytes);
+
+  const BatchPlanLimits& limits() const { return limits_; }
+  const BatchPlanCapacity& capacity() const { return capacity_; }
+
+ private:
+  // One (request, row tile) pair: its keys are the same for every KV head.
+  struct Tile {
+    int32_t request, q_start, q_len, kv_len;
+    int32_t row_begin, row_end;
+    int32_t kv_begin, kv_end;
+    int32_t splits;        // KV chunks (1: unsplit)
+    int32_t merge_base;    // split: merge record of KV head 0 (KV head h: + h)
+    int32_t partial_base;  // split: partial row of (KV head 0, chunk 0)
+    uint16_t kind, tile_rows;
+    int64_t key_cost;  // keys * batch_key_cost: one KV head's cost without the item overhead
+  };
+  // One KV chunk of a tile; each KV head makes it one item of this cost.
+  struct Work {
+    int32_t tile;
+    int32_t chunk;
+    int32_t kv_begin, kv_end;
+    int64_t cost;
+  };
+  struct Estimate;
+  struct ChunkMemo;
+  // Buckets of the cost sort (batch_schedule.cpp): a cost's leading one and four more bits.
+  static constexpr int kCostBuckets = 64 * 16;
+
+  BatchPlanInfo plan_impl(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch,
+                          void* workspace, size_t workspace_bytes);
+  void check_workspace(const void* workspace, size_t bytes) const;
+  int64_t read_tiles(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch);
+  int64_t choose_chunk_cost(int64_t total_key_cost, int64_t max_key_cost);
+  Estimate estimate(int64_t chunk_cost, int64_t total_key_cost, int64_t max_unsplit,
+                    ChunkMemo& memo) const;
+  int split_count(const Tile& t, int64_t chunk_cost) const;
+  void make_works(int64_t chunk_cost);
+  void sort_works();
+  void assign();
+  void write_cta_offsets(unsigned char* dst, size_t bytes);
+  int write_items(unsigned char* dst, int64_t num_items, BatchPlanInfo& info);
+  void write_merges(unsigned char* dst);
+
+  BatchPlanLimits limits_;
+  BatchPlanCapacity capacity_;
+  int group_ = 1;
+
+  // The current step.
+  int64_t units_ = 0;  // (tile, KV head) pairs
+  int64_t q_total_ = 0;
+  int64_t max_key_cost_ = 0;
+  int num_merges_ = 0;
+  int num_partial_rows_ = 0;
+  int splits_max_ = 1;
+
+  // Scratch, sized from the limits in the constructor.
+  std::vector<Tile> tiles_;
+  int num_tiles_ = 0;
+  std::vector<int32_t> split_candidates_;  // tiles that some candidate chunk cost would split
+  int num_candidates_ = 0;
+  std::vector<Work> works_;
+  int num_works_ = 0;
+  std::vector<int32_t> order_;  // works_ by decreasing cost
+  std::vector<int32_t> sort_scratch_;
+  std::vector<int32_t> bucket_start_;
+  std::vector<int32_t> item_cta_;           // CTA of each item, in assignment order
+  std::vector<BatchWorkItem> work_items_;   // each work's record (KV head 0), in order_'s order
+  std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
+  std::vector<int32_t> slot_work_;          // per item slot of the plan: its work (order_ index)
+  std::vector<int32_t> slot_head_;          // and its KV head
+  std::vector<int64_t> heap_load_;
+  std::vector<int32_t> heap_cta_;
+  std::vector<int32_t> item_rank_;  // its place in its CTA's list
+  std::vector<int64_t> cta_load_;
+  std::vector<int32_t> cta_count_;  // items per CTA
+  std::vector<int32_t> cta_first_;  // the plan slot of each CTA's first item
+};
+
+}  // namespace hopattn::plan

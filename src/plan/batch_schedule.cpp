@@ -1,0 +1,318 @@
+// The scheduling half of BatchPlanner (batch_plan.hpp): which units are split into KV chunks
+// (a cap on a unit's cost, chosen against a modelled makespan), the order of the work by cost,
+// and its longest-processing-time-first assignment to the CTAs.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "plan/batch_plan.hpp"  // the class these members belong to
+
+namespace hopattn::plan {
+
+// ----------------------------------------------------------------------------- splitting
+
+namespace {
+
+// Split point k (0 < k < n) of the keys [lo, lo + keys) cut n ways: lo + k * keys / n rounded to
+// the nearest multiple of kKvChunkKeys. With n <= keys / kKvChunkKeys consecutive ideal points are
+// at least kKvChunkKeys apart, so the rounded ones stay strictly increasing and inside
+// (lo, lo + keys), and every chunk keeps at least half of kKvChunkKeys keys.
+int64_t split_point(int64_t lo, int64_t keys, int64_t n, int64_t k) {
+  const int64_t ideal = lo + k * keys / n;
+  return (ideal + kKvChunkKeys / 2) / kKvChunkKeys * kKvChunkKeys;
+}
+
+// The longest of those chunks: rounding makes them up to a chunk granule longer than keys / n,
+// which decides between neighbouring split counts (8193 keys cut 14 ways: 640-key chunks; 16
+// ways: 512).
+int64_t longest_chunk(int64_t lo, int64_t keys, int n) {
+  int64_t longest = 0, begin = lo;
+  for (int k = 1; k <= n; ++k) {
+    const int64_t end = k < n ? split_point(lo, keys, n, k) : lo + keys;
+    longest = std::max(longest, end - begin);
+    begin = end;
+  }
+  return longest;
+}
+
+}  // namespace
+
+int BatchPlanner::split_count(const Tile& t, int64_t chunk_cost) const {
+  if (t.key_cost <= chunk_cost) return 1;
+  const int64_t most =
+      std::min<int64_t>((int64_t{t.kv_end} - t.kv_begin) / kKvChunkKeys, kMaxSplits);
+  if (most < 2) return 1;
+  return static_cast<int>(std::min(most, (t.key_cost + chunk_cost - 1) / chunk_cost));
+}
+
+// The longest chunk of the last tile shape asked for: the tiles of a step often share their
+// shape (equal lengths), and longest_chunk() walks every split point.
+struct BatchPlanner::ChunkMemo {
+  int64_t phase = -1, keys = -1;
+  int n = 0;
+  int64_t longest = 0;
+};
+
+struct BatchPlanner::Estimate {
+  double makespan = 0;
+  bool feasible = true;
+};
+
+// The modelled busiest CTA when units above `chunk_cost` are split: the largest of the mean load,
+// the largest item, and whole waves of the large items (the split pieces and the candidate units
+// left whole, all of about the cap's size: LPT places them first, one a CTA, so a count just
+// above a multiple of the grid stacks two on some CTAs). Feasible: the split units and their
+// pieces stay within capacity() (below ctas and 2 ctas).
+BatchPlanner::Estimate BatchPlanner::estimate(int64_t chunk_cost, int64_t total_key_cost,
+                                              int64_t max_unsplit, ChunkMemo& memo) const {
+  const int64_t heads = limits_.num_kv_heads;
+  const double ctas = limits_.num_ctas;
+  int64_t pieces = 0, split_units = 0, whole = 0;
+  double large_cost = 0;
+  int64_t biggest = max_unsplit;
+  for (int c = 0; c < num_candidates_; ++c) {
+    const Tile& t = tiles_[static_cast<size_t>(split_candidates_[static_cast<size_t>(c)])];
+    large_cost += static_cast<double>(t.key_cost) * static_cast<double>(heads);
+    const int n = split_count(t, chunk_cost);
+    if (n <= 1) {
+      whole += heads;
+      biggest = std::max(biggest, t.key_cost);
+      continue;
+    }
+    pieces += n * heads;
+    split_units += heads;
+    const int64_t keys = int64_t{t.kv_end} - t.kv_begin;
+    const int64_t phase = t.kv_begin % kKvChunkKeys;
+    if (memo.phase != phase || memo.keys != keys || memo.n != n) {
+      memo = {phase, keys, n, longest_chunk(t.kv_begin, keys, n)};
+    }
+    biggest = std::max(biggest, t.key_cost / keys * memo.longest);
+  }
+  Estimate e;
+  e.feasible = pieces < 2 * limits_.num_ctas && split_units < limits_.num_ctas;
+  const double items = static_cast<double>(units_ + pieces - split_units);
+  const double mean = (static_cast<double>(total_key_cost) + kItemOverheadCost * items) / ctas;
+  e.makespan = std::max(mean, static_cast<double>(biggest + kItemOverheadCost));
+  const int64_t large = pieces + whole;
+  if (large > 0) {
+    const double waves = std::ceil(static_cast<double>(large) / ctas);
+    e.makespan = std::max(e.makespan, waves * (large_cost / large + kItemOverheadCost));
+  }
+  return e;
+}
+
+// The cap on a unit's key cost above which it is split (into ceil(cost / cap) chunks). Its start
+// C0 balances the largest item against the mean: C + o = (T + o N) / P with N <= U + T / C items
+// (U units, overhead o, P CTAs), the positive root of P C^2 + (P o - T - o U) C - o T = 0 (at
+// which T / C < P: few split units, few pieces). C0 ignores whole waves and the rounding of chunks
+// to kKvChunkKeys, so estimate() compares caps around it: quarter octaves, and the caps that cut
+// the largest tile into each count of chunks near its count at C0 (in a step of equal requests,
+// every unit). No split at all is the default, which a cap must beat; on a tie the larger cap
+// (fewer pieces) stays.
+int64_t BatchPlanner::choose_chunk_cost(int64_t total_key_cost, int64_t max_key_cost) {
+  constexpr int64_t kNoSplit = std::numeric_limits<int64_t>::max();
+  num_candidates_ = 0;
+  if (units_ == 0 || limits_.num_ctas == 1) return kNoSplit;
+  const double t = static_cast<double>(total_key_cost);
+  const double o = static_cast<double>(kItemOverheadCost);
+  const double p = limits_.num_ctas;
+  const double b = t + o * static_cast<double>(units_) - p * o;
+  const double c0 = (b + std::sqrt(b * b + 4 * p * o * t)) / (2 * p);
+  constexpr int kLowest = -2, kHighest = 8;  // quarter octaves around C0
+  const double lowest = c0 * std::exp2(kLowest / 4.0);
+  if (static_cast<double>(max_key_cost) <= lowest) return kNoSplit;
+
+  int64_t max_unsplit = 0;
+  for (int i = 0; i < num_tiles_; ++i) {
+    const Tile& tile = tiles_[static_cast<size_t>(i)];
+    if (static_cast<double>(tile.key_cost) > lowest) {
+      split_candidates_[static_cast<size_t>(num_candidates_++)] = i;
+    } else {
+      max_unsplit = std::max(max_unsplit, tile.key_cost);
+    }
+  }
+  ChunkMemo memo;
+  int64_t best = kNoSplit;
+  double best_makespan = estimate(kNoSplit, total_key_cost, max_unsplit, memo).makespan;
+  auto consider = [&](int64_t cap) {
+    if (cap >= max_key_cost || static_cast<double>(cap) < lowest) return;
+    const Estimate e = estimate(cap, total_key_cost, max_unsplit, memo);
+    if (!e.feasible) return;
+    if (e.makespan < best_makespan || (e.makespan == best_makespan && cap > best)) {
+      best = cap, best_makespan = e.makespan;
+    }
+  };
+  for (int j = kHighest; j >= kLowest; --j) {
+    consider(static_cast<int64_t>(std::ceil(c0 * std::exp2(j / 4.0))));
+  }
+  const int64_t n0 = static_cast<int64_t>(std::ceil(static_cast<double>(max_key_cost) / c0));
+  constexpr int64_t kMostCounts = 64;  // exact counts matter most when they are few
+  for (int64_t n = std::max<int64_t>(2, n0 / 2); n <= std::min(2 * n0, kMostCounts); ++n) {
+    consider((max_key_cost + n - 1) / n);
+  }
+  return best;
+}
+
+// Cuts each tile into its KV chunks (works_) at split_point(), and gives split tiles their merge
+// records and partial-state rows.
+void BatchPlanner::make_works(int64_t chunk_cost) {
+  num_works_ = 0;
+  num_merges_ = 0;
+  num_partial_rows_ = 0;
+  splits_max_ = 1;
+  for (int i = 0; i < num_tiles_; ++i) {
+    Tile& t = tiles_[static_cast<size_t>(i)];
+    t.splits = split_count(t, chunk_cost);
+    const int64_t key_cost = batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
+    const int64_t lo = t.kv_begin, keys = int64_t{t.kv_end} - t.kv_begin;
+    int64_t begin = lo;
+    for (int k = 0; k < t.splits; ++k) {
+      int64_t end = t.kv_end;
+      if (k + 1 < t.splits) end = split_point(lo, keys, t.splits, k + 1);
+      Work& w = works_[static_cast<size_t>(num_works_++)];
+      w.tile = i;
+      w.chunk = k;
+      w.kv_begin = static_cast<int32_t>(begin);
+      w.kv_end = static_cast<int32_t>(end);
+      w.cost = (end - begin) * key_cost + kItemOverheadCost;
+      begin = end;
+    }
+    if (t.splits > 1) {
+      t.merge_base = num_merges_;
+      t.partial_base = num_partial_rows_;
+      num_merges_ += limits_.num_kv_heads;
+      num_partial_rows_ += limits_.num_kv_heads * t.splits * t.tile_rows;
+      splits_max_ = std::max(splits_max_, t.splits);
+    } else {
+      t.merge_base = -1;
+      t.partial_base = -1;
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------- assignment
+
+namespace {
+
+// Buckets of the cost sort: the top five bits of a cost (its leading one and four more), so a
+// bucket spans costs within a factor 1 + 1/16; each bucket is then sorted exactly.
+int cost_bucket(int64_t cost) {
+  const uint64_t c = static_cast<uint64_t>(cost);
+  const int msb = 63 - __builtin_clzll(c | 1);
+  const uint64_t frac = msb >= 4 ? c >> (msb - 4) : c << (4 - msb);
+  return msb * 16 + static_cast<int>(frac & 15);
+}
+
+}  // namespace
+
+// order_ = works_ by decreasing cost, ties in creation order: a counting pass over cost buckets,
+// then each bucket ordered by its exact costs, both stable. Small buckets take an insertion sort;
+// large ones (a step of equal requests or a window's equal tiles: few distinct costs, thousands
+// of works) a least-significant-digit radix sort on max - cost, a byte a pass over only the bits
+// the bucket's range needs (a bucket spans costs within 1/16 of each other).
+void BatchPlanner::sort_works() {
+  int32_t* start = bucket_start_.data();
+  std::fill(start, start + kCostBuckets + 1, 0);
+  for (int i = 0; i < num_works_; ++i) {
+    // Bucket kCostBuckets - 1 - b holds costs of bucket b: ascending positions = decreasing cost.
+    ++start[kCostBuckets - cost_bucket(works_[static_cast<size_t>(i)].cost)];
+  }
+  for (int b = 1; b <= kCostBuckets; ++b) start[b] += start[b - 1];
+  // start[b] now ends bucket b - 1 (reversed index); place back to front to keep creation order.
+  for (int i = num_works_ - 1; i >= 0; --i) {
+    const int b = kCostBuckets - 1 - cost_bucket(works_[static_cast<size_t>(i)].cost);
+    order_[static_cast<size_t>(--start[b + 1])] = i;
+  }
+  // start[b + 1] is now bucket b's first position; bucket b ends where bucket b + 1 starts.
+  const Work* works = works_.data();
+  constexpr int kInsertionMost = 32;
+  for (int b = 0; b < kCostBuckets; ++b) {
+    const int32_t first = start[b + 1];
+    const int32_t last = b + 1 < kCostBuckets ? start[b + 2] : num_works_;
+    int32_t* o = order_.data() + first;
+    const int32_t n = last - first;
+    if (n <= 1) continue;
+    if (n <= kInsertionMost) {
+      for (int32_t i = 1; i < n; ++i) {
+        const int32_t w = o[i];
+        int32_t j = i;
+        for (; j > 0 && works[o[j - 1]].cost < works[w].cost; --j) o[j] = o[j - 1];
+        o[j] = w;
+      }
+      continue;
+    }
+    int64_t lo = works[o[0]].cost, hi = lo;
+    for (int32_t i = 1; i < n; ++i) {
+      lo = std::min(lo, works[o[i]].cost);
+      hi = std::max(hi, works[o[i]].cost);
+    }
+    int32_t* from = o;
+    int32_t* to = sort_scratch_.data();
+    for (int shift = 0; (hi - lo) >> shift != 0; shift += 8) {
+      int32_t count[257] = {};
+      for (int32_t i = 0; i < n; ++i) ++count[((hi - works[from[i]].cost) >> shift & 255) + 1];
+      for (int d = 1; d <= 256; ++d) count[d] += count[d - 1];
+      for (int32_t i = 0; i < n; ++i)
+        to[count[(hi - works[from[i]].cost) >> shift & 255]++] = from[i];
+      std::swap(from, to);
+    }
+    if (from != o) std::copy(from, from + n, o);
+  }
+}
+
+// Longest processing time first: items in decreasing cost, each onto the least-loaded CTA. The
+// first num_ctas items meet empty CTAs and take CTA 0, 1, ... in turn. The rest go through a
+// 4-ary min-heap of loads (measured faster than 2- and 8-ary ones here): position k holds CTA
+// ctas - 1 - k at first, whose loads ascend with k (items descend), which is already a heap. A
+// replaced root sinks far (its load grew by a whole item), so the hole goes straight down the
+// smallest children to a leaf and the new load then rises from there (a bottom-up heap: the
+// descent needs no comparison with the new load). Positions past the last CTA hold the largest
+// load, so they never win. Each item's place in its CTA's list is counted on the way.
+void BatchPlanner::assign() {
+  constexpr int kArity = 4;
+  const int ctas = limits_.num_ctas;
+  const int heads = limits_.num_kv_heads;
+  int64_t* load = heap_load_.data();
+  int32_t* cta_of = heap_cta_.data();
+  std::fill(heap_load_.begin(), heap_load_.end(), std::numeric_limits<int64_t>::max());
+  std::fill(cta_count_.begin(), cta_count_.end(), 0);
+  for (int k = 0; k < ctas; ++k) load[k] = 0, cta_of[k] = ctas - 1 - k;
+  int64_t item = 0;
+  for (int i = 0; i < num_works_; ++i) {
+    const int64_t cost = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])].cost;
+    for (int h = 0; h < heads; ++h, ++item) {
+      if (item < ctas) {
+        load[ctas - 1 - item] = cost;
+        item_cta_[static_cast<size_t>(item)] = static_cast<int32_t>(item);
+        item_rank_[static_cast<size_t>(item)] = 0;
+        cta_count_[static_cast<size_t>(item)] = 1;
+        continue;
+      }
+      const int32_t cta = cta_of[0];
+      item_cta_[static_cast<size_t>(item)] = cta;
+      item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
+      const int64_t new_load = load[0] + cost;
+      int k = 0;
+      for (int child = 1; child < ctas; child = kArity * k + 1) {
+        int m = child;  // the smallest of the four (branches beat a branch-free select here)
+        for (int c = child + 1; c < child + kArity; ++c) m = load[c] < load[m] ? c : m;
+        load[k] = load[m];
+        cta_of[k] = cta_of[m];
+        k = m;
+      }
+      while (k > 0) {
+        const int parent = (k - 1) / kArity;
+        if (load[parent] <= new_load) break;
+        load[k] = load[parent];
+        cta_of[k] = cta_of[parent];
+        k = parent;
+      }
+      load[k] = new_load;
+      cta_of[k] = cta;
+    }
+  }
+  for (int k = 0; k < ctas; ++k) cta_load_[static_cast<size_t>(cta_of[k])] = load[k];
+}
+
+}  // namespace hopattn::plan

@@ -1,0 +1,388 @@
+#include "batch_plan_check.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <ostream>
+#include <sstream>
+
+#include "hopattn/error.hpp"
+
+namespace hopattn::plan::check {
+
+bool rule_visible(const BatchPlanLimits& l, int64_t i, int64_t j, int64_t q_len, int64_t kv_len) {
+  if (j < 0 || j >= kv_len) return false;
+  const int64_t diag = i + kv_len - q_len;
+  if (l.causal && j > diag) return false;
+  if (l.window.left >= 0 && j < diag - l.window.left) return false;
+  if (l.window.right >= 0 && j > diag + l.window.right) return false;
+  return true;
+}
+
+// Each condition of the rule bounds j from one side.
+KeyRange row_keys(const BatchPlanLimits& l, int64_t i, int64_t q_len, int64_t kv_len) {
+  const int64_t diag = i + kv_len - q_len;
+  int64_t lo = 0, hi = kv_len;
+  if (l.window.left >= 0) lo = std::max(lo, diag - l.window.left);
+  if (l.causal) hi = std::min(hi, diag + 1);
+  if (l.window.right >= 0) hi = std::min(hi, diag + l.window.right + 1);
+  return {lo, std::max(lo, hi)};
+}
+
+Step step_of(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& kv_lens) {
+  Step s;
+  s.cu.assign(1, 0);
+  for (int32_t q : q_lens) s.cu.push_back(s.cu.back() + q);
+  s.kv = kv_lens;
+  return s;
+}
+
+std::string describe(const BatchPlanLimits& l) {
+  std::ostringstream os;
+  os << "Hq " << l.num_qo_heads << " Hkv " << l.num_kv_heads << " D " << l.head_dim << " page "
+     << l.page_size << (l.causal ? " causal" : " full") << " window (" << l.window.left << ", "
+     << l.window.right << ") ctas " << l.num_ctas << " max_batch " << l.max_batch << " max_tokens "
+     << l.max_tokens;
+  return os.str();
+}
+
+std::string describe(const Step& s) {
+  std::ostringstream os;
+  os << "B " << s.batch() << " (q_len/kv_len):";
+  for (int b = 0; b < s.batch(); ++b) os << ' ' << s.q_len(b) << '/' << s.kv[b];
+  return os.str();
+}
+
+BatchPlanLimits llama8b(int ctas) {
+  BatchPlanLimits l;
+  l.num_qo_heads = 32;
+  l.num_kv_heads = 8;
+  l.head_dim = 128;
+  l.page_size = 16;
+  l.causal = true;
+  l.num_ctas = ctas;
+  return l;
+}
+
+Buffer::Buffer(size_t plan_bytes) : bytes_(plan_bytes + kBatchPlanAlign + kGuardBytes, kFill) {}
+
+unsigned char* Buffer::data() {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(bytes_.data());
+  return bytes_.data() + (kBatchPlanAlign - p % kBatchPlanAlign) % kBatchPlanAlign;
+}
+
+size_t Buffer::usable() const { return bytes_.size() - kBatchPlanAlign - kGuardBytes; }
+
+void Buffer::refill() { std::fill(bytes_.begin(), bytes_.end(), kFill); }
+
+Plan read_plan(const unsigned char* base) {
+  Plan p;
+  std::memcpy(&p.header, base, sizeof(p.header));
+  const BatchPlanHeader& h = p.header;
+  p.cta_offsets.resize(static_cast<size_t>(std::max(0, h.num_ctas + 1)));
+  std::memcpy(p.cta_offsets.data(), base + h.cta_offsets_offset,
+              sizeof(int32_t) * p.cta_offsets.size());
+  p.items.resize(static_cast<size_t>(std::max(0, h.num_items)));
+  std::memcpy(p.items.data(), base + h.items_offset, sizeof(BatchWorkItem) * p.items.size());
+  p.merges.resize(static_cast<size_t>(std::max(0, h.num_merges)));
+  std::memcpy(p.merges.data(), base + h.merges_offset, sizeof(BatchMergeRecord) * p.merges.size());
+  return p;
+}
+
+namespace {
+
+// Collects the first failed expectation as text (the caller adds seed and composition).
+class Failure {
+ public:
+  template <class... Parts>
+  bool expect(bool ok, const Parts&... parts) {
+    if (!ok && message_.empty()) message_ = detail::concat(parts...);
+    return ok;
+  }
+  bool failed() const { return !message_.empty(); }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
+};
+
+// An item in a failure message; printed only when a message is built.
+struct Show {
+  const BatchWorkItem& it;
+};
+std::ostream& operator<<(std::ostream& os, Show s) {
+  const BatchWorkItem& it = s.it;
+  return os << "item {request " << it.request << ", kv_head " << it.kv_head << ", rows ["
+            << it.row_begin << ", " << it.row_end << "), keys [" << it.kv_begin << ", " << it.kv_end
+            << "), kind " << it.kind << ", tile_rows " << it.tile_rows << ", partial_row "
+            << it.partial_row << ", merge " << it.merge << "}";
+}
+
+// ------------------------------------------------------------------------ the invariants
+// Header, offsets, guard, capacity and balance.
+void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& info,
+                  const unsigned char* base, const Plan& p, Failure& f) {
+  const BatchPlanHeader& h = p.header;
+  const BatchPlanCapacity cap = BatchPlanner::capacity(l);
+  const size_t static_bytes = BatchPlanner::workspace_bytes(l);
+  f.expect(h.magic == kBatchPlanMagic && h.version == kBatchPlanVersion, "magic/version");
+  f.expect(h.num_ctas == l.num_ctas && h.num_requests == s.batch() && h.total_q == s.cu.back() &&
+               h.group == l.num_qo_heads / l.num_kv_heads && h.num_kv_heads == l.num_kv_heads,
+           "header sizes");
+  const BatchPlanOffsets off = batch_plan_offsets(h.num_ctas, h.num_items, h.num_merges);
+  f.expect(h.cta_offsets_offset == off.cta_offsets && h.items_offset == off.items &&
+               h.merges_offset == off.merges && h.used_bytes == off.end,
+           "header offsets");
+  f.expect(info.used_bytes == h.used_bytes && info.num_items == h.num_items &&
+               info.num_merges == h.num_merges && info.num_partial_rows == h.num_partial_rows,
+           "info and header disagree");
+  f.expect(h.used_bytes <= static_bytes, "used bytes ", h.used_bytes, " > static query ",
+           static_bytes);
+  f.expect(h.num_items <= cap.max_items && h.num_merges <= cap.max_merges &&
+               h.num_partial_rows <= cap.max_partial_rows,
+           "capacity: items ", h.num_items, "/", cap.max_items, " merges ", h.num_merges, "/",
+           cap.max_merges, " partial rows ", h.num_partial_rows, "/", cap.max_partial_rows);
+  f.expect(h.num_prefill_items + h.num_decode_items == h.num_items, "kind counts");
+  // Nothing written past the used bytes: the guard beyond the static size, and everything up to
+  // it, still holds the fill pattern.
+  const unsigned char* end = base + static_bytes + kGuardBytes;
+  const unsigned char* touched =
+      std::find_if(base + h.used_bytes, end, [](unsigned char c) { return c != kFill; });
+  f.expect(touched == end, "byte ", touched - base, " past the used ", h.used_bytes,
+           " was written");
+  f.expect(p.cta_offsets.front() == 0 && p.cta_offsets.back() == h.num_items, "CTA offsets ends");
+
+  // Balance: LPT's bound, max <= mean + largest item, as max * P <= total + P * largest.
+  int64_t total = 0, busiest = 0, largest = 0;
+  for (int c = 0; c < h.num_ctas; ++c) {
+    if (!f.expect(p.cta_offsets[c] <= p.cta_offsets[c + 1], "CTA offsets decrease at ", c)) return;
+    int64_t load = 0, previous = std::numeric_limits<int64_t>::max();
+    for (int i = p.cta_offsets[c]; i < p.cta_offsets[c + 1]; ++i) {
+      const int64_t cost = batch_item_cost(p.items[i]);
+      f.expect(cost <= previous, "CTA ", c, " does not run its items largest first");
+      previous = cost;
+      load += cost;
+      largest = std::max(largest, cost);
+    }
+    total += load;
+    busiest = std::max(busiest, load);
+  }
+  f.expect(
+      info.total_cost == total && info.max_cta_cost == busiest && info.max_item_cost == largest,
+      "info costs");
+  f.expect(busiest * l.num_ctas <= total + l.num_ctas * largest, "balance: busiest CTA ", busiest,
+           " > mean ", total / l.num_ctas, " + largest item ", largest);
+}
+
+// One item on its own: request fields, tile shape, clipped and aligned keys, partial block.
+void check_item(const BatchPlanLimits& l, const Step& s, const Plan& p, const BatchWorkItem& it,
+                Failure& f) {
+  const int64_t group = l.num_qo_heads / l.num_kv_heads;
+  if (!f.expect(it.request >= 0 && it.request < s.batch() && it.kv_head >= 0 &&
+                    it.kv_head < l.num_kv_heads,
+                "request/head out of range: ", Show{it})) {
+    return;
+  }
+  const int64_t q = s.q_len(it.request), kv = s.kv[it.request];
+  f.expect(it.q_start == s.cu[it.request] && it.q_len == q && it.kv_len == kv,
+           "request fields: ", Show{it});
+  f.expect(it.row_begin >= 0 && it.row_begin < it.row_end && it.row_end <= q * group &&
+               it.row_begin % group == 0 && it.row_end % group == 0,
+           "rows not whole positions of the request: ", Show{it});
+  f.expect(it.row_end - it.row_begin <= it.tile_rows, "rows exceed the tile: ", Show{it});
+  const int decode_rows = decode_tile_rows(q * group);
+  if (decode_rows > 0) {
+    f.expect(it.kind == uint16_t(BatchTileKind::kDecode) && it.tile_rows == decode_rows &&
+                 it.row_begin == 0 && it.row_end == q * group,
+             "a short request is one decode tile: ", Show{it});
+  } else {
+    f.expect(it.kind == uint16_t(BatchTileKind::kPrefill) && it.tile_rows == kPrefillTileRows &&
+                 it.row_begin % (prefill_positions_per_tile(int(group)) * group) == 0,
+             "prefill tile shape: ", Show{it});
+  }
+  // Keys: inside what the item's rows see, touching its first and last such key unless split
+  // there (then on a chunk boundary); empty only when its rows see nothing.
+  const int64_t first = row_keys(l, it.row_begin / group, q, kv).lo;
+  const int64_t last = row_keys(l, (it.row_end - 1) / group, q, kv).hi;
+  f.expect(it.kv_begin >= first && it.kv_end <= last && it.kv_begin <= it.kv_end,
+           "keys outside what the rows see [", first, ", ", last, "): ", Show{it});
+  f.expect(it.kv_begin < it.kv_end || first >= last, "empty work scheduled: ", Show{it});
+  f.expect(it.kv_begin == first || it.kv_begin % kKvChunkKeys == 0,
+           "unaligned split start: ", Show{it});
+  f.expect(it.kv_end == last || it.kv_end % kKvChunkKeys == 0, "unaligned split end: ", Show{it});
+  const bool split = it.merge >= 0;
+  f.expect(split == (it.partial_row >= 0), "partial_row and merge disagree: ", Show{it});
+  if (split) {
+    f.expect(it.merge < p.header.num_merges &&
+                 it.partial_row + it.tile_rows <= p.header.num_partial_rows,
+             "partial block or merge out of range: ", Show{it});
+  }
+}
+
+// Coverage and writers, per (request, KV head): a sweep over the row boundaries of its items and
+// merge records; on each run of rows between boundaries the covering items' KV ranges must be
+// disjoint and hold every key the run's rows see, and exactly one writer must own the run.
+void check_coverage(const BatchPlanLimits& l, const Step& s, const Plan& p, Failure& f) {
+  const int64_t group = l.num_qo_heads / l.num_kv_heads;
+  const int heads = l.num_kv_heads;
+  std::vector<std::vector<int>> items(size_t(s.batch()) * heads), merges(items.size());
+  for (size_t i = 0; i < p.items.size(); ++i) {
+    const BatchWorkItem& it = p.items[i];
+    if (it.request < 0 || it.request >= s.batch() || it.kv_head < 0 || it.kv_head >= heads) return;
+    items[size_t(it.request) * heads + it.kv_head].push_back(int(i));
+  }
+  for (size_t m = 0; m < p.merges.size(); ++m) {
+    const BatchMergeRecord& r = p.merges[m];
+    if (!f.expect(r.request >= 0 && r.request < s.batch() && r.kv_head >= 0 && r.kv_head < heads,
+                  "merge ", m, " out of range")) {
+      return;
+    }
+    merges[size_t(r.request) * heads + r.kv_head].push_back(int(m));
+  }
+  std::vector<int64_t> bounds;
+  std::vector<int> active, open_items, open_recs;
+  for (int b = 0; b < s.batch() && !f.failed(); ++b) {
+    const int64_t q = s.q_len(b), kv = s.kv[b], rows = q * group;
+    for (int h = 0; h < heads && !f.failed(); ++h) {
+      std::vector<int>& mine = items[size_t(b) * heads + h];
+      std::vector<int>& recs = merges[size_t(b) * heads + h];
+      bounds.assign({0, rows});
+      for (int i : mine)
+        bounds.push_back(p.items[i].row_begin), bounds.push_back(p.items[i].row_end);
+      for (int m : recs)
+        bounds.push_back(p.merges[m].row_begin), bounds.push_back(p.merges[m].row_end);
+      std::sort(bounds.begin(), bounds.end());
+      bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+      // Sweep: open the items and records starting at or before each run, drop the finished.
+      std::sort(mine.begin(), mine.end(),
+                [&](int a, int c) { return p.items[a].row_begin < p.items[c].row_begin; });
+      std::sort(recs.begin(), recs.end(),
+                [&](int a, int c) { return p.merges[a].row_begin < p.merges[c].row_begin; });
+      size_t next_item = 0, next_rec = 0;
+      open_items.clear();
+      open_recs.clear();
+      for (size_t k = 0; k + 1 < bounds.size() && !f.failed(); ++k) {
+        const int64_t r0 = bounds[k], r1 = bounds[k + 1];
+        if (r0 >= rows) break;
+        while (next_item < mine.size() && p.items[mine[next_item]].row_begin <= r0) {
+          open_items.push_back(mine[next_item++]);
+        }
+        while (next_rec < recs.size() && p.merges[recs[next_rec]].row_begin <= r0) {
+          open_recs.push_back(recs[next_rec++]);
+        }
+        open_items.erase(std::remove_if(open_items.begin(), open_items.end(),
+                                        [&](int i) { return p.items[i].row_end <= r0; }),
+                         open_items.end());
+        open_recs.erase(std::remove_if(open_recs.begin(), open_recs.end(),
+                                       [&](int m) { return p.merges[m].row_end <= r0; }),
+                        open_recs.end());
+        active = open_items;
+        std::sort(active.begin(), active.end(),
+                  [&](int a, int c) { return p.items[a].kv_begin < p.items[c].kv_begin; });
+        // Messages are built only on failure: this loop runs for every run of rows.
+        auto fail = [&](const auto&... parts) {
+          f.expect(false, "request ", b, " kv_head ", h, " rows [", r0, ", ", r1, "): ", parts...);
+        };
+        // Keys: the run's rows see [lo(first position), hi(last position)).
+        const int64_t need_lo = row_keys(l, r0 / group, q, kv).lo;
+        const int64_t need_hi = row_keys(l, (r1 - 1) / group, q, kv).hi;
+        if (active.empty()) {
+          fail("no item covers these rows");
+          break;
+        }
+        int64_t covered = need_lo;
+        for (size_t a = 0; a < active.size(); ++a) {
+          const BatchWorkItem& it = p.items[active[a]];
+          if (a > 0 && it.kv_begin < p.items[active[a - 1]].kv_end) {
+            fail("overlapping keys of ", Show{p.items[active[a - 1]]}, " and ", Show{it});
+          }
+          if (it.kv_begin > covered && covered < need_hi) {
+            fail("keys [", covered, ", ", it.kv_begin, ") not covered");
+          }
+          covered = std::max<int64_t>(covered, it.kv_end);
+        }
+        if (covered < need_hi) fail("keys [", covered, ", ", need_hi, ") not covered");
+        // Writers: one direct item, or one merge record over exactly the split items.
+        int direct = 0;
+        for (int i : active) direct += p.items[i].merge < 0;
+        const int records = static_cast<int>(open_recs.size());
+        const int record = records == 1 ? open_recs[0] : -1;
+        if (direct + records != 1) {
+          fail(direct, " direct writers and ", records, " merge records");
+          break;
+        }
+        if (direct == 1) {
+          if (active.size() != 1) fail("a direct item shares its rows");
+          continue;
+        }
+        const BatchMergeRecord& m = p.merges[record];
+        if (m.num_splits != int(active.size()) || m.num_splits < 2 || m.num_splits > kMaxSplits) {
+          fail("merge of ", m.num_splits, " splits over ", active.size(), " items");
+        }
+        for (size_t a = 0; a < active.size(); ++a) {
+          const BatchWorkItem& it = p.items[active[a]];
+          if (it.merge != record || it.row_begin != m.row_begin || it.row_end != m.row_end ||
+              it.tile_rows != m.partial_stride || m.q_start != s.cu[b] ||
+              it.partial_row != m.partial_row + int64_t(a) * m.partial_stride) {
+            fail("split ", a, " (ascending keys) is not the merge's partial ", a, ": ", Show{it});
+          }
+        }
+      }
+    }
+  }
+}
+
+// No two partial blocks overlap, and merge records own disjoint partial rows.
+void check_partials(const Plan& p, Failure& f) {
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (const BatchWorkItem& it : p.items) {
+    if (it.partial_row >= 0) blocks.emplace_back(it.partial_row, it.partial_row + it.tile_rows);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t i = 1; i < blocks.size(); ++i) {
+    f.expect(blocks[i].first >= blocks[i - 1].second, "partial blocks overlap at row ",
+             blocks[i].first);
+  }
+  blocks.clear();
+  for (const BatchMergeRecord& m : p.merges) {
+    blocks.emplace_back(m.partial_row, m.partial_row + int64_t(m.num_splits) * m.partial_stride);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    f.expect(blocks[i].first >= (i ? blocks[i - 1].second : 0) &&
+                 blocks[i].second <= p.header.num_partial_rows,
+             "merge partial rows overlap or overflow at ", blocks[i].first);
+  }
+}
+
+}  // namespace
+
+std::string verify(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& info,
+                   const unsigned char* base) {
+  const Plan p = read_plan(base);
+  Failure f;
+  check_layout(l, s, info, base, p, f);
+  for (const BatchWorkItem& it : p.items) {
+    if (f.failed()) break;
+    check_item(l, s, p, it, f);
+  }
+  if (!f.failed()) check_coverage(l, s, p, f);
+  if (!f.failed()) check_partials(p, f);
+  return f.message();
+}
+
+std::string plan_and_verify(BatchPlanner& planner, const Step& s, Buffer& buf,
+                            BatchPlanInfo* info_out) {
+  buf.refill();
+  BatchPlanInfo info;
+  try {
+    info = planner.plan(s.cu.data(), s.kv.data(), s.batch(), buf.data(), buf.usable());
+  } catch (const std::exception& e) {
+    return std::string("plan() threw: ") + e.what();  // a valid step: reported with its seed
+  }
+  if (info_out != nullptr) *info_out = info;
+  return verify(planner.limits(), s, info, buf.data());
+}
+
+}  // namespace hopattn::plan::check

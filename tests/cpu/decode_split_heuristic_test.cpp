@@ -56,13 +56,13 @@ TEST(DecodeSplitHeuristic, GridProperties) {
         ASSERT_GE(s, 1);
         ASSERT_LE(s, kMaxAutoSplits);
         if (s > 1) ASSERT_GE(tiles / s, kMinTilesPerSplit);
-        const int64_t cost = decode_split_cost(problems, tiles, slots, s);
-        EXPECT_LE(cost, decode_split_cost(problems, tiles, slots, 1));
+        const int64_t cost = kDecodeSplitCost.cost(problems, tiles, slots, s);
+        EXPECT_LE(cost, kDecodeSplitCost.cost(problems, tiles, slots, 1));
         const int64_t old = std::clamp<int64_t>(
             std::min<int64_t>(problems >= slots ? 1 : (slots + problems - 1) / problems,
                               std::max<int64_t>(1, tiles / kMinTilesPerSplit)),
             1, kMaxAutoSplits);
-        EXPECT_LE(cost, decode_split_cost(problems, tiles, slots, old));
+        EXPECT_LE(cost, kDecodeSplitCost.cost(problems, tiles, slots, old));
         // Same waves with fewer splits would only add merge work: the choice is the least.
         for (int64_t fewer = 1; fewer < s; ++fewer) {
           EXPECT_FALSE(waves(problems * fewer, slots) == waves(problems * s, slots) &&

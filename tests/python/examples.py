@@ -56,6 +56,12 @@ def example_mla():
     out, lse = hopattn.mla(
         q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, page_table, max_seqlen_q=1
     )  # out [2, 16, 512]
+    # fp8 e4m3 cache (real value = stored * kv_scale)
+    ckv8, kpe8 = (2 * ckv).to(torch.float8_e4m3fn), (2 * kpe).to(torch.float8_e4m3fn)
+    out8, lse8 = hopattn.mla(
+        q_nope, q_pe, ckv8, kpe8, cu_seqlens_q, kv_lens, page_table, max_seqlen_q=1, kv_scale=0.5
+    )
+    assert out8.shape == out.shape and lse8.shape == lse.shape
 
 
 def example_merge():

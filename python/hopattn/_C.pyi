@@ -223,6 +223,12 @@ def probe_decode(
     num_splits: int,
 ) -> Optional[str]: ...
 def probe_mla(
-    device: str, dtype: str, heads: int, q_len: int, page_size: int, causal: bool
+    device: str,
+    dtype: str,
+    heads: int,
+    q_len: int,
+    page_size: int,
+    causal: bool,
+    kv_dtype: str = "",
 ) -> Optional[str]: ...
 def probe_merge(device: str, dtype: str, head_dim: int, n: int) -> Optional[str]: ...

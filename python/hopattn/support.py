@@ -187,14 +187,16 @@ def _decode(device):
 
 
 def _mla(device):
-    def probe(dtype=None, heads=16, q_len=1, page_size=64, causal=True):
-        return _C.probe_mla(device, dtype or base, heads, q_len, page_size, causal)
+    def probe(dtype=None, heads=16, q_len=1, page_size=64, causal=True, kv_dtype=""):
+        return _C.probe_mla(device, dtype or base, heads, q_len, page_size, causal, kv_dtype)
 
     base = None
     dtypes = [t for t in FLOAT_DTYPES if probe(dtype=t) is None]
     base = dtypes[0] if dtypes else "bf16"
+    kv = {q: [k for k in KV_DTYPES if probe(dtype=q, kv_dtype=k) is None] for q in dtypes}
     return {
         "dtypes": dtypes,
+        "kv_dtypes": kv,
         "head_dims": f"{_C.MLA_LATENT_DIM} latent + {_C.MLA_ROPE_DIM} rope",
         "page_sizes": _ranges(_accepted(lambda p: probe(page_size=p), PAGE_SIZES), PAGE_SIZES),
         "q_lens": _ranges(_accepted(lambda n: probe(q_len=n), Q_LENS), Q_LENS),
@@ -231,7 +233,7 @@ def support_matrix(device=None):
     """What each family accepts, as the library's validators decide it.
 
     ``device``: "cpu" (the reference backend), "cuda" (the GPU kernels' contract) or None for
-    both, as ``{device: {family: {...}}}``. Per family: ``dtypes`` (q), ``kv_dtypes`` (decode,
+    both, as ``{device: {family: {...}}}``. Per family: ``dtypes`` (q), ``kv_dtypes`` (decode, mla,
     per q dtype), ``head_dims``, ``head_dim_pairs`` (Dqk != Dv), ``page_sizes``, ``gqa_ratios``
     (Hq / Hkv), ``q_lens`` and ``num_splits`` (decode), ``n_states`` (merge), and ``features``:
     {name: True, or the validator's message saying why not}. Ranges read like "1..256";

@@ -250,17 +250,18 @@ nb::object probe_decode(const std::string& device, const std::string& q_dtype,
 
 // ---------------------------------------------------------------- mla, merge
 nb::object probe_mla(const std::string& device, const std::string& dtype_name, int heads, int q_len,
-                     int page_size, bool causal) {
+                     int page_size, bool causal, const std::string& kv_dtype_name) {
   return verdict([&] {
     Arena arena(device_named(device));
     const DType dtype = dtype_named(dtype_name);
+    const DType kv_dtype = kv_dtype_name.empty() ? dtype : dtype_named(kv_dtype_name);
     const int64_t kv_len = q_len + 4;
     const Pages p = make_pages(arena, 1, kv_len, page_size, "NHD");
     MlaArgs a;
     a.q_nope = arena.tensor(dtype, {q_len, heads, kMlaLatentDim});
     a.q_pe = arena.tensor(dtype, {q_len, heads, kMlaRopeDim});
-    a.ckv = arena.tensor(dtype, {p.num_pages, page_size, kMlaLatentDim});
-    a.kpe = arena.tensor(dtype, {p.num_pages, page_size, kMlaRopeDim});
+    a.ckv = arena.tensor(kv_dtype, {p.num_pages, page_size, kMlaLatentDim});
+    a.kpe = arena.tensor(kv_dtype, {p.num_pages, page_size, kMlaRopeDim});
     a.cu_seqlens_q = arena.index({0, q_len}, {2});
     a.max_seqlen_q = q_len;
     a.pages = p.table;
@@ -311,7 +312,9 @@ void bind_support(nb::module_& m) {
         "beam_width"_a, "shared_prefix"_a, "num_splits"_a,
         "None when decode's validator accepts this configuration, else its message.");
   m.def("probe_mla", &probe_mla, "device"_a, "dtype"_a, "heads"_a, "q_len"_a, "page_size"_a,
-        "causal"_a, "None when mla's validator accepts this configuration, else its message.");
+        "causal"_a, "kv_dtype"_a = "",
+        "None when mla's validator accepts this configuration (kv_dtype empty: q's), else its "
+        "message.");
   m.def("probe_merge", &probe_merge, "device"_a, "dtype"_a, "head_dim"_a, "n"_a,
         "None when merge_states (n = 2) or merge_states_n's validator accepts this, else its "
         "message.");

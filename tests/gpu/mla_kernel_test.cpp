@@ -67,6 +67,15 @@ std::vector<MlaCase> mla_cases() {
     c.combined_cache = true;
     add(c);
   }
+  // Pages holding whole 32-key blocks: those blocks come by TMA (the rest by the gather),
+  // also through the strided views of a combined cache.
+  add({"b5_q1_h16_p32_tma", 5, 1, 16, 32, {64, 4096, 33, 32, 1}, 4096});
+  add({"b3_q2_h64_p256_tma", 3, 2, 64, 256, {512, 4097, 2}, 1000});
+  {
+    MlaCase c{"b9_q2_h16_p64_combined_cache_tma", 9, 2, 16, 64, {128, 2, 4096}, 3000};
+    c.combined_cache = true;
+    add(c);
+  }
   {
     MlaCase c{"b6_varlen_h16_p16", 6, 8, 16, 16, {8, 0, 113, 50, 3, 700}, 700};
     c.q_lens = {8, 0, 5, 1, 3, 2};

@@ -13,6 +13,7 @@
 #include "ptx/mbarrier.cuh"
 #include "ptx/pack.cuh"
 #include "ptx/setmaxnreg.cuh"
+#include "ptx/tma.cuh"
 #include "ptx/warpgroup.cuh"
 
 namespace hopattn::kernels::mla {
@@ -79,6 +80,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   __syncthreads();
 
   const int role = ptx::warpgroup_index();
+  if (role == 0 && threadIdx.x == 0 && p.tma) {
+    ptx::prefetch_tensor_map(&p.tm_ckv);
+    ptx::prefetch_tensor_map(&p.tm_kpe);
+  }
   if (role == 0) {
     ptx::setmaxnreg_to<Traits::kProducerRegisters, Traits::kLaunchRegisters>();
     MlaLoader<Traits>::run(p, sm, t);

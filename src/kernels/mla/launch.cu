@@ -9,6 +9,7 @@
 #include "kernels/merge/launch.hpp"
 #include "kernels/mla/launch.hpp"
 #include "kernels/mla/launch_kernel.cuh"
+#include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::mla {
 
@@ -41,6 +42,22 @@ void set_pages(MlaParams& p, const PageTable& pt) {
   }
   p.kv_lens = pt.kv_lens.data_as<const int32_t>();
   p.kv_lens_stride = pt.kv_lens.stride(0);
+}
+
+// 3-D tiled map of a [pages, page_size, D] pool view (arbitrary page and slot strides), boxes of
+// 64 columns x kBlockKeys slots x 1 page, 128B-swizzled.
+CUtensorMap pool_map(const TensorView& t) {
+  const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+  ptx::TensorMapSpec s;
+  s.base = t.data();
+  s.dtype = t.dtype() == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  s.element_bytes = 2;
+  s.rank = 3;
+  s.dims = {u(t.size(2)), u(t.size(1)), u(t.size(0))};
+  s.strides = {0, u(t.stride(1)) * 2, u(t.stride(0)) * 2};
+  s.box = {64, static_cast<uint32_t>(kBlockKeys), 1};
+  return ptx::encode_tensor_map(s);
 }
 
 }  // namespace
@@ -76,6 +93,12 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   p.kpe = a.kpe.data();
   p.num_pages = static_cast<int>(a.ckv.size(0));
   p.page_size = static_cast<int>(a.ckv.size(1));
+  // Pages that hold whole KV blocks come by TMA (16-bit caches; fp8 is widened in registers).
+  p.tma = a.ckv.dtype() != DType::kFP8E4M3 && p.page_size % kBlockKeys == 0 && p.num_pages > 0;
+  if (p.tma) {
+    p.tm_ckv = pool_map(a.ckv);
+    p.tm_kpe = pool_map(a.kpe);
+  }
   p.page_div = FastDivisor::of(static_cast<uint32_t>(std::max(1, p.page_size)));
   set_pages(p, a.pages);
   p.cu_seqlens_q = a.cu_seqlens_q.data_as<const int32_t>();

@@ -4,10 +4,11 @@
 // MMAs read. ckv is both the key (S = Q K^T over all 576 columns) and the value (O = P V over the
 // first 512), so each row is read from memory once.
 //
-// 16-bit caches: cp.async, 16 bytes a copy; a warp covers 512 contiguous bytes of one row per
-// instruction. Keys past the split's end, past kv_len, or whose page id is out of range are not
-// read: cp.async with a source size of 0 writes zeros, so P = 0 meets V = 0 there (0 * NaN from a
-// poisoned slot would be NaN).
+// 16-bit caches: a block that lies in one page with every key present (page sizes that are
+// multiples of the block) arrives by TMA, one box per 64-column panel; other blocks (small
+// pages, the split's last block, a bad page id) by cp.async, 16 bytes a copy. Keys past the split's
+// end, past kv_len, or whose page id is out of range are not read: cp.async with a source size of 0
+// writes zeros, so P = 0 meets V = 0 there (0 * NaN from a poisoned slot would be NaN).
 //
 // fp8 e4m3 caches: 16-byte loads into registers, widened exactly to q's 16-bit type
 // (ptx/dequant.cuh) and stored with st.shared; the dequantization scale is applied to the
@@ -24,6 +25,7 @@
 #include "ptx/mbarrier.cuh"
 #include "ptx/named_barrier.cuh"
 #include "ptx/shared_memory.cuh"
+#include "ptx/tma.cuh"
 
 namespace hopattn::kernels::mla {
 
@@ -119,6 +121,26 @@ struct MlaLoader {
     ptx::cp_async_mbarrier_arrive_noinc(full);
   }
 
+  // 16-bit cache, a block within one page whose keys all exist (page_size % kBlockKeys == 0):
+  // one thread raises the stage's byte count and issues the 9 boxes (8 of ckv, 1 of kpe) at
+  // (column, slot, page); the other threads' arrivals complete the count of 128 like the copy
+  // path's. The phase completes only once the boxes' bytes have landed.
+  __device__ static void tma_block(const MlaParams& p, uint8_t* dst, uint64_t* full, int2 first,
+                                   uint32_t tid) {
+    if (tid == 0) {
+      ptx::mbarrier_arrive_expect_tx(full, Traits::kStageBytes);
+#pragma unroll
+      for (int i = 0; i < Traits::kLatentPanels; ++i) {
+        ptx::tma_load_3d(dst + i * Traits::kKVPanelBytes, &p.tm_ckv, full, i * Traits::kPanelCols,
+                         first.y, first.x);
+      }
+      ptx::tma_load_3d(dst + Traits::kLatentPanels * Traits::kKVPanelBytes, &p.tm_kpe, full, 0,
+                       first.y, first.x);
+    } else {
+      ptx::mbarrier_arrive(full);
+    }
+  }
+
   // fp8 cache, step 1: the block's rows as 16-byte loads into registers, issued before the wait
   // for the stage so that their latency overlaps it. A row is 36 chunks (32 of ckv, 4 of kpe):
   // lane j of its 8 takes ckv chunks j, j + 8, j + 16, j + 24 and, for j < 4, kpe chunk j.
@@ -195,8 +217,15 @@ struct MlaLoader {
         wait_barrier(sm.empty(stage), phase ^ 1);
         store_fp8(rows, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
       } else {
+        // The whole block in one page, every key present: key 0's entry names the page.
+        const int2 head = table_entry(table_addr, 0);
+        const bool by_tma = p.tma && head.x >= 0 && first + kBlockKeys <= t.key_end;
         wait_barrier(sm.empty(stage), phase ^ 1);
-        copy_block(p, table_addr, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+        if (by_tma) {
+          tma_block(p, sm.kv(stage), sm.full(stage), head, tid);
+        } else {
+          copy_block(p, table_addr, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+        }
       }
     }
     ptx::cp_async_commit();

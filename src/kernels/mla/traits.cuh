@@ -2,6 +2,7 @@
 // The tile shape comes from src/plan/mla_tiles.hpp, which the host planner reads too.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -90,6 +91,11 @@ struct MlaTraits {
 
 // Kernel parameters (host-filled in launch.cu). Element strides; every offset is int64.
 struct MlaParams {
+  // 16-bit cache with page_size % kBlockKeys == 0: ckv / kpe as 3-D maps (column, slot, page),
+  // boxes of 64 columns x kBlockKeys slots, 128B-swizzled: one box is one stage panel, so a
+  // block whose keys all exist arrives by 9 TMA copies (loader.cuh). Otherwise unused.
+  CUtensorMap tm_ckv, tm_kpe;
+  bool tma;
   const void* q_nope;  // [total_q, H, 512]
   const void* q_pe;    // [total_q, H, 64]
   int64_t q_nope_stride[2], q_pe_stride[2];

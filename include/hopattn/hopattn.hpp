@@ -2,6 +2,7 @@
 #pragma once
 
 #include "hopattn/api.hpp"
+#include "hopattn/batch.hpp"
 #include "hopattn/dlpack.h"
 #include "hopattn/dtype.hpp"
 #include "hopattn/error.hpp"

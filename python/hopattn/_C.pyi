@@ -2,7 +2,7 @@
 # hopattn package, which allocates outputs and passes them here. Tensors are any object with
 # __dlpack__ (or a DLPack capsule), or a pair (array, dtype name) that reinterprets an integer
 # view as bf16 / fp8 (numpy + ml_dtypes). Streams are cudaStream_t addresses (0 = default).
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 _Tensor = Any
 _PageTable = Union[_Tensor, Tuple[_Tensor, _Tensor]]
@@ -181,6 +181,54 @@ def merge_states(
 def merge_states_n(
     o: _Tensor, lse: _Tensor, out: _Tensor, lse_out: _Tensor, *, stream: int = 0
 ) -> None: ...
+def current_cuda_device() -> int: ...
+
+class BatchAttention:
+    def __init__(
+        self,
+        num_qo_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        page_size: int,
+        *,
+        head_dim_v: int = 0,
+        kv_layout: str = "NHD",
+        causal: bool = True,
+        window_left: int = -1,
+        window_right: int = -1,
+        softcap: float = 0.0,
+        scale: Optional[float] = None,
+        max_batch: int = 256,
+        max_tokens: int = 16384,
+        device: str = "cpu",
+        device_index: int = 0,
+    ) -> None: ...
+    def plan(self, cu_seqlens_q: _Tensor, kv_lens: _Tensor) -> None: ...
+    def run(
+        self,
+        q: _Tensor,
+        k_cache: _Tensor,
+        v_cache: _Tensor,
+        cu_seqlens_q: _Tensor,
+        kv_lens: _Tensor,
+        page_table: _Tensor,
+        out: _Tensor,
+        lse: _Tensor,
+        *,
+        sinks: Optional[_Tensor] = None,
+        k_scale: float = 1.0,
+        k_scale_per_head: Optional[_Tensor] = None,
+        v_scale: float = 1.0,
+        v_scale_per_head: Optional[_Tensor] = None,
+        workspace: Optional[_Tensor] = None,
+        stream: int = 0,
+    ) -> None: ...
+    @property
+    def plan_buffer_size(self) -> int: ...
+    @property
+    def workspace_size(self) -> int: ...
+    @property
+    def planned(self) -> Dict[str, int]: ...
 
 # Support-matrix probes: None when the validator accepts the configuration, else its message.
 def probe_attention(

@@ -8,7 +8,9 @@ with q's shape without the last dim.
 
 Functions: :func:`attention` (forward: dense, varlen, paged KV), :func:`attention_backward`,
 :func:`decode` (paged generation), :func:`mla` (multi-head latent attention),
-:func:`merge_states`, :func:`merge_states_n`, :func:`support_matrix`.
+:func:`merge_states`, :func:`merge_states_n`, :func:`support_matrix`; and the class
+:class:`BatchAttention` (a serving step of mixed prefill and decode requests: plan once, run per
+layer; CPU tensors only so far).
 
 torch tensors go through ``torch.library`` custom ops (``torch.ops.hopattn.*``), so calls are
 differentiable (attention), traceable by ``torch.compile(fullgraph=True)`` and CUDA-graph
@@ -21,6 +23,7 @@ without a code path NotImplementedError; each message says what was expected and
 import sys as _sys
 
 from hopattn import _C, _args, _generic
+from hopattn.batch import BatchAttention
 from hopattn.support import format_support_matrix, support_matrix
 
 __version__ = "0.1.0"
@@ -31,6 +34,7 @@ __all__ = [
     "mla",
     "merge_states",
     "merge_states_n",
+    "BatchAttention",
     "support_matrix",
     "format_support_matrix",
     "built_with_cuda",

@@ -107,5 +107,46 @@ def merge_states(
 def merge_states_n(
     o: T, lse: T, *, out: Optional[T] = None, lse_out: Optional[T] = None
 ) -> Tuple[T, T]: ...
+
+class BatchAttention:
+    # One serving step: plan(cu_seqlens_q [B+1], kv_lens [B]) on host int32 arrays, then
+    # run(q [total_q, Hq, D], k_cache, v_cache, cu_seqlens_q, kv_lens, page_table [B, max_pages])
+    # -> (out [total_q, Hq, Dv], lse float32 [total_q, Hq]). CPU tensors only so far.
+    def __init__(
+        self,
+        num_qo_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        page_size: int,
+        *,
+        head_dim_v: Optional[int] = None,
+        kv_layout: str = "NHD",
+        causal: bool = True,
+        window: Tuple[int, int] = (-1, -1),
+        softcap: float = 0.0,
+        scale: Optional[float] = None,
+        max_batch: int = 256,
+        max_tokens: int = 16384,
+        device: Any = None,
+    ) -> None: ...
+    @property
+    def device(self) -> str: ...
+    def plan(self, cu_seqlens_q: _DLPack, kv_lens: _DLPack) -> None: ...
+    def run(
+        self,
+        q: T,
+        k_cache: T,
+        v_cache: T,
+        cu_seqlens_q: T,
+        kv_lens: T,
+        page_table: T,
+        *,
+        sinks: Optional[T] = None,
+        k_scale: Union[float, T, None] = None,
+        v_scale: Union[float, T, None] = None,
+        out: Optional[T] = None,
+        lse_out: Optional[T] = None,
+    ) -> Tuple[T, T]: ...
+
 def support_matrix(device: Optional[str] = None) -> Dict[str, Any]: ...
 def format_support_matrix(matrix: Optional[Dict[str, Any]] = None) -> str: ...

@@ -43,5 +43,6 @@ NB_MODULE(_C, m) {
   m.attr("MLA_ROPE_DIM") = hopattn::kMlaRopeDim;
 
   hopattn::python::bind_families(m);
+  hopattn::python::bind_batch(m);
   hopattn::python::bind_support(m);
 }

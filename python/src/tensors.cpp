@@ -133,15 +133,15 @@ PageTable import_pages(TensorImporter& tensors, nb::handle page_table, nb::handl
     pages.block_table = tensors.index(page_table, "page_table");
   }
   pages.kv_lens = tensors.index(kv_lens, "kv_lens");
-  if (kv_layout == "NHD") {
-    pages.layout = KVLayout::kNHD;
-  } else if (kv_layout == "HND") {
-    pages.layout = KVLayout::kHND;
-  } else {
-    throw Error(ErrorKind::kValue,
-                "kv_layout: expected \"NHD\" or \"HND\", got \"" + kv_layout + "\"");
-  }
+  pages.layout = layout_named(kv_layout);
   return pages;
+}
+
+KVLayout layout_named(const std::string& kv_layout) {
+  if (kv_layout == "NHD") return KVLayout::kNHD;
+  if (kv_layout == "HND") return KVLayout::kHND;
+  throw Error(ErrorKind::kValue,
+              "kv_layout: expected \"NHD\" or \"HND\", got \"" + kv_layout + "\"");
 }
 
 DeviceGuard::DeviceGuard(Device device) {

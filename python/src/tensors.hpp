@@ -36,6 +36,9 @@ class TensorImporter {
   std::vector<nb::ndarray<>> outputs_;
 };
 
+// "NHD" or "HND" (ValueError otherwise).
+KVLayout layout_named(const std::string& kv_layout);
+
 // A page table given from Python: a block table [B, max_pages] or a pair (page_indptr,
 // page_indices) of CSR arrays; plus kv_lens and the layout name ("NHD" or "HND"). Imported as
 // index tensors (TensorImporter::index).

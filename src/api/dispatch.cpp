@@ -1,5 +1,6 @@
 // Public entry points: validate, then route CPU tensors to the reference and CUDA tensors to the
 // GPU kernels. A family without a GPU kernel yet raises kNotImplemented for CUDA tensors.
+#include "api/batch_state.hpp"
 #include "api/launch_variants.hpp"
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
@@ -16,11 +17,11 @@
 namespace hopattn {
 namespace {
 
-[[noreturn]] void no_gpu_kernel(const char* family) {
+// `entry`: the entry point ("decode"); `family`: how the message names its family.
+[[noreturn]] void no_gpu_kernel(const char* entry, const char* family = "this family") {
   throw Error(ErrorKind::kNotImplemented,
-              detail::concat("hopattn.", family,
-                             ": expected CPU tensors (no GPU kernel for this family yet), got CUDA "
-                             "tensors"));
+              detail::concat("hopattn.", entry, ": expected CPU tensors (no GPU kernel for ",
+                             family, " yet), got CUDA tensors"));
 }
 
 }  // namespace
@@ -145,6 +146,16 @@ void merge_states_n(const MergeNArgs& args, Stream stream) {
 #endif
   }
   reference::merge_states_n(args);
+}
+
+void BatchAttention::run(const BatchArgs& args, Stream stream) const {
+  const Impl& s = *impl_;
+  validate::batch_run(args, s.config, s.planned_step(), s.workspace_bytes);
+  if (args.q.is_cuda()) {
+    (void)stream;
+    no_gpu_kernel("BatchAttention.run", "the batch family");
+  }
+  reference::batch(args, s.config, s.plan, s.partial_o.get(), s.partial_lse.get());
 }
 
 bool built_with_cuda() {

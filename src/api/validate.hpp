@@ -3,9 +3,21 @@
 // host-resident index tensors (cu_seqlens, page tables, lengths), whose values it bounds-checks.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
+#include "hopattn/batch.hpp"
 #include "hopattn/options.hpp"
 
 namespace hopattn::validate {
+
+// The step a BatchAttention planned last: what run() checks its arguments against.
+struct BatchPlanned {
+  int batch = -1;                         // -1: no plan yet
+  const int32_t* cu_seqlens_q = nullptr;  // [batch + 1], as plan() saw them
+  const int32_t* kv_lens = nullptr;       // [batch]
+  int max_kv_len = 0;
+};
 
 void attention_fwd(const FwdArgs& args, const AttentionOptions& opts);
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts);
@@ -13,5 +25,11 @@ void decode(const DecodeArgs& args, const DecodeOptions& opts);
 void mla(const MlaArgs& args, const MlaOptions& opts);
 void merge_states(const MergeArgs& args);
 void merge_states_n(const MergeNArgs& args);
+// BatchAttention: its configuration (the planner checks the limits), the host tensors plan()
+// reads, and run()'s arguments against the configuration and the plan.
+void batch_config(const BatchAttentionConfig& config);
+void batch_plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens);
+void batch_run(const BatchArgs& args, const BatchAttentionConfig& config,
+               const BatchPlanned& planned, size_t workspace_bytes);
 
 }  // namespace hopattn::validate

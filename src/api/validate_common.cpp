@@ -483,6 +483,14 @@ void Checker::positive_values(const TensorView& t, std::string_view arg) const {
   }
 }
 
+void Checker::kv_scale(const KVScale& s, std::string_view arg, int64_t hkv) const {
+  if (!(std::isfinite(s.value) && s.value > 0.f)) {
+    fail(ErrorKind::kValue, arg, "a finite value > 0", s.value);
+  }
+  optional_tensor(s.per_head, arg, DTypes({DType::kFP32}), {hkv}, "per-head scales [Hkv]");
+  positive_values(s.per_head, arg);
+}
+
 // ------------------------------------------------------------------------------------ options
 
 void Checker::window(const Window& w) const {

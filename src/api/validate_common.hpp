@@ -189,6 +189,9 @@ class Checker {
   void sinks(const TensorView& t, int64_t hq) const;
   // Per-head KV scales `arg`: on host each finite and > 0, the rule of the per-tensor value.
   void positive_values(const TensorView& t, std::string_view arg) const;
+  // A KV dequantization scale: a finite value > 0, or per-head fp32 [Hkv] values (overriding it)
+  // under the same rule.
+  void kv_scale(const KVScale& s, std::string_view arg, int64_t hkv) const;
 
   // ---- options
   void window(const Window& w) const;

@@ -1,7 +1,6 @@
 // Validation of decode: q [B, q_len, Hq, D] against a paged KV cache (16-bit or 8-bit), with
 // scales, sinks, tree masks, beam search and split-sequence options.
 #include <algorithm>
-#include <cmath>
 
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
@@ -35,15 +34,6 @@ void check_head_dims(const Checker& c, int64_t d, int64_t dv) {
     c.fail(ErrorKind::kNotImplemented, "head_dim", "one of 64, 128, 256 on CUDA",
            head_dims_string(d, dv));
   }
-}
-
-// A scale is a finite positive value, or per-head fp32 [Hkv] values that override it.
-void check_scale(const Checker& c, const KVScale& s, std::string_view arg, int64_t hkv) {
-  if (!(std::isfinite(s.value) && s.value > 0.f)) {
-    c.fail(ErrorKind::kValue, arg, "a finite value > 0", s.value);
-  }
-  c.optional_tensor(s.per_head, arg, DTypes({DType::kFP32}), {hkv}, "per-head scales [Hkv]");
-  c.positive_values(s.per_head, arg);
 }
 
 // kv_lens count the q_len new tokens, so a live request holds at least q_len of them; 0 marks an
@@ -120,8 +110,8 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts) {
   c.sinks(a.sinks, hq);
   c.optional_tensor(a.tree_mask, "tree_mask", DTypes({DType::kBool}), {batch, q_len, q_len},
                     "[B, q_len, q_len]");
-  check_scale(c, a.k_scale, "k_scale", pool.num_heads);
-  check_scale(c, a.v_scale, "v_scale", pool.num_heads);
+  c.kv_scale(a.k_scale, "k_scale", pool.num_heads);
+  c.kv_scale(a.v_scale, "v_scale", pool.num_heads);
   c.tma_layout(a.q, "q");
   c.tma_layout(a.k_cache, "k_cache");
   c.tma_layout(a.v_cache, "v_cache");

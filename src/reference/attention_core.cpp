@@ -15,13 +15,14 @@ double dot(const double* a, const double* b, int64_t n) {
   return s;
 }
 
-// Capped logits of row i over its visible keys into `logits` (index j - range.lo).
+// Capped logits of row i over its visible keys into `logits` (index j - range.lo); `k` holds
+// keys from key_lo on.
 void row_logits(const HeadShape& shape, const LogitParams& params, const double* q_row,
-                const double* k, KeyRange range, std::vector<double>& logits) {
+                const double* k, int64_t key_lo, KeyRange range, std::vector<double>& logits) {
   logits.resize(range.size());
   for (int64_t j = range.lo; j < range.hi; ++j) {
-    logits[j - range.lo] =
-        apply_softcap(params.scale * dot(q_row, k + j * shape.dqk, shape.dqk), params.softcap);
+    logits[j - range.lo] = apply_softcap(
+        params.scale * dot(q_row, k + (j - key_lo) * shape.dqk, shape.dqk), params.softcap);
   }
 }
 
@@ -38,16 +39,25 @@ KeyRange visible_keys(int64_t i, const HeadShape& shape, const LogitParams& para
 
 void head_forward(const HeadShape& shape, const LogitParams& params, const double* q,
                   const double* k, const double* v, const double* sink, double* out, double* lse) {
+  head_forward_block(shape, params, {0, shape.q_len, 0, shape.kv_len}, q, k, v, sink, out, lse);
+}
+
+void head_forward_block(const HeadShape& shape, const LogitParams& params, const HeadBlock& block,
+                        const double* q, const double* k, const double* v, const double* sink,
+                        double* out, double* lse) {
   std::vector<double> p;
-  for (int64_t i = 0; i < shape.q_len; ++i) {
-    const KeyRange range = visible_keys(i, shape, params);
-    row_logits(shape, params, q + i * shape.dqk, k, range, p);
-    lse[i] = softmax_row(p.data(), range.size(), sink);
-    double* o = out + i * shape.dv;
+  for (int64_t i = block.row_lo; i < block.row_hi; ++i) {
+    KeyRange range = visible_keys(i, shape, params);
+    range.lo = std::max(range.lo, block.key_lo);
+    range.hi = std::min(range.hi, block.key_hi);
+    const int64_t r = i - block.row_lo;
+    row_logits(shape, params, q + r * shape.dqk, k, block.key_lo, range, p);
+    lse[r] = softmax_row(p.data(), range.size(), sink);
+    double* o = out + r * shape.dv;
     std::fill(o, o + shape.dv, 0.0);
     for (int64_t j = range.lo; j < range.hi; ++j) {
       const double pj = p[j - range.lo];
-      const double* vj = v + j * shape.dv;
+      const double* vj = v + (j - block.key_lo) * shape.dv;
       for (int64_t d = 0; d < shape.dv; ++d) o[d] += pj * vj[d];
     }
   }
@@ -63,7 +73,7 @@ void head_backward(const HeadShape& shape, const LogitParams& params, const doub
     const double* doi = dout + i * shape.dv;
     double* dqi = dq + i * shape.dqk;
     std::fill(dqi, dqi + shape.dqk, 0.0);
-    row_logits(shape, params, qi, k, range, s);
+    row_logits(shape, params, qi, k, 0, range, s);
     p = s;
     const double lse = softmax_row(p.data(), range.size(), sink);
     if (lse == kNegInf) continue;  // nothing visible, no sink: the row has no inputs

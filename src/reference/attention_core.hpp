@@ -46,6 +46,22 @@ KeyRange visible_keys(int64_t i, const HeadShape& shape, const LogitParams& para
 void head_forward(const HeadShape& shape, const LogitParams& params, const double* q,
                   const double* k, const double* v, const double* sink, double* out, double* lse);
 
+// A block of one head's problem: query rows [row_lo, row_hi) against keys [key_lo, key_hi) only.
+// Its result is the partial state (o, lse) of those rows over the keys of the block that each
+// row sees (the mask still follows the whole problem's q_len and kv_len): what one work item of a
+// split-KV schedule computes, to be combined with the other blocks' by the merge reference.
+struct HeadBlock {
+  int64_t row_lo = 0, row_hi = 0;
+  int64_t key_lo = 0, key_hi = 0;
+};
+
+// head_forward restricted to `block`: q [rows, dqk], k [keys, dqk], v [keys, dv] hold only the
+// block's rows and keys (row row_lo, key key_lo first); out [rows, dv], lse [rows]. The sink, when
+// given, joins this block's denominator (give it to exactly one block of a row).
+void head_forward_block(const HeadShape& shape, const LogitParams& params, const HeadBlock& block,
+                        const double* q, const double* k, const double* v, const double* sink,
+                        double* out, double* lse);
+
 // Backward of one head for the loss whose gradient with respect to `out` is dout [q_len, dv].
 // Probabilities, lse and out are recomputed here from q, k, v, so the result is the exact
 // gradient of the forward above. dq [q_len, dqk] is overwritten; dk [kv_len, dqk],

@@ -15,12 +15,6 @@
 namespace hopattn::reference {
 namespace {
 
-// real = stored * scale; a per-head scale tensor overrides the per-tensor value.
-double kv_scale(const KVScale& s, int64_t kv_head) {
-  if (s.per_head.defined()) return load_element(s.per_head, kv_head * s.per_head.stride(0));
-  return s.value;
-}
-
 struct DecodeProblem {
   const DecodeArgs& args;
   const DecodeOptions& opts;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "common/element_access.hpp"
 #include "hopattn/options.hpp"
 
 namespace hopattn::reference {
@@ -49,6 +50,13 @@ inline int64_t index_at(const TensorView& t, int64_t i) {
 }
 inline int64_t index_at(const TensorView& t, int64_t i, int64_t j) {
   return t.data_as<const int32_t>()[i * t.stride(0) + j * t.stride(1)];
+}
+
+// Dequantization scale of KV head h of a cache (real = stored * scale): the per-head tensor when
+// given, else the per-tensor value.
+inline double kv_scale(const KVScale& s, int64_t kv_head) {
+  if (s.per_head.defined()) return load_element(s.per_head, kv_head * s.per_head.stride(0));
+  return s.value;
 }
 
 }  // namespace hopattn::reference

@@ -83,6 +83,19 @@ def example_merge():
     out_n, lse_n = hopattn.merge_states_n(o, torch.stack([lse1, lse2[0]], dim=1))
 
 
+def example_batch():
+    ba = hopattn.BatchAttention(8, 2, 64, 16, device="cpu")  # Hq, Hkv, D, page_size; made once
+    cu_seqlens_q = np.array([0, 1, 1, 33], np.int32)  # a decode, an idle slot, a 32-token chunk
+    kv_lens = np.array([70, 0, 96], np.int32)  # cached tokens, incl. the new ones
+    ba.plan(cu_seqlens_q, kv_lens)  # once per step, on the host
+    k_cache = np.random.randn(18, 16, 2, 64).astype(np.float32)  # [num_pages, page_size, Hkv, D]
+    v_cache = np.random.randn(18, 16, 2, 64).astype(np.float32)
+    page_table = np.arange(18, dtype=np.int32).reshape(3, 6)  # [B, max_pages]
+    q = np.random.randn(33, 8, 64).astype(np.float32)  # [total_q, Hq, D]
+    out, lse = ba.run(q, k_cache, v_cache, cu_seqlens_q, kv_lens, page_table)  # per layer
+    assert out.shape == (33, 8, 64) and lse.shape == (33, 8)
+
+
 def example_compile_and_graphs():
     q = torch.randn(4, 64, 8, 128, dtype=torch.bfloat16, device=device)
     k = torch.randn(4, 64, 8, 128, dtype=torch.bfloat16, device=device)

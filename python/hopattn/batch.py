@@ -1,0 +1,229 @@
+"""The batch family: one serving step (prefill chunks and decodes over one paged KV cache) planned
+once on the host and run for every layer of the step. The C++ object (hopattn::BatchAttention)
+does the planning, validation and running; this module normalizes arguments, resolves the device
+and allocates outputs in the caller's framework.
+"""
+
+import sys
+
+import hopattn
+from hopattn import _C, _args, _generic
+
+_KDLCPU, _KDLCUDA = 1, 2
+
+
+def _current_cuda_device():
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.current_device()
+    return _C.current_cuda_device()
+
+
+def _device(device):
+    """(type, index) of a device argument: None, "cpu", "cuda", "cuda:N", or a torch.device."""
+    if device is None:
+        index = _current_cuda_device()
+        return ("cuda", index) if index >= 0 else ("cpu", 0)
+    name = str(device)  # torch.device("cuda", 1) -> "cuda:1"
+    if name == "cpu":
+        return ("cpu", 0)
+    if name == "cuda":
+        index = _current_cuda_device()
+        return ("cuda", max(index, 0))
+    if name.startswith("cuda:") and name[5:].isdigit():
+        return ("cuda", int(name[5:]))
+    raise ValueError(f'device: expected None, "cpu", "cuda" or "cuda:N", got {device!r}')
+
+
+def _device_of(x):
+    device_type, index = x.__dlpack_device__()
+    if int(device_type) == _KDLCUDA:
+        return ("cuda", int(index))
+    return ("cpu", 0) if int(device_type) == _KDLCPU else (str(device_type), int(index))
+
+
+def _empty(ref, shape, dtype=None, zeroed=False):
+    """An array in ref's framework and on its device (torch tensors too, without custom ops)."""
+    if hopattn._is_torch(ref):
+        import torch
+
+        kind = {None: ref.dtype, "float32": torch.float32, "uint8": torch.uint8}[dtype]
+        make = torch.zeros if zeroed else torch.empty
+        return make(tuple(int(s) for s in shape), dtype=kind, device=ref.device)
+    return _generic.empty(ref, shape, dtype, zeroed)
+
+
+def _stream(x):
+    if hopattn._is_torch(x):
+        import torch
+
+        return torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
+    return _generic.stream_of(x)
+
+
+class BatchAttention:
+    """Attention of one serving step (mixed prefill chunks and decodes) over a paged KV cache.
+
+    Made once for the engine's limits; ``plan(cu_seqlens_q, kv_lens)`` once per step (on the host,
+    from host copies of the lengths, never a device sync); ``run(...)`` once per layer with that
+    plan.
+
+    Arguments: ``num_qo_heads`` Hq and ``num_kv_heads`` Hkv (Hq % Hkv == 0, Hq / Hkv <= 128);
+    ``head_dim`` D of q and k (64, 128 or 256) and ``head_dim_v`` Dv of v (default D);
+    ``page_size`` 1..256; ``kv_layout`` "NHD" (pages [num_pages, page_size, Hkv, D]) or "HND"
+    ([num_pages, Hkv, page_size, D]); ``causal`` (default True, bottom-right aligned: query i of
+    q_len sees key j iff j <= i + kv_len - q_len); ``window=(left, right)`` sliding window around
+    that diagonal, -1 = unbounded; ``softcap`` c > 0 maps a scaled logit s to c*tanh(s/c);
+    ``scale`` (default 1/sqrt(D)); ``max_batch`` and ``max_tokens``: the most requests and q tokens
+    a step may hold (buffers are sized for them once); ``device``: where run()'s tensors live
+    (None = the current CUDA device, or the CPU where there is none; "cpu", "cuda", "cuda:N").
+
+    CPU tensors run the CPU reference through the plan; CUDA tensors raise NotImplementedError
+    (the batch family has no GPU kernel yet).
+    """
+
+    def __init__(
+        self,
+        num_qo_heads,
+        num_kv_heads,
+        head_dim,
+        page_size,
+        *,
+        head_dim_v=None,
+        kv_layout="NHD",
+        causal=True,
+        window=(-1, -1),
+        softcap=0.0,
+        scale=None,
+        max_batch=256,
+        max_tokens=16384,
+        device=None,
+    ):
+        left, right = _args.window_pair(window)
+        self._device = _device(device)
+        self._c = _C.BatchAttention(
+            _args.int32(num_qo_heads, "num_qo_heads"),
+            _args.int32(num_kv_heads, "num_kv_heads"),
+            _args.int32(head_dim, "head_dim"),
+            _args.int32(page_size, "page_size"),
+            head_dim_v=0 if head_dim_v is None else _args.int32(head_dim_v, "head_dim_v"),
+            kv_layout=_args.layout(kv_layout),
+            causal=_args.flag(causal, "causal"),
+            window_left=left,
+            window_right=right,
+            softcap=_args.real(softcap, "softcap"),
+            scale=_args.optional_float(scale, "scale"),
+            max_batch=_args.int32(max_batch, "max_batch"),
+            max_tokens=_args.int32(max_tokens, "max_tokens"),
+            device=self._device[0],
+            device_index=self._device[1],
+        )
+        self._workspace = None
+
+    @property
+    def device(self):
+        """The device run()'s tensors live on: "cpu" or "cuda:N"."""
+        kind, index = self._device
+        return "cpu" if kind == "cpu" else f"cuda:{index}"
+
+    def __repr__(self):
+        return f"hopattn.BatchAttention(device={self.device!r}, planned={self._c.planned!r})"
+
+    def plan(self, cu_seqlens_q, kv_lens):
+        """Plans one step. ``cu_seqlens_q`` int32 [B+1]: request b's q tokens are rows
+        cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 of q (0 first, non-decreasing, total <= max_tokens);
+        ``kv_lens`` int32 [B]: its cached tokens including those q tokens (each >= its q length;
+        a request with no q tokens costs nothing). Both host (CPU) arrays: numpy or CPU torch.
+        B <= max_batch. The plan serves every run() until the next plan()."""
+        hopattn._require_tensors(cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens)
+        self._c.plan(_generic.dl(cu_seqlens_q), _generic.dl(kv_lens))
+
+    def run(
+        self,
+        q,
+        k_cache,
+        v_cache,
+        cu_seqlens_q,
+        kv_lens,
+        page_table,
+        *,
+        sinks=None,
+        k_scale=None,
+        v_scale=None,
+        out=None,
+        lse_out=None,
+    ):
+        """Attention of the planned step, for one layer.
+
+        - ``q`` [total_q, Hq, D], bf16 or fp16 (float32 too on CPU); rows past the step's q
+          tokens are left alone
+        - ``k_cache`` [num_pages, page_size, Hkv, D] ("NHD") or [num_pages, Hkv, page_size, D]
+          ("HND"); ``v_cache`` the same with Dv; dtype q's, or 8-bit (float8_e4m3fn, and on CPU
+          float8_e5m2 / int8) with real value = stored * scale
+        - ``cu_seqlens_q`` int32 [B+1], ``kv_lens`` int32 [B]: on q's device, with the values
+          plan() saw; ``page_table`` int32 [B, max_pages]: request b's pages in token order
+        - ``sinks`` float32 [Hq]: a logit per q head added to the softmax denominator only;
+          ``k_scale`` / ``v_scale``: float, or float32 [Hkv] per KV head
+
+        Returns ``(out, lse)``: out [total_q, Hq, Dv] in q's dtype, lse float32 [total_q, Hq]
+        (natural log; a row that sees no key gives out 0, lse -inf). ``out=`` / ``lse_out=``
+        write into caller buffers.
+        """
+        hopattn._require_tensors(
+            q=q,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            cu_seqlens_q=cu_seqlens_q,
+            kv_lens=kv_lens,
+            page_table=page_table,
+        )
+        hopattn._one_framework(
+            "q",
+            q,
+            k_cache=k_cache,
+            v_cache=v_cache,
+            cu_seqlens_q=cu_seqlens_q,
+            kv_lens=kv_lens,
+            page_table=page_table,
+            sinks=sinks,
+            k_scale=k_scale,
+            v_scale=v_scale,
+            out=out,
+            lse_out=lse_out,
+        )
+        k_value, k_per_head = _args.kv_scale(k_scale, "k_scale")
+        v_value, v_per_head = _args.kv_scale(v_scale, "v_scale")
+        lead = tuple(q.shape)[:-1]
+        if out is None:
+            out = _empty(q, (*lead, tuple(v_cache.shape)[-1] if v_cache.shape else 0))
+        if lse_out is None:
+            lse_out = _empty(q, lead, "float32")
+        dl = _generic.dl
+        self._c.run(
+            dl(q),
+            dl(k_cache),
+            dl(v_cache),
+            dl(cu_seqlens_q),
+            dl(kv_lens),
+            dl(page_table),
+            dl(out),
+            dl(lse_out),
+            sinks=dl(sinks),
+            k_scale=k_value,
+            k_scale_per_head=dl(k_per_head),
+            v_scale=v_value,
+            v_scale_per_head=dl(v_per_head),
+            workspace=dl(self._workspace_for(q)),
+            stream=_stream(q),
+        )
+        return out, lse_out
+
+    def _workspace_for(self, q):
+        """run()'s workspace (CUDA), allocated zeroed once on the object's device, in q's
+        framework; None where none is needed or q is elsewhere (run() then names the device)."""
+        size = self._c.workspace_size
+        if size == 0 or _device_of(q) != self._device:
+            return None
+        if self._workspace is None:
+            self._workspace = _empty(q, (size,), "uint8", zeroed=True)
+        return self._workspace

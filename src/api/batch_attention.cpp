@@ -1,0 +1,149 @@
+// BatchAttention: the configuration checked and turned into planner limits, the buffers sized
+// from them, and plan(). run() is dispatched with the other families (dispatch.cpp).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "api/batch_state.hpp"
+#include "api/validate.hpp"
+#include "hopattn/error.hpp"
+#include "plan/batch_workspace.hpp"
+#include "reference/kv_locator.hpp"
+
+namespace hopattn {
+namespace {
+
+plan::BatchPlanLimits limits_of(const BatchAttentionConfig& c) {
+  validate::batch_config(c);
+  plan::BatchPlanLimits l;
+  l.max_batch = c.max_batch;
+  l.max_tokens = c.max_tokens;
+  l.num_qo_heads = c.num_qo_heads;
+  l.num_kv_heads = c.num_kv_heads;
+  l.head_dim = c.head_dim;
+  l.head_dim_v = c.head_dim_v;
+  l.page_size = c.page_size;
+  l.causal = c.causal;
+  l.window = c.window;
+  l.num_ctas = c.num_ctas != 0 ? c.num_ctas : plan::kBatchDefaultCtas;
+  return l;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------- Impl
+
+BatchAttention::Impl::Impl(const BatchAttentionConfig& c)
+    : config(c), limits(limits_of(c)), planner(limits) {
+  const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(limits);
+  workspace_bytes = c.device.is_cuda() ? layout.total_bytes : 0;
+  const size_t lengths = static_cast<size_t>(limits.max_batch);
+  for (Lengths* l : {&current, &staged}) {
+    l->cu_seqlens_q.assign(lengths + 1, 0);
+    l->kv_lens.assign(lengths, 0);
+  }
+  own_plan.resize(layout.plan_bytes + plan::kBatchPlanAlign);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(own_plan.data());
+  own_plan_aligned =
+      own_plan.data() + (plan::kBatchPlanAlign - p % plan::kBatchPlanAlign) % plan::kBatchPlanAlign;
+  if (!c.device.is_cuda()) {
+    const plan::BatchPlanCapacity& cap = planner.capacity();
+    partial_o.reset(new float[cap.partial_o_bytes / sizeof(float)]);
+    partial_lse.reset(new float[cap.partial_lse_bytes / sizeof(float)]);
+  }
+}
+
+void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
+  const plan::BatchPlanInfo info =
+      planner.plan(staged.cu_seqlens_q.data(), staged.kv_lens.data(), batch, buffer, bytes);
+  std::swap(current, staged);  // vectors of the same sizes: no allocation
+  max_kv_len = 0;
+  for (int b = 0; b < batch; ++b) max_kv_len = std::max(max_kv_len, current.kv_lens[b]);
+  plan = static_cast<const unsigned char*>(buffer);
+  summary.batch = batch;
+  summary.total_q = current.cu_seqlens_q[batch];
+  summary.num_items = info.num_items;
+  summary.num_merges = info.num_merges;
+  summary.num_splits_max = info.num_splits_max;
+  summary.plan_bytes = info.used_bytes;
+}
+
+validate::BatchPlanned BatchAttention::Impl::planned_step() const {
+  validate::BatchPlanned p;
+  p.batch = summary.batch;
+  p.cu_seqlens_q = current.cu_seqlens_q.data();
+  p.kv_lens = current.kv_lens.data();
+  p.max_kv_len = max_kv_len;
+  return p;
+}
+
+// ----------------------------------------------------------------------------- BatchAttention
+
+BatchAttention::BatchAttention(const BatchAttentionConfig& config)
+    : impl_(std::make_unique<Impl>(config)) {}
+BatchAttention::~BatchAttention() = default;
+BatchAttention::BatchAttention(BatchAttention&&) noexcept = default;
+BatchAttention& BatchAttention::operator=(BatchAttention&&) noexcept = default;
+
+size_t BatchAttention::plan_buffer_size(const BatchAttentionConfig& config) {
+  return plan::BatchPlanner::workspace_bytes(limits_of(config));
+}
+
+size_t BatchAttention::workspace_size(const BatchAttentionConfig& config) {
+  const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(limits_of(config));
+  return config.device.is_cuda() ? layout.total_bytes : 0;
+}
+
+size_t BatchAttention::plan_buffer_size() const { return impl_->planner.capacity().plan_bytes; }
+size_t BatchAttention::workspace_size() const { return impl_->workspace_bytes; }
+
+const BatchAttentionConfig& BatchAttention::config() const { return impl_->config; }
+const BatchPlanSummary& BatchAttention::planned() const { return impl_->summary; }
+
+void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch) {
+  plan(cu_seqlens_q, kv_lens, batch, impl_->own_plan_aligned, plan_buffer_size());
+}
+
+void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
+                          void* plan_buffer, size_t plan_buffer_bytes) {
+  Impl& s = *impl_;
+  // Copies at most max_batch lengths; a larger or negative batch, or missing arrays, reach the
+  // planner, which names them.
+  const bool fits = batch >= 0 && batch <= s.limits.max_batch;
+  const bool readable = cu_seqlens_q != nullptr && (batch == 0 || kv_lens != nullptr);
+  if (fits && readable) {
+    std::copy(cu_seqlens_q, cu_seqlens_q + batch + 1, s.staged.cu_seqlens_q.begin());
+    std::copy(kv_lens, kv_lens + batch, s.staged.kv_lens.begin());
+    s.plan_staged(batch, plan_buffer, plan_buffer_bytes);
+    return;
+  }
+  s.planner.plan(cu_seqlens_q, kv_lens, batch, plan_buffer, plan_buffer_bytes);  // throws
+  throw Error(ErrorKind::kRuntime,  // unreachable unless the planner misses a check
+              "hopattn.BatchAttention.plan: the planner accepted arrays it could not read");
+}
+
+void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens) {
+  plan(cu_seqlens_q, kv_lens, impl_->own_plan_aligned, plan_buffer_size());
+}
+
+void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens,
+                          void* plan_buffer, size_t plan_buffer_bytes) {
+  validate::batch_plan(cu_seqlens_q, kv_lens);
+  Impl& s = *impl_;
+  const int64_t batch = kv_lens.size(0);
+  if (batch > s.limits.max_batch) {
+    // The planner's message, from a batch it rejects before reading any length.
+    const int64_t shown = std::min<int64_t>(batch, std::numeric_limits<int32_t>::max());
+    plan(nullptr, nullptr, static_cast<int>(shown), plan_buffer, plan_buffer_bytes);
+  }
+  for (int64_t i = 0; i <= batch; ++i) {
+    s.staged.cu_seqlens_q[i] = static_cast<int32_t>(reference::index_at(cu_seqlens_q, i));
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    s.staged.kv_lens[b] = static_cast<int32_t>(reference::index_at(kv_lens, b));
+  }
+  s.plan_staged(static_cast<int>(batch), plan_buffer, plan_buffer_bytes);
+}
+
+}  // namespace hopattn

@@ -1,0 +1,48 @@
+// What a BatchAttention holds (the public class is a handle to it): the planner and every buffer
+// plan() and CPU runs use, all sized from the limits in the constructor (batch_attention.cpp),
+// and the step of the last successful plan(), which run() (dispatch.cpp) checks against.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "api/validate.hpp"
+#include "hopattn/batch.hpp"
+#include "plan/batch_plan.hpp"
+
+namespace hopattn {
+
+struct BatchAttention::Impl {
+  explicit Impl(const BatchAttentionConfig& config);
+
+  // The lengths of one step, contiguous (the planner's input, and run()'s reference values).
+  struct Lengths {
+    std::vector<int32_t> cu_seqlens_q;  // max_batch + 1
+    std::vector<int32_t> kv_lens;       // max_batch
+  };
+
+  // Plans the step held in `staged` into `buffer`; on success it becomes the current step.
+  void plan_staged(int batch, void* buffer, size_t bytes);
+  validate::BatchPlanned planned_step() const;
+
+  BatchAttentionConfig config;
+  plan::BatchPlanLimits limits;
+  plan::BatchPlanner planner;
+  size_t workspace_bytes = 0;  // run()'s workspace on CUDA (0 on CPU)
+
+  Lengths current, staged;  // staged is filled by plan() and swapped in when the planner accepts
+  int max_kv_len = 0;
+  BatchPlanSummary summary;
+
+  std::vector<unsigned char> own_plan;  // the object's plan buffer (plus alignment slack)
+  unsigned char* own_plan_aligned = nullptr;
+  const unsigned char* plan = nullptr;  // where the current plan lives (own or the caller's)
+
+  // CPU runs: the split items' partial states, sized for the planner's worst case. Allocated
+  // uninitialized, so pages no plan reaches are never touched.
+  std::unique_ptr<float[]> partial_o;
+  std::unique_ptr<float[]> partial_lse;
+};
+
+}  // namespace hopattn

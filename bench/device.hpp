@@ -62,7 +62,7 @@ class GpuTimer {
   void* stop_ = nullptr;
 };
 
-// The naive fp32 GPU reference (src/kernels/naive) on CUDA tensors.
+// The naive fp32 GPU reference (tests/naive_gpu) on CUDA tensors.
 void naive_fwd(const FwdArgs& args, const AttentionOptions& opts);
 void naive_decode(const DecodeArgs& args, const DecodeOptions& opts);
 

@@ -7,7 +7,7 @@
 
 #include "device.hpp"
 #include "hopattn/error.hpp"
-#include "kernels/naive/naive_attention.hpp"
+#include "naive_gpu/naive_attention.hpp"
 
 namespace hopattn::cli {
 namespace {

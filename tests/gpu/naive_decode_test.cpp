@@ -1,4 +1,4 @@
-// The naive GPU decode (src/kernels/naive) against the CPU reference on fresh random inputs. The
+// The naive GPU decode (tests/naive_gpu) against the CPU reference on fresh random inputs. The
 // problems come from the CPU tests' decode builder (tests/cpu/decode_case.hpp): poisoned unused
 // pages and slots, strided block tables, every KV dtype with per-tensor and per-head scales, tree
 // masks, beams whose own pages differ from the shared prefix they must read through the first
@@ -12,7 +12,7 @@
 #include "cpu/decode_case.hpp"
 #include "decode_upload.hpp"
 #include "gpu_test_support.hpp"
-#include "kernels/naive/naive_attention.hpp"
+#include "naive_gpu/naive_attention.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn::testing {

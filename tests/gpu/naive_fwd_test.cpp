@@ -1,4 +1,4 @@
-// The naive GPU forward (src/kernels/naive) against the CPU reference on fresh random inputs over
+// The naive GPU forward (tests/naive_gpu) against the CPU reference on fresh random inputs over
 // a grid of odd shapes: batch 1 and 17, q_len 1 and 239, kv_len 0, 1, 113, q_len > kv_len under
 // the causal mask, GQA ratios 1, 5 and 8, dense / varlen / paged (page size 1, 16, 64; NHD and
 // HND; block table and CSR), padded strides, fp16, Dqk != Dv, window, softcap and sinks.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gpu_test_support.hpp"
-#include "kernels/naive/naive_attention.hpp"
+#include "naive_gpu/naive_attention.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn::testing {

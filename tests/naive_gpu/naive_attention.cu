@@ -8,8 +8,8 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
-#include "kernels/naive/naive_attention.cuh"
-#include "kernels/naive/naive_attention.hpp"
+#include "naive_gpu/naive_attention.cuh"
+#include "naive_gpu/naive_attention.hpp"
 
 namespace hopattn::naive {
 namespace {

@@ -1,5 +1,5 @@
 // The fwd kernel with a paged KV cache, and with K/V rows past a sequence's end that hold NaN
-// and Inf, against the CPU reference (same check as fwd_kernel_test.cpp: error within 2x a plain
+// and Inf, against the CPU reference (same check as fwd_kernel_check.cpp: error within 2x a plain
 // 16-bit attention's, NaN never, poisoned outputs, bitwise reruns).
 //
 // Paged cases cover both loaders: TMA boxes when gcd(page_size, kBlockN) is a multiple of 8
@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "fwd_kernel_test.hpp"
+#include "fwd_kernel_check.hpp"
 #include "support/host_tensor.hpp"
 
 namespace hopattn::testing::fwd_check {

@@ -1,8 +1,8 @@
-// The check of the fwd kernel against the CPU reference, shared by the fwd GPU test files
-// (fwd_kernel_test.cpp: dense and varlen; fwd_paged_test.cpp: paged KV and out-of-range rows).
-// check_case() builds fresh seeded random inputs for a case, runs hopattn::attention_fwd on the
-// device twice, and checks the error bound, NaN, LSE, guard regions and bitwise reruns (the rule
-// is stated at the top of fwd_kernel_test.cpp).
+// The check of the fwd kernel against the CPU reference (fwd_kernel_check.cpp), shared by the fwd
+// GPU test files (fwd_kernel_test.cpp: dense and varlen; fwd_paged_test.cpp: paged KV and
+// out-of-range rows). check_case() builds fresh seeded random inputs for a case, runs
+// hopattn::attention_fwd on the device twice, and checks the error bound, NaN, LSE, guard regions
+// and bitwise reruns (the rule is stated at the top of fwd_kernel_check.cpp).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,10 @@ std::string skip_reason();
 
 // Runs one case (EXPECTs inside; GTEST_SKIP where the CPU reference lacks a feature).
 void check_case(const FwdCase& c, uint64_t seed);
+
+// Runs hopattn::attention_fwd once on the case's device tensors, checking nothing: for the tests
+// of the errors it raises.
+void run_once(const FwdCase& c);
 
 // The KV loader the kernel picks for the case's device tensors (kernels::fwd::kv_load_path).
 std::string kv_load_path(const FwdCase& c, const kernels::fwd::LaunchOptions& launch = {});

@@ -14,7 +14,7 @@ namespace hopattn::cli {
 struct GpuInfo {
   bool usable = false;
   std::string name;     // "NVIDIA H200"
-  std::string why_not;  // when !usable: "built without CUDA", "no CUDA device", ...
+  std::string why_not;  // when !usable: "built without CUDA", "no GPU found", ...
 };
 
 // Device 0, queried once. Usable means a Hopper (sm_90) device: the kernels are sm_90a only.

@@ -21,15 +21,22 @@ void check_cuda(cudaError_t status, const char* what) {
 
 GpuInfo query() {
   GpuInfo info;
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    cudaGetLastError();  // leave no error behind for later calls
-    info.why_not = std::string("no CUDA device (") + cudaGetErrorString(status) + ")";
+  // No driver at all: cudaGetDeviceCount would report an "insufficient driver" that is no news.
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+    info.why_not = "no GPU found";
     return info;
   }
-  if (count == 0) {
-    info.why_not = "no CUDA device";
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaErrorNoDevice || (status == cudaSuccess && count == 0)) {
+    cudaGetLastError();  // leave no error behind for later calls
+    info.why_not = "no GPU found";
+    return info;
+  }
+  if (status != cudaSuccess) {  // a driver and a failure worth quoting (too old, busy, ...)
+    cudaGetLastError();
+    info.why_not = std::string("no usable GPU (") + cudaGetErrorString(status) + ")";
     return info;
   }
   cudaDeviceProp prop{};

@@ -15,7 +15,12 @@ namespace {
 }  // namespace
 
 const GpuInfo& gpu_info() {
+#ifdef HOPATTN_CLI_NO_GPU_AT_CONFIGURE
+  // HOPATTN_CUDA=IF_GPU (the demo preset) found a toolkit but no GPU, so it built no kernels.
+  static const GpuInfo info{false, "", "no GPU found (so this build has no GPU kernels)"};
+#else
   static const GpuInfo info{false, "", "built without CUDA"};
+#endif
   return info;
 }
 

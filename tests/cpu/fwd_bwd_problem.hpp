@@ -83,7 +83,8 @@ enum class Layout { kDense, kVarlen, kPaged };
 
 struct BuildOptions {
   Layout layout = Layout::kVarlen;
-  bool strided = false;  // every tensor non-contiguous: first two dims swapped, innermost stride 2
+  bool strided = false;   // every tensor non-contiguous: first two dims swapped, innermost stride 2
+  bool reversed = false;  // every tensor's outermost dim runs backwards (negative stride)
   int64_t page_size = 16;
   KVLayout kv_layout = KVLayout::kNHD;
   bool csr = false;
@@ -263,7 +264,13 @@ class Bundle {
     }
     storage_.emplace_back(dtype, std::vector<int64_t>{total});
     storage_.back().fill_bytes(0xff);
-    return TensorView(storage_.back().data(), dtype, rank, shape.data(), strides.data());
+    char* base = static_cast<char*>(storage_.back().data());
+    if (o_.reversed && rank > 0 && shape[0] > 1) {
+      // Element 0 of dim 0 at the far end: numpy's t[::-1].
+      base += (shape[0] - 1) * strides[0] * dtype_size(dtype);
+      strides[0] = -strides[0];
+    }
+    return TensorView(base, dtype, rank, shape.data(), strides.data());
   }
 
   // Two NaN-filled tensors of `shape` (rank >= 2), the halves of one buffer with a dimension of 2

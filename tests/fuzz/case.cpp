@@ -179,6 +179,7 @@ void visit(AttnCase& a, F&& f) {
   f("kv_layout", a.build.kv_layout);
   f("csr", a.build.csr);
   f("strided", a.build.strided);
+  f("reversed", a.build.reversed);
   f("pad_rows", a.build.pad_rows);
   f("packed_kv", a.build.packed_kv);
 }
@@ -273,6 +274,7 @@ std::string describe(const Case& c) {
     os << ' ' << name << '=';
     format(os, value);
   });
+  if (!c.corrupt.empty()) os << " corrupt=" << c.corrupt;
   return os.str();
 }
 
@@ -292,6 +294,9 @@ Case parse(const std::string& line) {
       char* end = nullptr;
       c.seed = std::strtoull(value.c_str(), &end, 10);
       ok = !value.empty() && *end == '\0';
+    } else if (key == "corrupt") {
+      found = true;
+      c.corrupt = value;
     }
     visit_family(c, [&](const char* name, auto& field) {
       if (key != name) return;

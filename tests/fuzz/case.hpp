@@ -3,7 +3,7 @@
 // one-line text form (describe / parse) replays a case exactly, and a shrunk case (a smaller
 // struct, the same seed) is just another line.
 //
-// Text form: "<family> seed=<n> key=value ...", e.g.
+// Text form: "<family> seed=<n> key=value ... [corrupt=<rule>]", e.g.
 //   decode seed=7 batch=2 q_len=3 kv_heads=1 group=5 head_dim=32 kv_lens=40,0 kv_dtype=int8
 // Keys left out keep their defaults (the struct's initializers), so a hand-written short line is
 // a valid case too; an unknown key or a malformed value is an error.
@@ -63,6 +63,9 @@ struct MergeCase {
 struct Case {
   Family family = Family::kFwd;
   uint64_t seed = 0;
+  // Empty for a valid case; else the rule broken after building it (invalid.hpp), and the case
+  // passes when the API rejects it and writes nothing.
+  std::string corrupt;
   AttnCase attn;  // kFwd, kBwd
   DecodeFuzzCase decode;
   MlaFuzzCase mla;

@@ -46,6 +46,8 @@ const char* kind_name(Report::Kind k) {
       return "rejected";
     case Report::Kind::kCrash:
       return "exception";
+    case Report::Kind::kAccepted:
+      return "accepted";
   }
   return "?";
 }

@@ -60,6 +60,7 @@ struct Report {
     kMismatch,  // outputs differ (or NaN)
     kRejected,  // an implementation threw hopattn::Error for a case that is valid
     kCrash,     // any other exception
+    kAccepted,  // an invalid case (invalid.hpp) went through without an error
   };
   Kind kind = Kind::kPass;
   std::string detail;  // what differed, or the exception's message

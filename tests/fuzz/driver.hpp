@@ -26,8 +26,9 @@ struct Settings {
 // removing the flags it used. Throws std::invalid_argument on a malformed value.
 Settings read_settings(int* argc, char** argv);
 
-// Share of Settings::seconds given to `f` (the heavier families get more).
-double time_share(Family f);
+// Share of Settings::seconds given to the valid (or invalid) cases of `f`: the heavier families
+// get more; invalid cases, which stop at the validators, a tenth in all.
+double time_share(Family f, bool invalid);
 
 struct FamilyResult {
   int cases = 0, failures = 0;
@@ -35,9 +36,10 @@ struct FamilyResult {
   std::string failure_log;  // the reports of the failures, ready to print
 };
 
-// Runs generate(f, base_seed + i) for i = 0, 1, ... through `a` vs `b` until the family's time
-// share (or the case count) is used up; shrinks each failure.
-FamilyResult run_family(Family f, const Settings& s, const Implementation& a,
+// Runs generate(f, base_seed + i) (generate_invalid when `invalid`) for i = 0, 1, ... through
+// check_case() until the family's time share (or the case count) is used up; shrinks each
+// failure.
+FamilyResult run_family(Family f, bool invalid, const Settings& s, const Implementation& a,
                         const Implementation& b, const Tolerance& tol);
 
 // The report of one failing case: its line, its failure, the shrunk case and the replay command.

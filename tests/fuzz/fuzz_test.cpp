@@ -1,6 +1,7 @@
 // The CPU fuzzer: seeded random cases over every family and option, each run through the public
 // API (validators, then the CPU reference) and through the naive formulas of tests/cpu, which
-// must agree to the rounding of the stored result (check.hpp, Tolerance). One test per family.
+// must agree to the rounding of the stored result (check.hpp, Tolerance). One test per family,
+// and one per family for invalid cases (one rule broken: rejected, nothing written).
 //
 // Default (CI): HOPATTN_FUZZ_SECONDS=45 split among the families (driver.cpp, time_share), case
 // i of a family has seed 1 + i, so every run repeats the same cases; a slower machine runs fewer
@@ -32,12 +33,13 @@ Settings& settings() {
   return s;
 }
 
-void fuzz(Family f) {
-  const FamilyResult r =
-      run_family(f, settings(), public_api(), naive_formulas(), Tolerance::reference_vs_naive());
-  std::cout << "fuzz " << family_name(f) << ": " << r.cases << " cases (seeds "
-            << settings().base_seed << ".." << settings().base_seed + r.cases - 1 << ") in "
-            << r.seconds << " s, " << r.failures << " failed\n";
+void fuzz(Family f, bool invalid = false) {
+  const FamilyResult r = run_family(f, invalid, settings(), public_api(), naive_formulas(),
+                                    Tolerance::reference_vs_naive());
+  std::cout << "fuzz " << family_name(f) << (invalid ? " invalid" : "") << ": " << r.cases
+            << " cases (seeds " << settings().base_seed << ".."
+            << settings().base_seed + r.cases - 1 << ") in " << r.seconds << " s, " << r.failures
+            << " failed\n";
   EXPECT_EQ(r.failures, 0) << r.failure_log;
 }
 
@@ -46,6 +48,13 @@ TEST(Fuzz, Bwd) { fuzz(Family::kBwd); }
 TEST(Fuzz, Decode) { fuzz(Family::kDecode); }
 TEST(Fuzz, Mla) { fuzz(Family::kMla); }
 TEST(Fuzz, Merge) { fuzz(Family::kMerge); }
+
+// Valid cases with one rule broken: rejected, nothing written (invalid.hpp).
+TEST(FuzzInvalid, Fwd) { fuzz(Family::kFwd, true); }
+TEST(FuzzInvalid, Bwd) { fuzz(Family::kBwd, true); }
+TEST(FuzzInvalid, Decode) { fuzz(Family::kDecode, true); }
+TEST(FuzzInvalid, Mla) { fuzz(Family::kMla, true); }
+TEST(FuzzInvalid, Merge) { fuzz(Family::kMerge, true); }
 
 }  // namespace
 }  // namespace hopattn::fuzz

@@ -109,6 +109,7 @@ AttnCase generate_attn(Draw& d, bool bwd, const Space& space) {
   b.kv_layout = d.chance(0.5) ? KVLayout::kHND : KVLayout::kNHD;
   b.csr = d.chance(0.5);
   b.strided = space.strided && d.chance(0.25);
+  b.reversed = space.strided && d.chance(0.15);
   b.pad_rows = d.chance(0.2) ? d.uniform(1, 3) : 0;
   b.packed_kv = d.chance(0.3);
 
@@ -297,7 +298,8 @@ void legalize(Case& c) {
       b.page_size = std::clamp<int64_t>(b.page_size, 1, 256);
       b.pad_rows = b.layout == Layout::kDense ? 0 : std::max<int64_t>(0, b.pad_rows);
       // Packing (one [.., 2, Hkv, D] buffer) needs one head dim, plain strides, no pages.
-      b.packed_kv = b.packed_kv && s.dqk == s.dv && !b.strided && b.layout != Layout::kPaged;
+      b.packed_kv =
+          b.packed_kv && s.dqk == s.dv && !b.strided && !b.reversed && b.layout != Layout::kPaged;
       b.shared_prefix_pages = 0;
       b.page_seed = c.seed;
       auto& o = c.attn.opts;

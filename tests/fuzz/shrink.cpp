@@ -116,6 +116,7 @@ void attn_candidates(Candidates& k) {
   k.add([](Case& c) { c.attn.build.csr = false; });
   k.add([](Case& c) { c.attn.build.kv_layout = KVLayout::kNHD; });
   k.add([](Case& c) { c.attn.build.strided = false; });
+  k.add([](Case& c) { c.attn.build.reversed = false; });
   k.add([](Case& c) { c.attn.build.pad_rows = 0; });
   k.add([](Case& c) { c.attn.build.packed_kv = false; });
   k.add([](Case& c) { c.attn.opts.softcap = 0.f; });

@@ -393,4 +393,11 @@ inline naive::DecodeProblem naive_problem(const DecodeRun& r) {
   return p;
 }
 
+// What the call wrote, read back through the output views in logical order: out [B][L][Hq][D],
+// lse [B][L][Hq].
+inline void read_outputs(const DecodeRun& r, std::vector<double>& out, std::vector<double>& lse) {
+  out = gather(r.args.out);
+  lse = gather(r.args.lse);
+}
+
 }  // namespace hopattn::testing::decode_case

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "hopattn/options.hpp"
@@ -81,13 +83,20 @@ enum class Layout { kDense, kVarlen, kPaged };
 
 struct BuildOptions {
   Layout layout = Layout::kVarlen;
-  bool strided = false;  // every tensor non-contiguous: first two dims swapped, innermost stride 2
+  bool strided = false;   // every tensor non-contiguous: first two dims swapped, innermost stride 2
+  bool reversed = false;  // every tensor's outermost dim runs backwards (negative stride)
   int64_t page_size = 16;
   KVLayout kv_layout = KVLayout::kNHD;
   bool csr = false;
   // Requests b > 0 read request 0's first pages (their data must be equal there).
   int64_t shared_prefix_pages = 0;
   uint64_t page_seed = 1;
+  // Varlen / paged: rows past cu_seqlens_q[B] (and, varlen, past cu_seqlens_k[B]) that no request
+  // owns, which the validators allow: NaN, never read, and out / dq there never written.
+  int64_t pad_rows = 0;
+  // Dense / varlen with Dqk == Dv, not strided: k and v, and dk and dv, are the two halves of one
+  // [.., 2, Hkv, D] buffer, as a packed KV projection gives them.
+  bool packed_kv = false;
 };
 
 // A problem as tensors. Owns their storage; `fwd` and `bwd` hold the views.
@@ -104,14 +113,15 @@ class Bundle {
     }
     const bool dense = o.layout == Layout::kDense;
     const int64_t sq = batch ? s.q_lens[0] : 0, sk = batch ? s.kv_lens[0] : 0;
+    const int64_t pad = dense ? 0 : o.pad_rows;
     auto q_shape = [&](int64_t d) {
       return dense ? std::vector<int64_t>{batch, sq, s.hq, d}
-                   : std::vector<int64_t>{cu_q_.back(), s.hq, d};
+                   : std::vector<int64_t>{cu_q_.back() + pad, s.hq, d};
     };
     fwd.q = alloc(s.dtype, q_shape(s.dqk));
     fwd.out = alloc(s.dtype, q_shape(s.dv));
     fwd.lse = alloc(DType::kFP32, dense ? std::vector<int64_t>{batch, sq, s.hq}
-                                        : std::vector<int64_t>{cu_q_.back(), s.hq});
+                                        : std::vector<int64_t>{cu_q_.back() + pad, s.hq});
     bwd.dout = alloc(s.dtype, q_shape(s.dv));
     bwd.dq = alloc(s.dtype, q_shape(s.dqk));
     if (!dense) {
@@ -123,12 +133,17 @@ class Bundle {
     } else {
       auto kv_shape = [&](int64_t d) {
         return dense ? std::vector<int64_t>{batch, sk, s.hkv, d}
-                     : std::vector<int64_t>{cu_k_.back(), s.hkv, d};
+                     : std::vector<int64_t>{cu_k_.back() + pad, s.hkv, d};
       };
-      fwd.k = alloc(s.dtype, kv_shape(s.dqk));
-      fwd.v = alloc(s.dtype, kv_shape(s.dv));
-      bwd.dk = alloc(s.dtype, kv_shape(s.dqk));
-      bwd.dv = alloc(s.dtype, kv_shape(s.dv));
+      if (o.packed_kv && s.dqk == s.dv && !o.strided) {
+        std::tie(fwd.k, fwd.v) = alloc_pair(s.dtype, kv_shape(s.dqk));
+        std::tie(bwd.dk, bwd.dv) = alloc_pair(s.dtype, kv_shape(s.dqk));
+      } else {
+        fwd.k = alloc(s.dtype, kv_shape(s.dqk));
+        fwd.v = alloc(s.dtype, kv_shape(s.dv));
+        bwd.dk = alloc(s.dtype, kv_shape(s.dqk));
+        bwd.dv = alloc(s.dtype, kv_shape(s.dv));
+      }
       if (!dense) {
         fwd.cu_seqlens_k = index_tensor(cu_k_, {batch + 1});
         fwd.max_seqlen_k = static_cast<int>(*std::max_element(s.kv_lens.begin(), s.kv_lens.end()));
@@ -204,6 +219,17 @@ class Bundle {
     return g;
   }
 
+  // Every element of the rows of a varlen query-side tensor (out, dq) that no request owns.
+  std::vector<double> read_pad_rows(const TensorView& t) const {
+    std::vector<double> x;
+    for (int64_t i = t.rank() == 3 ? cu_q_.back() : t.size(0); i < t.size(0); ++i) {
+      for (int64_t h = 0; h < t.size(1); ++h) {
+        for (int64_t d = 0; d < t.size(2); ++d) x.push_back(load_element(t, t.offset({i, h, d})));
+      }
+    }
+    return x;
+  }
+
   std::vector<double> read_dsinks() const {
     std::vector<double> x;
     for (int64_t h = 0; bwd.dsinks.defined() && h < p_.spec.hq; ++h) {
@@ -213,15 +239,7 @@ class Bundle {
   }
 
   // Every element of a rank-4 tensor (a page pool), in logical order.
-  static std::vector<double> read_all4(const TensorView& t) {
-    std::vector<double> x;
-    for (int64_t a = 0; a < t.size(0); ++a)
-      for (int64_t b = 0; b < t.size(1); ++b)
-        for (int64_t c = 0; c < t.size(2); ++c)
-          for (int64_t d = 0; d < t.size(3); ++d)
-            x.push_back(load_element(t, t.offset({a, b, c, d})));
-    return x;
-  }
+  static std::vector<double> read_all4(const TensorView& t) { return gather(t); }
 
  private:
   // A NaN-filled tensor of `shape`; strided (see BuildOptions) when asked.
@@ -246,7 +264,32 @@ class Bundle {
     }
     storage_.emplace_back(dtype, std::vector<int64_t>{total});
     storage_.back().fill_bytes(0xff);
-    return TensorView(storage_.back().data(), dtype, rank, shape.data(), strides.data());
+    char* base = static_cast<char*>(storage_.back().data());
+    if (o_.reversed && rank > 0 && shape[0] > 1) {
+      // Element 0 of dim 0 at the far end: numpy's t[::-1].
+      base += (shape[0] - 1) * strides[0] * dtype_size(dtype);
+      strides[0] = -strides[0];
+    }
+    return TensorView(base, dtype, rank, shape.data(), strides.data());
+  }
+
+  // Two NaN-filled tensors of `shape` (rank >= 2), the halves of one buffer with a dimension of 2
+  // inserted before the head dimension: [.., 2, H, D].
+  std::pair<TensorView, TensorView> alloc_pair(DType dtype, const std::vector<int64_t>& shape) {
+    const int rank = static_cast<int>(shape.size());
+    std::vector<int64_t> strides(rank);
+    int64_t total = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (d == rank - 3) total *= 2;  // the pair dimension sits between dims rank-3 and rank-2
+      strides[d] = total;
+      total *= std::max<int64_t>(shape[d], 1);
+    }
+    const int64_t half = strides[rank - 2] * std::max<int64_t>(shape[rank - 2], 1);
+    storage_.emplace_back(dtype, std::vector<int64_t>{total});
+    storage_.back().fill_bytes(0xff);
+    char* base = static_cast<char*>(storage_.back().data());
+    return {TensorView(base, dtype, rank, shape.data(), strides.data()),
+            TensorView(base + half * dtype_size(dtype), dtype, rank, shape.data(), strides.data())};
   }
 
   TensorView index_tensor(const std::vector<int32_t>& values, const std::vector<int64_t>& shape) {

@@ -28,18 +28,7 @@ Result run_reference(DecodeRun& r) {
   r.lse_buf.fill_bytes(0xff);
   reference::decode(r.args, r.opts);
   Result res;
-  const TensorView& o = r.args.out;
-  const TensorView& l = r.args.lse;
-  for (int64_t b = 0; b < o.size(0); ++b) {
-    for (int64_t i = 0; i < o.size(1); ++i) {
-      for (int64_t h = 0; h < o.size(2); ++h) {
-        for (int64_t d = 0; d < o.size(3); ++d) {
-          res.out.push_back(load_element(o, o.offset({b, i, h, d})));
-        }
-        res.lse.push_back(load_element(l, l.offset({b, i, h})));
-      }
-    }
-  }
+  read_outputs(r, res.out, res.lse);
   return res;
 }
 

@@ -8,27 +8,6 @@
 #include <sstream>
 
 namespace hopattn::testing {
-namespace {
-
-// Calls fn(offset) for every element of the view, in row-major order of its logical index.
-template <typename Fn>
-void for_each_offset(const TensorView& t, Fn fn) {
-  if (t.numel() == 0) return;
-  std::vector<int64_t> index(t.rank(), 0);
-  while (true) {
-    int64_t offset = 0;
-    for (int d = 0; d < t.rank(); ++d) offset += index[d] * t.stride(d);
-    fn(offset);
-    int d = t.rank() - 1;
-    for (; d >= 0; --d) {
-      if (++index[d] < t.size(d)) break;
-      index[d] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-
-}  // namespace
 
 std::string cuda_device_problem() {
   int count = 0;
@@ -158,13 +137,6 @@ int64_t pool_offset(const TensorView& pool, KVLayout layout, int64_t page, int64
                     int64_t head, int64_t dim) {
   return layout == KVLayout::kNHD ? pool.offset({page, slot, head, dim})
                                   : pool.offset({page, head, slot, dim});
-}
-
-std::vector<double> gather(const TensorView& t) {
-  std::vector<double> out;
-  out.reserve(static_cast<size_t>(t.numel()));
-  for_each_offset(t, [&](int64_t offset) { out.push_back(load_element(t, offset)); });
-  return out;
 }
 
 namespace {

@@ -88,9 +88,6 @@ struct PagePlan {
 int64_t pool_offset(const TensorView& pool, KVLayout layout, int64_t page, int64_t slot,
                     int64_t head, int64_t dim);
 
-// The elements of a (possibly strided) host view in row-major order, as double.
-std::vector<double> gather(const TensorView& t);
-
 // Result of comparing a GPU output with the reference's, element by element.
 struct Comparison {
   int64_t count = 0;

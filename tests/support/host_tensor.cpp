@@ -28,6 +28,13 @@ void HostTensor::fill_uniform(std::mt19937_64& rng, double lo, double hi) {
 
 void HostTensor::fill_bytes(uint8_t byte) { std::memset(bytes_.data(), byte, bytes_.size()); }
 
+std::vector<double> gather(const TensorView& t) {
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(t.numel()));
+  for_each_offset(t, [&](int64_t offset) { out.push_back(load_element(t, offset)); });
+  return out;
+}
+
 HostTensor int_tensor(const std::vector<int32_t>& values, std::vector<int64_t> shape) {
   if (shape.empty()) shape = {static_cast<int64_t>(values.size())};
   HostTensor t(DType::kInt32, shape);

@@ -46,6 +46,27 @@ class HostTensor {
   TensorView view_;
 };
 
+// Calls fn(offset) for every element of the view, in row-major order of its logical index.
+template <typename Fn>
+void for_each_offset(const TensorView& t, Fn fn) {
+  if (t.numel() == 0) return;
+  std::vector<int64_t> index(t.rank(), 0);
+  while (true) {
+    int64_t offset = 0;
+    for (int d = 0; d < t.rank(); ++d) offset += index[d] * t.stride(d);
+    fn(offset);
+    int d = t.rank() - 1;
+    for (; d >= 0; --d) {
+      if (++index[d] < t.size(d)) break;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// The elements of a (possibly strided) host view in row-major order, as double.
+std::vector<double> gather(const TensorView& t);
+
 // int32 tensor from values (cu_seqlens, kv_lens, page tables).
 HostTensor int_tensor(const std::vector<int32_t>& values, std::vector<int64_t> shape = {});
 

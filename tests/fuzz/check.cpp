@@ -1,0 +1,120 @@
+#include "check.hpp"
+
+#include <cmath>
+#include <exception>
+#include <sstream>
+
+#include "cpu/naive_fwd_bwd.hpp"
+#include "hopattn/error.hpp"
+
+namespace hopattn::fuzz {
+namespace {
+
+std::string bracketed(const std::vector<int64_t>& v) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << ']';
+  return os.str();
+}
+
+// The multi-index of flat (row-major) element `flat` of `shape`.
+std::string index_string(const std::vector<int64_t>& shape, int64_t flat) {
+  std::vector<int64_t> idx(shape.size());
+  for (int i = int(shape.size()) - 1; i >= 0; --i) {
+    idx[i] = shape[i] ? flat % shape[i] : 0;
+    flat = shape[i] ? flat / shape[i] : 0;
+  }
+  return bracketed(idx);
+}
+
+bool element_ok(double a, double b, double allowed) {
+  if (std::isnan(a) || std::isnan(b)) return false;
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= allowed;
+}
+
+}  // namespace
+
+const char* kind_name(Report::Kind k) {
+  switch (k) {
+    case Report::Kind::kPass:
+      return "pass";
+    case Report::Kind::kMismatch:
+      return "mismatch";
+    case Report::Kind::kRejected:
+      return "rejected";
+    case Report::Kind::kCrash:
+      return "exception";
+    case Report::Kind::kAccepted:
+      return "accepted";
+  }
+  return "?";
+}
+
+Report compare(const Outputs& a, const Outputs& b, const Tolerance& tol) {
+  std::ostringstream os;
+  if (a.size() != b.size()) {
+    os << "the implementations returned " << a.size() << " and " << b.size() << " outputs";
+    return {Report::Kind::kMismatch, os.str()};
+  }
+  for (size_t p = 0; p < a.size(); ++p) {
+    const Part& pa = a[p];
+    const Part& pb = b[p];
+    if (pa.name != pb.name || pa.values.size() != pb.values.size()) {
+      os << "output " << p << ": '" << pa.name << "' with " << pa.values.size() << " elements vs '"
+         << pb.name << "' with " << pb.values.size();
+      return {Report::Kind::kMismatch, os.str()};
+    }
+    int64_t bad = 0, first = -1, worst = -1;
+    double worst_excess = -1;
+    auto allowed = [&](int64_t i) {
+      return tol.rounding * testing::textbook::storage_tolerance(pb.dtype, pb.values[i]) +
+             (pb.kind == Part::Kind::kLse ? tol.lse_abs : 0.0);
+    };
+    for (int64_t i = 0; i < int64_t(pa.values.size()); ++i) {
+      const double x = pa.values[i], y = pb.values[i];
+      if (element_ok(x, y, allowed(i))) continue;
+      if (bad++ == 0) first = i;
+      // NaN or a wrong infinity outranks any finite excess.
+      const double excess = std::isfinite(x - y) ? std::fabs(x - y) / allowed(i) : INFINITY;
+      if (excess > worst_excess) worst_excess = excess, worst = i;
+    }
+    if (bad == 0) continue;
+    auto element = [&](int64_t i) {
+      std::ostringstream e;
+      e.precision(9);
+      e << index_string(pb.shape, i) << ": " << pa.values[i] << " vs " << pb.values[i]
+        << " (allowed +-" << allowed(i) << ")";
+      return e.str();
+    };
+    os << pa.name << ' ' << bracketed(pb.shape) << " (" << dtype_name(pb.dtype) << "): " << bad
+       << " of " << pa.values.size() << " elements off; first at " << element(first);
+    if (worst != first) os << "; worst at " << element(worst);
+    return {Report::Kind::kMismatch, os.str()};
+  }
+  return {};
+}
+
+Report run_pair(const Case& c, const Implementation& a, const Implementation& b,
+                const Tolerance& tol) {
+  const Implementation* current = nullptr;
+  try {
+    std::unique_ptr<HostProblem> problem = build(c);
+    current = &a;
+    const Outputs out_a = a.run(*problem);
+    current = &b;
+    const Outputs out_b = b.run(*problem);
+    Report r = compare(out_a, out_b, tol);
+    if (!r.ok()) r.detail = a.name + " vs " + b.name + ": " + r.detail;
+    return r;
+  } catch (const Error& e) {
+    return {Report::Kind::kRejected, (current ? current->name : std::string("build")) +
+                                         " rejected a valid case: " + e.what()};
+  } catch (const std::exception& e) {
+    return {Report::Kind::kCrash,
+            (current ? current->name : std::string("build")) + " threw: " + e.what()};
+  }
+}
+
+}  // namespace hopattn::fuzz

@@ -1,0 +1,115 @@
+// Fixed case lines as ordinary tests: edges written by hand and every case the fuzzer once failed
+// on (shrunk), each of which must pass; and the machinery itself (text form, legality, shrinker).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "check.hpp"
+#include "generate.hpp"
+#include "invalid.hpp"
+#include "shrink.hpp"
+
+namespace hopattn::fuzz {
+namespace {
+
+::testing::AssertionResult passes(const std::string& line) {
+  Case c = parse(line);
+  legalize(c);
+  const Report r = check_case(c, public_api(), naive_formulas(), Tolerance::reference_vs_naive());
+  if (r.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << describe(c) << "\n"
+                                       << kind_name(r.kind) << ": " << r.detail;
+}
+
+TEST(FuzzCase, TextFormRoundTrips) {
+  for (Family f : kFamilies) {
+    for (uint64_t seed = 1; seed <= 50; ++seed) {
+      const std::string line = describe(generate(f, seed));
+      EXPECT_EQ(describe(parse(line)), line);
+    }
+  }
+}
+
+TEST(FuzzCase, GeneratedCasesAreLegal) {
+  for (Family f : kFamilies) {
+    for (uint64_t seed = 1; seed <= 200; ++seed) {
+      Case c = generate(f, seed);
+      const std::string line = describe(c);
+      legalize(c);
+      EXPECT_EQ(describe(c), line);
+    }
+  }
+}
+
+TEST(FuzzCase, ShortLinesKeepDefaults) {
+  const Case c = parse("decode seed=3 q_len=4 kv_lens=9,0");
+  EXPECT_EQ(c.family, Family::kDecode);
+  EXPECT_EQ(c.seed, 3u);
+  EXPECT_EQ(c.decode.c.q_len, 4);
+  EXPECT_EQ(c.decode.c.kv_lens, (std::vector<int>{9, 0}));
+  EXPECT_EQ(c.decode.c.head_dim, testing::decode_case::DecodeCase{}.head_dim);
+  EXPECT_THROW(parse("decode seed=3 q_len=x"), std::invalid_argument);
+  EXPECT_THROW(parse("decode nonsense=1"), std::invalid_argument);
+  EXPECT_THROW(parse("warp seed=1"), std::invalid_argument);
+}
+
+// Edges a random draw reaches only now and then: nothing to attend to at all, one of everything.
+TEST(FuzzEdges, DegenerateCasesPass) {
+  for (const char* line : {
+           "fwd seed=1 layout=varlen q_lens=0,0 kv_lens=0,5 sinks=1",
+           "fwd seed=2 layout=dense q_lens=3 kv_lens=0 causal=1",
+           "fwd seed=3 layout=paged q_lens=4,1 kv_lens=0,0 page_size=1 csr=1 pad_rows=2",
+           "bwd seed=4 layout=varlen q_lens=5 kv_lens=2 causal=1 sinks=1 no_sink_head0=1",
+           "bwd seed=5 layout=varlen q_lens=0,3 kv_lens=4,0 packed_kv=1 pad_rows=1",
+           "decode seed=6 batch=3 kv_lens=0,0,0 sinks=1",
+           "decode seed=7 batch=4 beam_width=4 shared_prefix=1 q_len=16 kv_lens=16 tree=1",
+           "mla seed=8 q_lens=0,0 kv_lens=3,0",
+           "mla seed=9 q_lens=5 kv_lens=2 causal=1 kv_dtype=fp8_e4m3 kv_scale=0.125",
+           "merge seed=10 n=1 tokens=0",
+           "merge seed=11 n=2 empty_percent=100",
+           "merge seed=12 n=16 lse_center=1000 lse_spread=100 out_dtype=bf16",
+       }) {
+    EXPECT_TRUE(passes(line)) << line;
+  }
+}
+
+// Found by the fuzzer (the fuzzer's own defects count too): an aliasing view built from a
+// negative-strided out started at out.data(), the highest address, and so reached past the buffer.
+TEST(FuzzRegression, AliasOfReversedOutputStaysInsideIt) {
+  EXPECT_TRUE(
+      passes("fwd seed=501001 layout=varlen hq=9 hkv=1 dqk=2 dv=4 q_lens=54 kv_lens=0 "
+             "dtype=bf16 reversed=1 corrupt=lse_aliases_out"));
+  EXPECT_TRUE(
+      passes("bwd seed=501069 layout=varlen hq=32 hkv=1 dqk=30 dv=32 q_lens=7,10 "
+             "kv_lens=0,0 dtype=bf16 reversed=1 corrupt=lse_aliases_out"));
+}
+
+// The shrinker against a made-up defect (any request with kv_len >= 10 and Hq >= 4 "fails"):
+// it must come down to one request of exactly 10 keys, the smallest failing length.
+TEST(FuzzShrink, FindsTheSmallestFailingCase) {
+  auto check = [](const Case& c) {
+    const auto& s = c.attn.spec;
+    for (int64_t n : s.kv_lens) {
+      if (n >= 10 && s.hq >= 4) return Report{Report::Kind::kMismatch, "made up"};
+    }
+    return Report{};
+  };
+  Case c = parse(
+      "fwd seed=5 layout=paged hq=12 hkv=2 q_lens=3,50,7,0 kv_lens=5,37,90,1 "
+      "causal=1 softcap=2.5 sinks=1 page_size=16 csr=1");
+  legalize(c);
+  ASSERT_FALSE(check(c).ok());
+  const Shrunk s = shrink(c, check(c), check);
+  EXPECT_EQ(s.c.attn.spec.kv_lens, (std::vector<int64_t>{10})) << describe(s.c);
+  EXPECT_EQ(s.c.attn.spec.q_lens, (std::vector<int64_t>{0})) << describe(s.c);
+  EXPECT_GE(s.c.attn.spec.hq, 4);
+  EXPECT_EQ(s.c.attn.spec.hkv, 1);
+  EXPECT_FALSE(s.c.attn.opts.causal || s.c.attn.spec.sinks || s.c.attn.build.csr);
+  EXPECT_EQ(s.c.attn.build.layout, testing::fwd_bwd::Layout::kVarlen);
+  // A different kind of failure (here: none) never replaces the one being shrunk.
+  const Shrunk none = shrink(c, Report{Report::Kind::kCrash, "other"}, check);
+  EXPECT_EQ(none.steps, 0);
+}
+
+}  // namespace
+}  // namespace hopattn::fuzz

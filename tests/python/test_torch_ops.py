@@ -254,3 +254,26 @@ def test_workspace_cache_never_serves_cpu_calls():
 
 def test_release_workspaces_without_cuda_calls():
     assert hopattn.torch.release_workspaces() == 0
+
+
+def test_compile_out_variants_and_backward_function():
+    """torch.compile(fullgraph=True) through the out= route and attention_backward (the op route
+    under Dynamo: nothing of the eager fast path may be traced)."""
+    torch._dynamo.reset()
+    q, k, v, kv_lens, table = _decode_inputs()
+    fq, fk, fv = _qkv()
+
+    def fn(q, k, v, kv_lens, table, out, lse, fq, fk, fv):
+        hopattn.decode(q, k, v, kv_lens, table, out=out, lse_out=lse)
+        o, o_lse = hopattn.attention(fq, fk, fv, causal=True)
+        grads = hopattn.attention_backward(torch.ones_like(o), fq, fk, fv, o, o_lse, causal=True)
+        return out * 2, grads[0], grads[3]
+
+    buffers = (torch.zeros(3, 1, 4, 16), torch.zeros(3, 1, 4))
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    got = compiled(q, k, v, kv_lens, table, *buffers, fq, fk, fv)
+    want = fn(q, k, v, kv_lens, table, torch.zeros(3, 1, 4, 16), torch.zeros(3, 1, 4), fq, fk, fv)
+    torch.testing.assert_close(got[0], want[0])
+    torch.testing.assert_close(got[1], want[1])
+    assert got[2] is None and want[2] is None
+    torch.testing.assert_close(buffers[0], want[0] / 2)

@@ -18,10 +18,10 @@ forms cost microseconds each (a ``torch.cuda.Stream`` object built per call, laz
   (``torch.autograd.forward_ad._current_level``). Fallback: always False, so every call goes
   through the dispatcher (correct, slower).
 
-The private forms are used when torch is at least ``PRIVATE_MIN`` (the oldest version whose
-behaviour of these calls this module was written against), every name exists, and a self-check at
-import (the mode queries answer in the types expected) passes; otherwise the public forms.
-``MISSING`` names what was not found, ``ACTIVE`` which forms are in use.
+The private forms are used when torch is at least ``PRIVATE_MIN`` (all of these calls predate it;
+the suite has run on torch 2.11 and 2.15), every name exists, and a self-check at import (the mode
+queries answer in the types expected) passes; otherwise the public forms. ``MISSING`` names what
+was not found, ``ACTIVE`` which forms are in use (tests/python/test_torch_compat.py checks both).
 """
 
 import re

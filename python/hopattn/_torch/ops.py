@@ -15,8 +15,9 @@ and routes each call (:meth:`Family.call`, :meth:`Family.call_out`) one of three
   autograd to record): the implementation is called directly. The dispatcher would only forward
   the call there, at tens of microseconds for ops with this many arguments.
 - the same, but with inputs that require grad: a ``torch.autograd.Function`` built from the same
-  setup_context and backward as the op's autograd formula (the formula as registered costs about
-  80 us a call in ``torch.library``'s argument handling alone).
+  setup_context and backward as the op's autograd formula (the formula as registered spends about
+  75 us a call in ``torch.library``'s ``fill_defaults`` alone for attention_fwd's 19 arguments,
+  development CPU, torch 2.15).
 - anything else (torch.compile, fake or functional tensors, modes, functorch, subclasses): the op.
 
 Arguments arrive flat and normalized (``hopattn._args``), in schema order; tensors cross to C++

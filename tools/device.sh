@@ -216,7 +216,7 @@ step_python() {
   local log=$OUT_DIR/python.log rc=0
   : >"$log"
   run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
-    python3 -m pip install -q --no-build-isolation --no-deps . || return $?
+    python3 -m pip install -v --no-build-isolation --no-deps . || return $?  # -v: build progress
   run_part python:tests "$log" "${PYTHON_TIMEOUT:-300}" \
     env PYTHONUNBUFFERED=1 python3 tests/python/run.py --min-passed 300 --require-gpu || rc=$?
   return "$rc"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Host cost of one eager call of hopattn's torch path (fwd and decode) at tiny shapes, next to
-PyTorch SDPA's, to see what Python adds per call where the kernel is short.
+"""Host cost of one eager call of hopattn's torch path at tiny shapes, next to PyTorch SDPA's, to
+see what Python adds per call where the kernel is short: the rows of issue 13's targets
+(attention with inputs that require grad, attention, decode, mla, merge_states).
 
     python bench/peers/host_overhead.py              # CUDA when available, else the CPU backend
     python bench/peers/host_overhead.py --device cpu # the CPU reference (same Python/C++ path)
@@ -78,10 +79,26 @@ def workloads(device):
     kd, vd = (c.reshape(1, kv_len, dhkv, d).transpose(1, 2) for c in (k_cache, v_cache))
     dqt = dq.transpose(1, 2)
     out, lse = torch.empty_like(dq), torch.empty(1, 1, dhq, dtype=torch.float32, device=device)
+    # Inputs that require grad: the forward call records the autograd graph (no backward run).
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    qgt, kgt, vgt = (t.transpose(1, 2) for t in (qg, kg, vg))
+    # MLA decode, B=1: 16 heads (CUDA) / 2 heads (CPU), 512 + 64 dims, kv as decode's.
+    mh = 16 if cuda else 2
+    q_nope, q_pe = randn(1, mh, 512), randn(1, mh, 64)
+    ckv, kpe = randn(kv_len // page, page, 512), randn(kv_len // page, page, 64)
+    cu = torch.tensor([0, 1], dtype=torch.int32, device=device)
+    # merge_states of two [T, H, D] states: decode's output shape.
+    o_a, o_b = randn(1, dhq, d), randn(1, dhq, d)
+    lse_a = torch.randn(1, dhq, generator=gen, device=device)
+    lse_b = torch.randn(1, dhq, generator=gen, device=device)
     return {
         "fwd hopattn.attention": lambda: hopattn.attention(q, k, v, causal=True),
         "fwd SDPA": lambda: F.scaled_dot_product_attention(
             qt, kt, vt, is_causal=True, enable_gqa=True
+        ),
+        "fwd hopattn.attention (requires grad)": lambda: hopattn.attention(qg, kg, vg, causal=True),
+        "fwd SDPA (requires grad)": lambda: F.scaled_dot_product_attention(
+            qgt, kgt, vgt, is_causal=True, enable_gqa=True
         ),
         "decode hopattn.decode": lambda: hopattn.decode(dq, k_cache, v_cache, lens, table),
         "decode hopattn.decode out=": lambda: hopattn.decode(
@@ -90,6 +107,10 @@ def workloads(device):
         "decode SDPA (contiguous KV)": lambda: F.scaled_dot_product_attention(
             dqt, kd, vd, enable_gqa=True
         ),
+        "mla hopattn.mla": lambda: hopattn.mla(
+            q_nope, q_pe, ckv, kpe, cu, lens, table, max_seqlen_q=1
+        ),
+        "merge hopattn.merge_states": lambda: hopattn.merge_states(o_a, lse_a, o_b, lse_b),
     }
 
 

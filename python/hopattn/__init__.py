@@ -81,7 +81,10 @@ def _one_framework(anchor_name, anchor, **tensors):
     """Every tensor argument from the anchor's framework: the backend is chosen by the anchor, and
     a torch backend handed a numpy array (or the reverse) would fail inside its DLPack export."""
     expected = _framework(anchor)
+    kind = type(anchor)
     for name, t in tensors.items():
+        if t is None or type(t) is kind:  # the common cases, without the generic checks
+            continue
         if isinstance(t, (tuple, list)) and name == "page_table" and len(t) == 2:
             _one_framework(anchor_name, anchor, page_indptr=t[0], page_indices=t[1])
         elif hasattr(t, "__dlpack__") and _framework(t) != expected:

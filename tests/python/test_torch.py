@@ -66,21 +66,21 @@ def test_ops_registered():
 
 
 def test_opcheck_attention():
-    import hopattn.torch as ht
+    from hopattn._torch.attention import FWD
 
     q, k, v = _qkv((1, 5, 4, 16), (1, 7, 2, 16), requires_grad=True)
     a = hopattn._attention_flat(
         True, (-1, -1), 0.0, None, None, None, None, None, None, None, None, "NHD", False
     )
-    args = (q, k, v, *(a[key] for key in ht._FWD_KEYS))
+    args = FWD.flat((q, k, v), a)
     torch.library.opcheck(torch.ops.hopattn.attention_fwd.default, args, test_utils=OPCHECKS)
 
 
-def test_opcheck_decode_and_merge():
-    import hopattn.torch as ht
+def _decode_options(table, **kw):
+    """hopattn.decode's normalized options (the flat form the backends take)."""
+    from hopattn._torch.decode import DECODE
 
-    q, k, v, kv_lens, table = _decode_inputs()
-    options = {key: None for key in ht._DECODE_KEYS}
+    options = {name: None for name in DECODE.names[4:]}
     options.update(
         page_table=table,
         kv_layout="NHD",
@@ -93,7 +93,15 @@ def test_opcheck_decode_and_merge():
         beam_width=1,
         num_splits=0,
     )
-    args = (q, k, v, kv_lens, *(options[key] for key in ht._DECODE_KEYS))
+    options.update(kw)
+    return options
+
+
+def test_opcheck_decode_and_merge():
+    from hopattn._torch.decode import DECODE
+
+    q, k, v, kv_lens, table = _decode_inputs()
+    args = DECODE.flat((q, k, v, kv_lens), _decode_options(table))
     torch.library.opcheck(torch.ops.hopattn.decode.default, args, test_utils=OPCHECKS)
     o, lse = torch.randn(4, 3, 2, 8), torch.randn(4, 3, 2)
     torch.library.opcheck(torch.ops.hopattn.merge_states_n.default, (o, lse))
@@ -337,36 +345,53 @@ def test_cuda_graph_capture_and_replay(family):
 
 @gpu
 @pytest.mark.gpu
-def test_decode_workspace_cache_per_stream_and_not_in_graphs():
-    """Eager decodes reuse a workspace per (device, stream), a second stream gets its own, and a
-    captured graph allocates its own (it must never hold memory the cache may free or reuse)."""
-    import hopattn.torch as ht
+@pytest.mark.parametrize("num_splits", [None, 3])
+def test_decode_workspace_cache_per_stream_and_not_in_graphs(num_splits):
+    """Eager decodes reuse a workspace per (device, stream), a second stream gets its own, a
+    captured graph allocates its own (it must never hold memory the cache may free or reuse), and
+    release_workspaces frees them. num_splits=3 forces a call that needs a workspace (None: the
+    library's choice, which may need none)."""
+    from hopattn._torch.decode import WORKSPACES
+
+    def pointers():
+        return {
+            key: None if w.buffer is None else w.buffer.data_ptr()
+            for key, w in WORKSPACES.entries().items()
+        }
 
     q, k, v, kv_lens, table = _decode_inputs("cuda", torch.float16, d=128)
-    ht._workspaces.clear()
-    want = call(_On("cuda"), hopattn.decode, q, k, v, kv_lens, table)
-    first = dict(ht._workspaces)
-    assert len(first) <= 1
-    again = hopattn.decode(q, k, v, kv_lens, table)
-    assert {key: w.data_ptr() for key, w in ht._workspaces.items()} == {
-        key: w.data_ptr() for key, w in first.items()
-    }
+    run = lambda: hopattn.decode(q, k, v, kv_lens, table, num_splits=num_splits)  # noqa: E731
+    hopattn.torch.release_workspaces()
+    want = call(_On("cuda"), run)
+    first = pointers()
+    assert len(first) == 1
+    if num_splits is not None:
+        assert None not in first.values()
+    again = run()
+    assert pointers() == first
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        other = hopattn.decode(q, k, v, kv_lens, table)
+        other = run()
     stream.synchronize()
-    assert len(ht._workspaces) == 2 * len(first)
-    before = {key: w.data_ptr() for key, w in ht._workspaces.items()}
+    assert len(WORKSPACES) == 2
+    before = pointers()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        captured = hopattn.decode(q, k, v, kv_lens, table)
+        captured = run()
     graph.replay()
     torch.cuda.synchronize()
-    assert {key: w.data_ptr() for key, w in ht._workspaces.items()} == before
+    assert pointers() == before
     for got in (again, other, captured):
         torch.testing.assert_close(got[0], want[0])
         torch.testing.assert_close(got[1], want[1])
+    freed = hopattn.torch.release_workspaces()
+    assert len(WORKSPACES) == 0
+    if num_splits is not None:
+        assert freed > 0
+    graph.replay()  # the graph's own workspace is unaffected
+    torch.cuda.synchronize()
+    torch.testing.assert_close(captured[0], want[0])
 
 
 @gpu

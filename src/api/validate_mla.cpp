@@ -4,6 +4,7 @@
 
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
+#include "plan/mla_tiles.hpp"
 
 namespace hopattn::validate {
 
@@ -30,6 +31,8 @@ void mla(const MlaArgs& a, const MlaOptions& opts) {
           "[num_pages, page_size, 512]");
   c.tensor(a.kpe, "kpe", DTypes({a.ckv.dtype()}, "ckv's dtype"),
            {pool.num_pages, pool.page_size, kMlaRopeDim}, "[num_pages, page_size, 64] like ckv");
+  c.require(opts.num_splits >= 0 && opts.num_splits <= plan::mla::kMaxSplits, ErrorKind::kValue,
+            "num_splits", "0..128 (0 = chosen by the library)", opts.num_splits);
   if (!(std::isfinite(a.kv_scale) && a.kv_scale > 0.f)) {
     c.fail(ErrorKind::kValue, "kv_scale", "a finite value > 0", a.kv_scale);
   }

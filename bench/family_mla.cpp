@@ -29,7 +29,6 @@ class MlaWorkload final : public Workload {
     q_pe_ = Tensor(s.dtype, {T, H, kRope});
     out_ = Tensor(s.dtype, {T, H, kLatent});
     lse_ = Tensor(DType::kFP32, {T, H});
-    // An fp8 e4m3 cache holds values up to 8 with kv_scale 1/8: real values in [-1, 1).
     fp8_ = s.kv_dtype == DType::kFP8E4M3;
     ckv_ = Tensor(s.kv_dtype, {s.batch * pages, ps, kLatent});
     kpe_ = Tensor(s.kv_dtype, {s.batch * pages, ps, kRope});
@@ -80,7 +79,7 @@ class MlaWorkload final : public Workload {
     }
     // k = [ckv, kpe] and v = ckv, element by element (an fp8 cache is dequantized on the way).
     const TensorView kh = k.host(), vh = v.host(), ch = ckv_.host(), ph = kpe_.host();
-    const double kv_scale = fp8_ ? 0.125 : 1.0;
+    const double kv_scale = this->kv_scale();
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t t = 0; t < s.kv_len; ++t) {
         const int64_t slot = page_of(block_table_, b, t, ps) * ps + t % ps;
@@ -162,11 +161,13 @@ class MlaWorkload final : public Workload {
     a.pages.kv_lens = kv_lens_.view(side);
     a.out = out_.view(side);
     a.lse = lse_.view(side);
-    a.kv_scale = fp8_ ? 0.125f : 1.f;
+    a.kv_scale = kv_scale();
     return a;
   }
 
-  double kv_range() const { return fp8_ ? 8.0 : 1.0; }
+  // An fp8 cache stores values up to 8 with kv_scale 1/8, so real values lie in [-1, 1).
+  float kv_scale() const { return fp8_ ? 0.125f : 1.f; }
+  double kv_range() const { return 1.0 / kv_scale(); }
 
   Shape s_;
   bool fp8_ = false;

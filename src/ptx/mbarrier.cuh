@@ -68,6 +68,15 @@ __device__ __forceinline__ bool mbarrier_wait_parity_for(uint64_t* bar, uint32_t
   return true;
 }
 
+// A pipeline wait that has not completed in this long is a bug (a wrong parity, arrival count or
+// byte count): the kernels trap, so the host gets a launch failure instead of a hung device (no
+// printf: a call in the kernel would make ptxas serialize the wgmma pipeline).
+inline constexpr uint64_t kHangTimeoutNs = 20'000'000'000ull;
+
+__device__ __forceinline__ void mbarrier_wait_or_trap(uint64_t* bar, uint32_t parity) {
+  if (!mbarrier_wait_parity_for(bar, parity, kHangTimeoutNs)) __trap();
+}
+
 // Position in a ring of kStages buffers guarded by full/empty barrier pairs. Iteration `it`
 // uses stage it % kStages; its phase flips every kStages iterations. Consumers wait full[stage]
 // on phase(); producers wait empty[stage] on phase() ^ 1, which a fresh barrier passes (the

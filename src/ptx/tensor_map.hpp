@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "hopattn/dtype.hpp"
 #include "hopattn/error.hpp"
 
 namespace hopattn::ptx {
@@ -28,6 +29,11 @@ struct TensorMapSpec {
   CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
   CUtensorMapL2promotion l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
 };
+
+// The tensor-map element type of a 16-bit tensor (bf16, else fp16).
+inline CUtensorMapDataType tensor_map_dtype_16bit(DType dtype) {
+  return dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
 
 inline std::string describe(const TensorMapSpec& s) {
   std::ostringstream os;

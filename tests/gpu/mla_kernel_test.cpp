@@ -128,8 +128,8 @@ std::unique_ptr<MlaProblem> make_problem(const MlaCase& c, std::mt19937_64& rng)
   // fp8: stored values up to 8 with kv_scale 1/8, so the real values span [-1, 1) as in the
   // 16-bit cases and the small ones fall on e4m3's subnormal codes.
   const DType cache_dtype = c.fp8_cache ? DType::kFP8E4M3 : c.dtype;
-  const double range = c.fp8_cache ? 8.0 : 1.0;
   pr->args.kv_scale = c.fp8_cache ? 0.125f : 1.f;
+  const double range = 1.0 / pr->args.kv_scale;
   TensorView ckv, kpe;
   if (c.combined_cache) {
     pr->cache_a = HostTensor(cache_dtype, {P, ps, 576});

@@ -68,7 +68,7 @@ __device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const 
   }
   const typename Mainloop::MmaThread t{wg};
   if (w.has_steps()) {
-    wait_barrier(sm.kv_full(), 0);
+    ptx::mbarrier_wait_or_trap(sm.kv_full(), 0);
     typename Mainloop::Steps st;
     bool hung = false;
     for (int r = 0; r < p.group; ++r) {

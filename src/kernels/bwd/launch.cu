@@ -62,8 +62,7 @@ ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows)
   const HeadMajorView v = head_major_view(t, varlen);
   ptx::TensorMapSpec s;
   s.base = t.data();
-  s.dtype = t.dtype() == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
   s.element_bytes = 2;
   s.rank = 4;
   s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),

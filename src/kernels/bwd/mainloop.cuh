@@ -38,14 +38,7 @@
 
 namespace hopattn::kernels::bwd {
 
-// A wait that has not completed in this long is a pipeline bug (parity, count, byte count) or, in
-// deterministic mode, a KV block that never arrived: trap, so the host gets a launch failure
-// instead of a hung device (no printf: it would serialize the wgmma pipeline).
-inline constexpr uint64_t kHangTimeoutNs = 20'000'000'000ull;
-
-__device__ __forceinline__ void wait_barrier(uint64_t* bar, uint32_t parity) {
-  if (!ptx::mbarrier_wait_parity_for(bar, parity, kHangTimeoutNs)) __trap();
-}
+using ptx::kHangTimeoutNs;
 
 // What one CTA works on; computed identically by every role from blockIdx alone.
 struct CtaWork {
@@ -118,7 +111,7 @@ struct BwdMainloop {
       for (int m = w.m_begin; m < w.m_end; ++m) {
         const uint32_t s = st.stage();
         const int q_row = w.seq.row_q + m * kM;
-        wait_barrier(sm.q_empty(s), st.phase() ^ 1);
+        ptx::mbarrier_wait_or_trap(sm.q_empty(s), st.phase() ^ 1);
         ptx::mbarrier_arrive_expect_tx(sm.q_full(s), Traits::kQStageBytes + Traits::kRowStatBytes);
 #pragma unroll
         for (int i = 0; i < kQKPanels; ++i) {
@@ -127,7 +120,7 @@ struct BwdMainloop {
         }
         ptx::bulk_load(sm.lse(s), p.ws.lse_log2 + stat_row0 + m * kM, Traits::kRowStatBytes,
                        sm.q_full(s));
-        wait_barrier(sm.do_empty(s), st.phase() ^ 1);
+        ptx::mbarrier_wait_or_trap(sm.do_empty(s), st.phase() ^ 1);
         ptx::mbarrier_arrive_expect_tx(sm.do_full(s),
                                        Traits::kDoStageBytes + Traits::kRowStatBytes);
 #pragma unroll
@@ -156,7 +149,7 @@ struct BwdMainloop {
         if (sem != nullptr) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
 #pragma unroll
         for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
-          wait_barrier(sm.dq_full(g), st.parity());
+          ptx::mbarrier_wait_or_trap(sm.dq_full(g), st.parity());
           // By keys, both blocks add to the same floats: in deterministic mode the first sum must
           // have landed before the second starts, so that the order is always 0 then 1.
           if (Traits::kDqByKeys && g > 0 && sem != nullptr) ptx::bulk_wait_all<0>();
@@ -493,14 +486,14 @@ struct BwdMainloop {
     }
     float sacc[Traits::kSRegs];
     float dp[Traits::kSRegs];
-    wait_barrier(sm.q_full(s), st.phase());
+    ptx::mbarrier_wait_or_trap(sm.q_full(s), st.phase());
     ptx::fence_operands(sacc);
     ptx::wgmma_fence();
     issue_scores<Traits::kQKSteps>(
         sacc, fresh(ptx::make_kmajor_desc(sm.k() + key_row0 * Traits::kRowBytes)),
         fresh(ptx::make_kmajor_desc(sm.q(s) + s_col0 * Traits::kRowBytes)));
     ptx::wgmma_commit_group();
-    wait_barrier(sm.do_full(s), st.phase());
+    ptx::mbarrier_wait_or_trap(sm.do_full(s), st.phase());
     ptx::fence_operands(dp);
     ptx::wgmma_fence();  // the wait above is a loop: the fence must follow it
     issue_scores<Traits::kVSteps>(
@@ -583,7 +576,7 @@ struct BwdMainloop {
       ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
 #pragma unroll
       for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
-      wait_barrier(sm.dq_empty(t.wg), st.parity() ^ 1);
+      ptx::mbarrier_wait_or_trap(sm.dq_empty(t.wg), st.parity() ^ 1);
 #pragma unroll
       for (int i = 0; i < Traits::kDqSlots; ++i) {
         if (Traits::has_panel(Traits::dq_panel(t.wg, i), kQKPanels)) {

@@ -71,11 +71,6 @@ void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
   if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
 }
 
-CUtensorMapDataType tma_dtype(const TensorView& t) {
-  return t.dtype() == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                   : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-}
-
 // Boxes of (64 columns, box_heads heads, box_rows rows): box_heads > 1 for GQA-packed Q and O
 // (a box of pack heads x positions lands as rows q_pos * pack + h).
 ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
@@ -83,7 +78,7 @@ ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
   const HeadMajorView v = head_major_view(t, varlen);
   ptx::TensorMapSpec s;
   s.base = t.data();
-  s.dtype = tma_dtype(t);
+  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
   s.element_bytes = 2;
   s.rank = 4;
   s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
@@ -106,7 +101,7 @@ ptx::TensorMapSpec varlen_tail_spec(const TensorView& t, uint32_t block_n) {
   const HeadMajorView v = head_major_view(t, /*varlen=*/true);
   ptx::TensorMapSpec s;
   s.base = moved_back(t.data(), block_n * v.stride_s * 2);
-  s.dtype = tma_dtype(t);
+  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
   s.element_bytes = 2;
   s.rank = 4;
   s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), block_n,
@@ -144,7 +139,7 @@ ptx::TensorMapSpec paged_spec(const TensorView& t, KVLayout layout, uint32_t box
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
   ptx::TensorMapSpec s;
   s.base = moved_back(t.data(), box * v.stride_slot * 2);
-  s.dtype = tma_dtype(t);
+  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
   s.element_bytes = 2;
   s.rank = 5;
   const uint64_t slot_bytes = u(v.stride_slot) * 2, head_bytes = u(v.stride_head) * 2;

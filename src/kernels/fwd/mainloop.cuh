@@ -35,18 +35,10 @@
 
 namespace hopattn::kernels::fwd {
 
-// A wait that has not completed in this long is a pipeline bug (a wrong parity, count or byte
-// count): trap, so the host gets an error (cudaErrorLaunchFailure) instead of a hung device. No
-// printf here: a call inside the kernel would make ptxas serialize the wgmma pipeline and drop
-// setmaxnreg.
-inline constexpr uint64_t kHangTimeoutNs = 20'000'000'000ull;
+using ptx::kHangTimeoutNs;
 
-__device__ __forceinline__ void wait_barrier(uint64_t* bar, uint32_t parity) {
-  if (!ptx::mbarrier_wait_parity_for(bar, parity, kHangTimeoutNs)) __trap();
-}
-
-// The same for the producer warpgroup (24 registers): the clock is kept in units of 1024 ns in
-// 32 bits (wrapping after 73 minutes), one register instead of two.
+// ptx::mbarrier_wait_or_trap for the producer warpgroup (24 registers): the clock is kept in units
+// of 1024 ns in 32 bits (wrapping after 73 minutes), one register instead of two.
 inline constexpr uint32_t kHangTimeoutUnits = kHangTimeoutNs >> 10;
 
 __device__ __forceinline__ void producer_wait(uint64_t* bar, uint32_t parity) {
@@ -231,7 +223,7 @@ struct FwdMainloop {
   // A K or V stage is ready. Gathered stages were written by cp.async (generic proxy) and are
   // read next by wgmma (async proxy): each reading thread fences between the two.
   __device__ static void wait_kv(const FwdParams& p, uint64_t* full, uint32_t phase) {
-    wait_barrier(full, phase);
+    ptx::mbarrier_wait_or_trap(full, phase);
     if (p.kv.source == KVSource::kPagedGather) ptx::fence_proxy_async_shared();
   }
 
@@ -269,7 +261,7 @@ struct FwdMainloop {
     uint32_t pf[Traits::kPSteps][4];
     float correction[2];
 
-    wait_barrier(sm.q_full(), st.q_phase);
+    ptx::mbarrier_wait_or_trap(sm.q_full(), st.q_phase);
 
     // First (highest) KV block: S only.
     int n = t.n_block_max - 1;

@@ -49,10 +49,8 @@ struct MlaConsumer {
       const Elt* src = qn;
       int bytes = 0;
       if (static_cast<int>(row) < t.rows) {
-        const uint32_t g = static_cast<uint32_t>(t.row_in_request(static_cast<int>(row)));
-        const uint32_t token = p.head_div.divide(g);
-        const int64_t tok = t.q_begin + static_cast<int64_t>(token);
-        const int64_t head = g - token * static_cast<uint32_t>(p.heads);
+        const Tile::RowPosition at = t.position(p, static_cast<int>(row));
+        const int64_t tok = at.q_row(t), head = at.head;
         src = chunk < 64 ? qn + tok * p.q_nope_stride[0] + head * p.q_nope_stride[1] + chunk * 8
                          : qp + tok * p.q_pe_stride[0] + head * p.q_pe_stride[1] + (chunk - 64) * 8;
         bytes = 16;
@@ -66,7 +64,7 @@ struct MlaConsumer {
   }
 
   __device__ static void wait_stage(const SharedPlan<Traits>& sm, int n) {
-    wait_barrier(sm.full(n % Traits::kStages), (n / Traits::kStages) & 1);
+    ptx::mbarrier_wait_or_trap(sm.full(n % Traits::kStages), (n / Traits::kStages) & 1);
     ptx::fence_proxy_async_shared();  // cp.async wrote the stage; wgmma reads it
   }
 
@@ -163,7 +161,8 @@ struct MlaConsumer {
         for (int q = 0; q < 4; ++q)
           pf[j][q] = ptx::pack2<Elt>(s[8 * j + 2 * q], s[8 * j + 2 * q + 1]);
       }
-      if (n > 0) wait_barrier(sm.p_empty(), (n - 1) & 1);  // consumer 1 has read P[n - 1]
+      if (n > 0)
+        ptx::mbarrier_wait_or_trap(sm.p_empty(), (n - 1) & 1);  // consumer 1 has read P[n - 1]
       publish_p(sm, pf, correction);
       ptx::mbarrier_arrive(sm.p_full());
     };
@@ -224,7 +223,7 @@ struct MlaConsumer {
     const uint64_t p_desc = ptx::make_kmajor_desc(sm.p());
     for (int n = 0; n < t.num_blocks; ++n) {
       wait_stage(sm, n);
-      wait_barrier(sm.p_full(), n & 1);
+      ptx::mbarrier_wait_or_trap(sm.p_full(), n & 1);
       const float f[2] = {sm.row_factor()[r], sm.row_factor()[r + 8]};
 #pragma unroll
       for (int i = 0; i < Traits::kORegs; ++i) o[i] *= f[(i >> 1) & 1];
@@ -242,7 +241,7 @@ struct MlaConsumer {
       ptx::mbarrier_arrive(sm.empty(n % Traits::kStages));
       ptx::mbarrier_arrive(sm.p_empty());
     }
-    wait_barrier(sm.final_ready(), 0);
+    ptx::mbarrier_wait_or_trap(sm.final_ready(), 0);
     out_scale[0] = sm.final_scale()[r];
     out_scale[1] = sm.final_scale()[r + 8];
   }

@@ -31,10 +31,8 @@ __device__ void store_output(const MlaParams& p, const Tile& t, int consumer,
   for (int h = 0; h < 2; ++h) {
     const int r = r0 + 8 * h;
     if (r >= t.rows) continue;
-    const uint32_t g = static_cast<uint32_t>(t.row_in_request(r));
-    const uint32_t token = p.head_div.divide(g);
-    const int64_t tok = t.q_begin + static_cast<int64_t>(token);
-    const int64_t head = g - token * static_cast<uint32_t>(p.heads);
+    const Tile::RowPosition at = t.position(p, r);
+    const int64_t tok = at.q_row(t), head = at.head;
     const float f = out_scale[h];
     if (p.num_splits == 1) {
       Elt* row = static_cast<Elt*>(p.out) + tok * p.out_stride[0] + head * p.out_stride[1] + col0;

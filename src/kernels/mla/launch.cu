@@ -50,8 +50,7 @@ CUtensorMap pool_map(const TensorView& t) {
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
   ptx::TensorMapSpec s;
   s.base = t.data();
-  s.dtype = t.dtype() == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                      : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
   s.element_bytes = 2;
   s.rank = 3;
   s.dims = {u(t.size(2)), u(t.size(1)), u(t.size(0))};
@@ -67,7 +66,7 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   const plan::mla::Plan pl =
       plan::mla::make_plan(plan::mla::shape_of(a, o), sm_count(device, kWhere));
   const int64_t batch = a.cu_seqlens_q.size(0) - 1;
-  if (batch > 65535 || pl.row_tiles > 2147483647LL) {
+  if (batch > 65535) {
     not_supported("at most 65535 requests", std::to_string(batch));
   }
   if (pl.num_splits > 1 &&

@@ -29,14 +29,6 @@
 
 namespace hopattn::kernels::mla {
 
-inline constexpr uint64_t kHangTimeoutNs = 20'000'000'000ull;
-
-// A wait that has not completed in this long is a pipeline bug: trap, so the host gets a launch
-// failure instead of a hung device.
-__device__ __forceinline__ void wait_barrier(uint64_t* bar, uint32_t parity) {
-  if (!ptx::mbarrier_wait_parity_for(bar, parity, kHangTimeoutNs)) __trap();
-}
-
 template <class Traits>
 struct MlaLoader {
   // The request's physical pages in token order, and how many entries it may use.
@@ -214,13 +206,13 @@ struct MlaLoader {
       if constexpr (Traits::kFp8Cache) {
         Fp8Rows rows;
         load_fp8(p, table_addr, rows, tid);
-        wait_barrier(sm.empty(stage), phase ^ 1);
+        ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
         store_fp8(rows, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
       } else {
         // The whole block in one page, every key present: key 0's entry names the page.
         const int2 head = table_entry(table_addr, 0);
         const bool by_tma = p.tma && head.x >= 0 && first + kBlockKeys <= t.key_end;
-        wait_barrier(sm.empty(stage), phase ^ 1);
+        ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
         if (by_tma) {
           tma_block(p, sm.kv(stage), sm.full(stage), head, tid);
         } else {

@@ -18,13 +18,23 @@ struct Tile {
   int num_blocks;     // blocks of the split that some row of the tile sees (0: nothing to read)
   int key_end;        // keys >= key_end are not this split's (nor, past kv_len, anyone's)
 
-  __device__ int row_in_request(int r) const { return row_tile * kTileRows + r; }
+  // Row r of the tile is (q token i of the request, head): the request's row 64 t + r = i H + head.
+  struct RowPosition {
+    int token;  // within the request
+    int head;
+    __device__ int64_t q_row(const Tile& t) const { return t.q_begin + int64_t{token}; }
+  };
+  __device__ RowPosition position(const MlaParams& p, int r) const {
+    const uint32_t g = static_cast<uint32_t>(row_tile * kTileRows + r);
+    const uint32_t i = p.head_div.divide(g);
+    return {static_cast<int>(i), static_cast<int>(g - i * static_cast<uint32_t>(p.heads))};
+  }
 
   // Keys row r sees are [block_begin * kBlockKeys, limit(r)): causal bottom-right, clipped to
   // the split. Invalid rows (r >= rows) see nothing.
   __device__ int limit(const MlaParams& p, int r) const {
     if (r >= rows) return 0;
-    const int i = static_cast<int>(p.head_div.divide(static_cast<uint32_t>(row_in_request(r))));
+    const int i = position(p, r).token;
     const int causal_end = p.causal ? i + 1 + kv_len - q_len : kv_len;
     return min(key_end, causal_end);
   }

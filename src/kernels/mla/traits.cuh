@@ -36,7 +36,6 @@ struct MlaTraits {
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "mla: bf16 or fp16");
   static constexpr bool kFp8Cache = kFp8Cache_;
-  static constexpr int kCacheBytes = kFp8Cache ? 1 : 2;  // bytes of one cached element
 
   // One producer warpgroup (loads), two consumers: consumer 0 computes S = Q K^T, the softmax
   // and O[:, 0:256] += P V; consumer 1 computes O[:, 256:512] += P V with P from shared memory.

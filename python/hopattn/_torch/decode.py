@@ -2,10 +2,9 @@
 workspace (decode's zero-once contract)."""
 
 import torch
-from torch.utils.dlpack import to_dlpack
 
 from hopattn import _C
-from hopattn._torch.ops import Family, stream
+from hopattn._torch.ops import Family, run_with_workspace
 from hopattn._torch.workspace import WorkspaceCache
 
 WORKSPACES = WorkspaceCache("decode", zeroed=True)
@@ -13,20 +12,6 @@ WORKSPACES = WorkspaceCache("decode", zeroed=True)
 
 def _shapes(q, k_cache, v_cache, *rest):
     return (q, (*q.shape[:-1], v_cache.shape[-1]), None), (q, q.shape[:-1], torch.float32)
-
-
-def _run(family, args, outs):
-    q = args[0]
-    s = stream(q)
-
-    def call(workspace):
-        return _C.decode(
-            **family.kwargs(args, outs),
-            workspace=None if workspace is None else to_dlpack(workspace),
-            stream=s,
-        )
-
-    WORKSPACES.run(call, q, s)
 
 
 # After q and the caches: the keys of hopattn.decode's normalized options, with their defaults.
@@ -40,5 +25,5 @@ DECODE = Family(
     "Tensor? shared_kv_lens=None, int num_splits=0",
     outputs=("out", "lse"),
     shapes=_shapes,
-    run=_run,
+    run=run_with_workspace(_C.decode, WORKSPACES),
 )

@@ -2,10 +2,9 @@
 workspace of split partials (uninitialized: mla needs no zeroing)."""
 
 import torch
-from torch.utils.dlpack import to_dlpack
 
 from hopattn import _C
-from hopattn._torch.ops import Family, stream
+from hopattn._torch.ops import Family, run_with_workspace
 from hopattn._torch.workspace import WorkspaceCache
 
 WORKSPACES = WorkspaceCache("mla", zeroed=False)
@@ -19,20 +18,6 @@ def _shapes(q_nope, q_pe, ckv, *rest):
     )
 
 
-def _run(family, args, outs):
-    q_nope = args[0]
-    s = stream(q_nope)
-
-    def call(workspace):
-        return _C.mla(
-            **family.kwargs(args, outs),
-            workspace=None if workspace is None else to_dlpack(workspace),
-            stream=s,
-        )
-
-    WORKSPACES.run(call, q_nope, s)
-
-
 # After the tensors: the keys of hopattn.mla's normalized options, with their defaults.
 MLA = Family(
     "mla",
@@ -41,5 +26,5 @@ MLA = Family(
     "bool causal=True, float? scale=None, float kv_scale=1.0, int num_splits=0",
     outputs=("out", "lse"),
     shapes=_shapes,
-    run=_run,
+    run=run_with_workspace(_C.mla, WORKSPACES),
 )

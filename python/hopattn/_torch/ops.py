@@ -274,6 +274,27 @@ def stream(t):
     return _compat.current_raw_stream(t.get_device()) if t.is_cuda else 0
 
 
+def run_with_workspace(c_function, workspaces):
+    """A Family `run` for a C++ call that takes a workspace from `workspaces` (a
+    workspace.WorkspaceCache) on the first argument's stream: the call returns 0 when it ran,
+    else the bytes it needs (having run nothing)."""
+
+    def run(family, args, outs):
+        first = args[0]
+        s = stream(first)
+
+        def call(workspace):
+            return c_function(
+                **family.kwargs(args, outs),
+                workspace=None if workspace is None else to_dlpack(workspace),
+                stream=s,
+            )
+
+        workspaces.run(call, first, s)
+
+    return run
+
+
 def _eager_function(name, impl, setup_context, backward):
     """A torch.autograd.Function running `impl` with the op's setup_context and backward, for
     eager calls whose inputs require grad (old-style forward(ctx, ...): the setup_context form

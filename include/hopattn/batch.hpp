@@ -2,7 +2,14 @@
 // cache) as one call. A BatchAttention is made once for the engine's limits; plan() runs once per
 // step on the host from host copies of the step's lengths; run() then serves every layer of the
 // step with that plan. CPU tensors run the CPU reference item by item through the plan; CUDA
-// tensors raise ErrorKind::kNotImplemented (no GPU kernel for the batch family yet).
+// tensors run one persistent kernel launch (the fwd family's wgmma mainloop walking the plan's
+// per-CTA work lists) plus, when the plan split some rows' keys, one merge launch.
+//
+// CUDA plans live in device memory: plan(..., workspace, stream) copies the plan from pinned
+// host staging into the workspace's plan region by one asynchronous copy on `stream`, and run()
+// reads it there. A CUDA graph that captured run() therefore replays whatever plan was uploaded
+// last. A plan() without a workspace leaves the upload to the next run() (which refuses to
+// upload while its stream is being captured).
 //
 // Shapes ("NHD" or "HND" pages, as decode): q [total_q, Hq, D]; k_cache [num_pages, page_size,
 // Hkv, D] (NHD) or [num_pages, Hkv, page_size, D] (HND), v_cache the same with Dv; cu_seqlens_q
@@ -50,7 +57,7 @@ struct BatchArgs {
   KVScale k_scale, v_scale;     // 8-bit caches: real = stored * scale
   TensorView out;               // output [total_q, Hq, Dv], q's dtype
   TensorView lse;               // output fp32 [total_q, Hq]
-  Workspace workspace;          // CUDA: workspace_size() bytes, zeroed once; CPU: unused
+  Workspace workspace;          // CUDA: workspace_size() bytes, zeroed once; holds the plan
 };
 
 // What the last successful plan() made.
@@ -93,10 +100,22 @@ class BatchAttention {
   void plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens);
   void plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens, void* plan_buffer,
             size_t plan_buffer_bytes);
+  // CUDA configurations: plan as above into the object's pinned staging buffer, then copy the
+  // plan into `workspace` (workspace_size() bytes on the config's device, the one run() will get)
+  // on `stream`. No device sync: the staging is double-buffered, and a plan() waits only for the
+  // upload of the plan before last to have left host memory (a cudaEventSynchronize on that
+  // copy, normally long done). Throws ErrorKind::kInvalidArgument for a CPU configuration or a
+  // workspace that is too small.
+  void plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch, Workspace workspace,
+            Stream stream);
+  void plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens, Workspace workspace,
+            Stream stream);
 
   // Attention of the planned step into args.out / args.lse, for one layer. Validates every
   // argument first (nothing is written on a rejected call); on host, cu_seqlens_q and kv_lens must
   // hold what plan() saw. Calls on one object must not overlap in time (they share its scratch).
+  // CUDA: args.workspace is where plan(..., workspace, stream) uploaded the plan, or, after a
+  // plan() without one, any workspace, to which run() then uploads the plan first.
   void run(const BatchArgs& args, Stream stream = nullptr) const;
 
   const BatchAttentionConfig& config() const;

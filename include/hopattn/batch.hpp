@@ -104,7 +104,7 @@ class BatchAttention {
   // plan into `workspace` (workspace_size() bytes on the config's device, the one run() will get)
   // on `stream`. No device sync: the staging is double-buffered, and a plan() waits only for the
   // upload of the plan before last to have left host memory (a cudaEventSynchronize on that
-  // copy, normally long done). Throws ErrorKind::kInvalidArgument for a CPU configuration or a
+  // copy, normally long done). Throws ErrorKind::kValue for a CPU configuration or a
   // workspace that is too small.
   void plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch, Workspace workspace,
             Stream stream);
@@ -122,6 +122,11 @@ class BatchAttention {
   const BatchPlanSummary& planned() const;
 
  private:
+  int stage_lengths(const TensorView& cu_seqlens_q, const TensorView& kv_lens);
+  void plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
+                    const Workspace* workspace);
+  void check_upload_target(const Workspace* workspace) const;
+
   struct Impl;  // src/api/batch_state.hpp
   std::unique_ptr<Impl> impl_;
 };

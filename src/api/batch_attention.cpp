@@ -11,6 +11,10 @@
 #include "plan/batch_workspace.hpp"
 #include "reference/kv_locator.hpp"
 
+#ifdef HOPATTN_WITH_CUDA
+#include "kernels/batch/plan_staging.hpp"
+#endif
+
 namespace hopattn {
 namespace {
 
@@ -47,6 +51,11 @@ BatchAttention::Impl::Impl(const BatchAttentionConfig& c)
   const uintptr_t p = reinterpret_cast<uintptr_t>(own_plan.data());
   own_plan_aligned =
       own_plan.data() + (plan::kBatchPlanAlign - p % plan::kBatchPlanAlign) % plan::kBatchPlanAlign;
+#ifdef HOPATTN_WITH_CUDA
+  if (c.device.is_cuda()) {
+    staging.reset(new kernels::batch::PlanStaging(layout.plan_bytes, c.device.index));
+  }
+#endif
   if (!c.device.is_cuda()) {
     const plan::BatchPlanCapacity& cap = planner.capacity();
     partial_o.reset(new float[cap.partial_o_bytes / sizeof(float)]);
@@ -54,12 +63,25 @@ BatchAttention::Impl::Impl(const BatchAttentionConfig& c)
   }
 }
 
+void BatchAttention::Impl::StagingDeleter::operator()(kernels::batch::PlanStaging* staging) const {
+#ifdef HOPATTN_WITH_CUDA
+  delete staging;
+#else
+  (void)staging;  // never made without CUDA kernels
+#endif
+}
+
 void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   const plan::BatchPlanInfo info =
       planner.plan(staged.cu_seqlens_q.data(), staged.kv_lens.data(), batch, buffer, bytes);
   std::swap(current, staged);  // vectors of the same sizes: no allocation
   max_kv_len = 0;
-  for (int b = 0; b < batch; ++b) max_kv_len = std::max(max_kv_len, current.kv_lens[b]);
+  max_q_len = 0;
+  for (int b = 0; b < batch; ++b) {
+    max_kv_len = std::max(max_kv_len, current.kv_lens[b]);
+    max_q_len = std::max(max_q_len, current.cu_seqlens_q[b + 1] - current.cu_seqlens_q[b]);
+  }
+  uploaded_to = nullptr;
   plan = static_cast<const unsigned char*>(buffer);
   summary.batch = batch;
   summary.total_q = current.cu_seqlens_q[batch];
@@ -67,6 +89,22 @@ void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   summary.num_merges = info.num_merges;
   summary.num_splits_max = info.num_splits_max;
   summary.plan_bytes = info.used_bytes;
+}
+
+void BatchAttention::Impl::plan_pinned(int batch, const Workspace* workspace, Stream stream) {
+#ifdef HOPATTN_WITH_CUDA
+  const size_t bytes = planner.capacity().plan_bytes;
+  plan_staged(batch, staging->next(), bytes);
+  staging->commit();
+  if (workspace != nullptr) {
+    const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(limits);
+    staging->upload(static_cast<unsigned char*>(workspace->data) + layout.plan_offset,
+                    summary.plan_bytes, stream);
+    uploaded_to = workspace->data;
+  }
+#else
+  (void)batch, (void)workspace, (void)stream;
+#endif
 }
 
 validate::BatchPlanned BatchAttention::Impl::planned_step() const {
@@ -102,40 +140,59 @@ const BatchAttentionConfig& BatchAttention::config() const { return impl_->confi
 const BatchPlanSummary& BatchAttention::planned() const { return impl_->summary; }
 
 void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch) {
+  if (impl_->has_staging()) {
+    plan_lengths(cu_seqlens_q, kv_lens, batch, nullptr);
+    impl_->plan_pinned(batch, nullptr, nullptr);
+    return;
+  }
   plan(cu_seqlens_q, kv_lens, batch, impl_->own_plan_aligned, plan_buffer_size());
 }
 
 void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
+                          Workspace workspace, Stream stream) {
+  plan_lengths(cu_seqlens_q, kv_lens, batch, &workspace);
+  impl_->plan_pinned(batch, &workspace, stream);
+}
+
+void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens,
+                          Workspace workspace, Stream stream) {
+  check_upload_target(&workspace);
+  const int batch = stage_lengths(cu_seqlens_q, kv_lens);
+  impl_->plan_pinned(batch, &workspace, stream);
+}
+
+void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
                           void* plan_buffer, size_t plan_buffer_bytes) {
-  Impl& s = *impl_;
   // Copies at most max_batch lengths; a larger or negative batch, or missing arrays, reach the
   // planner, which names them.
-  const bool fits = batch >= 0 && batch <= s.limits.max_batch;
-  const bool readable = cu_seqlens_q != nullptr && (batch == 0 || kv_lens != nullptr);
-  if (fits && readable) {
-    std::copy(cu_seqlens_q, cu_seqlens_q + batch + 1, s.staged.cu_seqlens_q.begin());
-    std::copy(kv_lens, kv_lens + batch, s.staged.kv_lens.begin());
-    s.plan_staged(batch, plan_buffer, plan_buffer_bytes);
-    return;
-  }
-  s.planner.plan(cu_seqlens_q, kv_lens, batch, plan_buffer, plan_buffer_bytes);  // throws
-  throw Error(ErrorKind::kRuntime,  // unreachable unless the planner misses a check
-              "hopattn.BatchAttention.plan: the planner accepted arrays it could not read");
+  plan_lengths(cu_seqlens_q, kv_lens, batch, nullptr);
+  impl_->plan_staged(batch, plan_buffer, plan_buffer_bytes);
 }
 
 void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens) {
+  if (impl_->has_staging()) {
+    const int batch = stage_lengths(cu_seqlens_q, kv_lens);
+    impl_->plan_pinned(batch, nullptr, nullptr);
+    return;
+  }
   plan(cu_seqlens_q, kv_lens, impl_->own_plan_aligned, plan_buffer_size());
 }
 
 void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens,
                           void* plan_buffer, size_t plan_buffer_bytes) {
+  const int batch = stage_lengths(cu_seqlens_q, kv_lens);
+  impl_->plan_staged(batch, plan_buffer, plan_buffer_bytes);
+}
+
+int BatchAttention::stage_lengths(const TensorView& cu_seqlens_q, const TensorView& kv_lens) {
   validate::batch_plan(cu_seqlens_q, kv_lens);
   Impl& s = *impl_;
   const int64_t batch = kv_lens.size(0);
   if (batch > s.limits.max_batch) {
     // The planner's message, from a batch it rejects before reading any length.
     const int64_t shown = std::min<int64_t>(batch, std::numeric_limits<int32_t>::max());
-    plan(nullptr, nullptr, static_cast<int>(shown), plan_buffer, plan_buffer_bytes);
+    s.planner.plan(nullptr, nullptr, static_cast<int>(shown), s.own_plan_aligned,
+                   plan_buffer_size());
   }
   for (int64_t i = 0; i <= batch; ++i) {
     s.staged.cu_seqlens_q[i] = static_cast<int32_t>(reference::index_at(cu_seqlens_q, i));
@@ -143,7 +200,48 @@ void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_l
   for (int64_t b = 0; b < batch; ++b) {
     s.staged.kv_lens[b] = static_cast<int32_t>(reference::index_at(kv_lens, b));
   }
-  s.plan_staged(static_cast<int>(batch), plan_buffer, plan_buffer_bytes);
+  return static_cast<int>(batch);
+}
+
+// A plan() that uploads: a CUDA configuration of a CUDA build, and a workspace of
+// workspace_size() bytes.
+void BatchAttention::check_upload_target(const Workspace* workspace) const {
+  if (workspace == nullptr) return;
+  const Impl& s = *impl_;
+  if (!s.config.device.is_cuda()) {
+    throw Error(ErrorKind::kValue,
+                detail::concat("hopattn.BatchAttention.plan: workspace: expected no workspace "
+                               "(it is the device copy of a CUDA plan; this BatchAttention is for ",
+                               s.config.device, "), got one"));
+  }
+  if (!s.has_staging()) {
+    throw Error(ErrorKind::kNotImplemented,
+                "hopattn.BatchAttention.plan: this build of hopattn has no CUDA kernels");
+  }
+  if (workspace->data == nullptr || workspace->bytes < s.workspace_bytes) {
+    throw Error(ErrorKind::kValue,
+                detail::concat("hopattn.BatchAttention.plan: workspace: expected at least ",
+                               s.workspace_bytes, " bytes (workspace_size()), got ",
+                               workspace->data == nullptr ? size_t{0} : workspace->bytes,
+                               workspace->data == nullptr ? " (null)" : ""));
+  }
+}
+
+// Copies the host lengths of a pointer plan() into the staging arrays (the planner names bad
+// arrays itself).
+void BatchAttention::plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
+                                  const Workspace* workspace) {
+  check_upload_target(workspace);
+  Impl& s = *impl_;
+  const bool fits = batch >= 0 && batch <= s.limits.max_batch;
+  const bool readable = cu_seqlens_q != nullptr && (batch == 0 || kv_lens != nullptr);
+  if (!fits || !readable) {
+    s.planner.plan(cu_seqlens_q, kv_lens, batch, s.own_plan_aligned, plan_buffer_size());
+    throw Error(ErrorKind::kRuntime,  // unreachable unless the planner misses a check
+                "hopattn.BatchAttention.plan: the planner accepted arrays it could not read");
+  }
+  std::copy(cu_seqlens_q, cu_seqlens_q + batch + 1, s.staged.cu_seqlens_q.begin());
+  std::copy(kv_lens, kv_lens + batch, s.staged.kv_lens.begin());
 }
 
 }  // namespace hopattn

@@ -12,6 +12,9 @@
 #include "plan/batch_plan.hpp"
 
 namespace hopattn {
+namespace kernels::batch {
+class PlanStaging;  // CUDA builds: pinned double-buffered plan staging (plan_staging.hpp)
+}
 
 struct BatchAttention::Impl {
   explicit Impl(const BatchAttentionConfig& config);
@@ -24,6 +27,11 @@ struct BatchAttention::Impl {
 
   // Plans the step held in `staged` into `buffer`; on success it becomes the current step.
   void plan_staged(int batch, void* buffer, size_t bytes);
+  // The same into the pinned staging (CUDA configurations of CUDA builds), then, given a
+  // workspace, its upload there on `stream`.
+  void plan_pinned(int batch, const Workspace* workspace, Stream stream);
+  // The buffer plain plan() calls write: the pinned staging where there is one, else own_plan.
+  bool has_staging() const { return staging != nullptr; }
   validate::BatchPlanned planned_step() const;
 
   BatchAttentionConfig config;
@@ -33,11 +41,20 @@ struct BatchAttention::Impl {
 
   Lengths current, staged;  // staged is filled by plan() and swapped in when the planner accepts
   int max_kv_len = 0;
+  int max_q_len = 0;
   BatchPlanSummary summary;
 
   std::vector<unsigned char> own_plan;  // the object's plan buffer (plus alignment slack)
   unsigned char* own_plan_aligned = nullptr;
   const unsigned char* plan = nullptr;  // where the current plan lives (own or the caller's)
+
+  // CUDA: where the current plan was uploaded (the workspace's base), or null when it is not in
+  // device memory yet (run() then uploads it to its workspace first).
+  struct StagingDeleter {
+    void operator()(kernels::batch::PlanStaging* staging) const;  // defined in CUDA builds only
+  };
+  std::unique_ptr<kernels::batch::PlanStaging, StagingDeleter> staging;
+  const void* uploaded_to = nullptr;
 
   // CPU runs: the split items' partial states, sized for the planner's worst case. Allocated
   // uninitialized, so pages no plan reaches are never touched.

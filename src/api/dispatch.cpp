@@ -5,11 +5,14 @@
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
+#include "kernels/batch/launch.hpp"
+#include "kernels/batch/plan_staging.hpp"
 #include "kernels/bwd/launch.hpp"
 #include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/merge/launch.hpp"
 #include "kernels/mla/launch.hpp"
+#include "plan/batch_workspace.hpp"
 #include "plan/decode_plan.hpp"
 #include "plan/mla_plan.hpp"
 #include "reference/reference.hpp"
@@ -18,7 +21,7 @@ namespace hopattn {
 namespace {
 
 // `entry`: the entry point ("decode"); `family`: how the message names its family.
-[[noreturn]] void no_gpu_kernel(const char* entry, const char* family = "this family") {
+[[noreturn, maybe_unused]] void no_gpu_kernel(const char* entry, const char* family = "this family") {
   throw Error(ErrorKind::kNotImplemented,
               detail::concat("hopattn.", entry, ": expected CPU tensors (no GPU kernel for ",
                              family, " yet), got CUDA tensors"));
@@ -149,11 +152,40 @@ void merge_states_n(const MergeNArgs& args, Stream stream) {
 }
 
 void BatchAttention::run(const BatchArgs& args, Stream stream) const {
-  const Impl& s = *impl_;
+  Impl& s = *impl_;
   validate::batch_run(args, s.config, s.planned_step(), s.workspace_bytes);
   if (args.q.is_cuda()) {
+#ifdef HOPATTN_WITH_CUDA
+    kernels::batch::check_supported(args, s.config);
+    const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(s.limits);
+    auto* ws = static_cast<unsigned char*>(args.workspace.data);
+    if (s.uploaded_to != args.workspace.data) {
+      // The plan is still on the host (a plan() without a workspace, or another workspace).
+      if (kernels::batch::stream_is_capturing(stream) || !s.has_staging() ||
+          s.plan != s.staging->current()) {
+        throw Error(ErrorKind::kValue,
+                    "hopattn.BatchAttention.run: workspace: expected the workspace the plan was "
+                    "uploaded to (call plan(..., workspace, stream) before capturing a CUDA graph, "
+                    "and plan() without a caller's plan buffer for CUDA runs), got another one");
+      }
+      s.staging->upload(ws + layout.plan_offset, s.summary.plan_bytes, stream);
+      s.uploaded_to = args.workspace.data;
+    }
+    kernels::batch::StepLaunch step;
+    step.plan = ws + layout.plan_offset;
+    step.partial_o = reinterpret_cast<float*>(ws + layout.partial_o_offset);
+    step.partial_lse = reinterpret_cast<float*>(ws + layout.partial_lse_offset);
+    step.num_ctas = s.limits.num_ctas;
+    step.max_q_len = s.max_q_len;
+    step.max_kv_len = s.max_kv_len;
+    step.total_q = s.summary.total_q;
+    step.has_merges = s.summary.num_merges > 0;
+    kernels::batch::run(args, s.config, step, stream);
+    return;
+#else
     (void)stream;
     no_gpu_kernel("BatchAttention.run", "the batch family");
+#endif
   }
   reference::batch(args, s.config, s.plan, s.partial_o.get(), s.partial_lse.get());
 }

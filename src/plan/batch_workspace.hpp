@@ -21,9 +21,10 @@
 namespace hopattn::plan {
 
 // The persistent grid plans are made for unless the caller names one: the largest Hopper part's
-// SMs at two CTAs each (the grid the planner's balance tests model). A plan is a list of work per
-// CTA, so the grid changes only how the work is cut, never the result.
-inline constexpr int kBatchCtasPerSm = 2;
+// SMs at one CTA each (the kernel is the fwd family's 384-thread CTA with ~225 KB of shared
+// memory, one an SM). A plan is a list of work per CTA, so the grid changes only how the work is
+// cut, never the result; a smaller part runs the extra CTAs as a second wave.
+inline constexpr int kBatchCtasPerSm = 1;
 inline constexpr int kBatchDefaultCtas = kHopperMaxSms * kBatchCtasPerSm;
 
 // Region alignment: the plan's records are read with 16-byte loads and partial rows with

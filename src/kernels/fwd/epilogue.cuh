@@ -117,6 +117,33 @@ struct FwdEpilogue {
     store_lse(p, w, t, row_first + (tid / 32) * 16 + tid % 32 / 4, tid % 32, lse);
   }
 
+  // A KV split of the batch family: this warpgroup's rows of normalized O and their LSE, in fp32,
+  // to partial-state rows partial_row + tile row (batch_plan_layout.hpp), straight from
+  // registers; the merge pass combines the splits. kOInQ: the Q buffer goes back as in store().
+  __device__ static void store_partial(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                       const TileInfo& t, int partial_row, int consumer,
+                                       const float (&o)[Traits::kORegs],
+                                       const float (&out_scale)[2], const float (&lse)[2]) {
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    const int lane = tid % 32;
+    const int row = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (row + 8 * h >= t.rows(p)) continue;
+      const int64_t dst_row = static_cast<int64_t>(partial_row) + row + 8 * h;
+      float* dst = p.batch.partial_o + dst_row * Traits::kHeadDimV + 2 * (lane % 4);
+#pragma unroll
+      for (int c = 0; c < Traits::kORegs / 4; ++c) {
+        *reinterpret_cast<float2*>(dst + 8 * c) =
+            make_float2(o[4 * c + 2 * h] * out_scale[h], o[4 * c + 2 * h + 1] * out_scale[h]);
+      }
+      if (lane % 4 == 0) p.batch.partial_lse[dst_row] = lse[h];
+    }
+    if constexpr (Traits::kOInQ) {
+      if (t.n_blocks() > 0) ptx::mbarrier_arrive(sm.q_empty());
+    }
+  }
+
   // The LSE of this thread's two rows (tile rows `row`, row + 8), by the quad's first lane.
   __device__ static void store_lse(const FwdParams& p, const WorkTile& w, const TileInfo& t,
                                    int row, int lane, const float (&lse)[2]) {

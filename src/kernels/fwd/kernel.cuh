@@ -2,7 +2,9 @@
 // is the producer (one thread issues every TMA load; with a paged cache that TMA cannot address,
 // warps 1..3 gather K and V by cp.async; its registers go to the consumers);
 // warpgroups 1 and 2 are consumers owning 64 query rows each of a 128-row work tile. All three
-// walk the same tile sequence from LptTileScheduler. See README.md in this folder.
+// walk the same tile sequence from the Scheduler: LptTileScheduler for fwd calls, the batch
+// family's work lists (src/kernels/batch/scheduler.cuh) for its persistent launch. See README.md
+// in this folder.
 #pragma once
 
 #include <cmath>
@@ -24,7 +26,7 @@ namespace hopattn::kernels::fwd {
 
 // The producer thread (thread 0). kPagedGather: K and V come from the gather warps, which this
 // thread feeds with one job per KV block (kv_loader.cuh).
-template <class Traits, KVSource kSource>
+template <class Traits, class Scheduler, KVSource kSource>
 __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
   using Mainloop = FwdMainloop<Traits>;
   constexpr bool kGather = kSource == KVSource::kPagedGather;
@@ -38,16 +40,16 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
     ptx::prefetch_tensor_map(&p.tm_v_tail);
   }
   typename Mainloop::ProducerState st;
-  for (LptTileScheduler sched(p.sched); sched.valid(); sched.advance()) {
+  for (Scheduler sched(p); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();
-    const TileInfo t = make_tile_info<Traits>(p, w);
+    const TileInfo t = sched.template info<Traits>(p, w);
     if (!t.has_rows() || t.n_blocks() == 0) continue;  // consumers write zeros, need no loads
     Mainloop::template load_tile<kSource>(p, sm, w, t, st);
   }
   if (kGather) Mainloop::finish_jobs(sm, st);
 }
 
-template <class Traits>
+template <class Traits, class Scheduler>
 __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, int consumer) {
   using Mainloop = FwdMainloop<Traits>;
   using Epilogue = FwdEpilogue<Traits>;
@@ -55,9 +57,9 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
   // Consumer 0 takes the first GEMM turn.
   if (consumer == 1) ptx::named_barrier_arrive(kGemmTurn0, Traits::kConsumerThreads);
   typename Mainloop::ConsumerState st;
-  for (LptTileScheduler sched(p.sched); sched.valid(); sched.advance()) {
+  for (Scheduler sched(p); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();
-    const TileInfo t = make_tile_info<Traits>(p, w);
+    const TileInfo t = sched.template info<Traits>(p, w);
     if (!t.has_rows()) continue;
     float o[Traits::kORegs];
 #pragma unroll
@@ -65,7 +67,8 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
     OnlineSoftmax<Traits::kSRegs> softmax(p.softmax.scale_log2);
     if (t.n_blocks() > 0) Mainloop::compute_tile(p, sm, w, t, consumer, st, o, softmax);
     float sink_log2[2] = {-INFINITY, -INFINITY};
-    if (p.softmax.sinks != nullptr) {
+    // A KV split's partial state leaves the sink out: the merge counts it once (batch/merge.cuh).
+    if (p.softmax.sinks != nullptr && w.partial_row < 0) {
       // This thread's two rows (mainloop.cuh); with GQA packing each has its own q head.
       const int tid = static_cast<int>(threadIdx.x) % 128;
       const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + tid % 32 / 4;
@@ -76,7 +79,9 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
     }
     float out_scale[2], lse[2];
     softmax.finalize(sink_log2, out_scale, lse);
-    if (Traits::kOInQ && t.n_blocks() == 0) {
+    if (w.partial_row >= 0) {
+      Epilogue::store_partial(p, sm, t, w.partial_row, consumer, o, out_scale, lse);
+    } else if (Traits::kOInQ && t.n_blocks() == 0) {
       Epilogue::store_empty(p, w, t, consumer, lse);  // the Q buffer is not this tile's
     } else {
       Epilogue::store(p, sm, w, t, consumer, o, out_scale, lse);
@@ -85,7 +90,7 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
   Epilogue::finish();
 }
 
-template <class Traits>
+template <class Traits, class Scheduler = LptTileScheduler>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   extern __shared__ uint8_t smem_raw[];
@@ -114,13 +119,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (tid == 0) {
       switch (p.kv.source) {
         case KVSource::kContiguous:
-          run_producer<Traits, KVSource::kContiguous>(p, sm);
+          run_producer<Traits, Scheduler, KVSource::kContiguous>(p, sm);
           break;
         case KVSource::kPagedTma:
-          run_producer<Traits, KVSource::kPagedTma>(p, sm);
+          run_producer<Traits, Scheduler, KVSource::kPagedTma>(p, sm);
           break;
         case KVSource::kPagedGather:
-          run_producer<Traits, KVSource::kPagedGather>(p, sm);
+          run_producer<Traits, Scheduler, KVSource::kPagedGather>(p, sm);
           break;
       }
     } else if (gather && tid >= 32) {
@@ -128,7 +133,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<Traits::kConsumerRegisters>();
-    run_consumer<Traits>(p, sm, warpgroup - 1);
+    run_consumer<Traits, Scheduler>(p, sm, warpgroup - 1);
   }
 }
 

@@ -29,7 +29,7 @@
 #include <cstdint>
 
 #include "kernels/fwd/mask.cuh"
-#include "kernels/fwd/tile_scheduler.cuh"
+#include "kernels/fwd/work_tile.cuh"
 #include "kernels/fwd/traits.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/shared_memory.cuh"

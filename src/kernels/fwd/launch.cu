@@ -12,6 +12,7 @@
 #include "kernels/fwd/launch.hpp"
 #include "kernels/fwd/launch_kernel.cuh"
 #include "kernels/fwd/pack_gqa.hpp"
+#include "kernels/fwd/prepare.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
@@ -32,6 +33,9 @@ namespace {
 }
 
 constexpr const char* kWhere = "hopattn.attention_fwd";
+// Every configuration's tile: 128 query rows, 64 per consumer warpgroup (traits.cuh).
+constexpr int kBlockM = FwdBf16Hd128::kBlockM;
+constexpr int kRowsPerConsumer = FwdBf16Hd128::kRowsPerConsumer;
 
 void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWhere, what); }
 
@@ -351,22 +355,9 @@ void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& lau
 
 template <class Traits>
 void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchOptions& launch,
-                bool varlen, int device, cudaStream_t stream) {
-  FwdParams p = make_params(args, opts, varlen, Traits::kBlockM, device);
+                int device, cudaStream_t stream) {
+  const FwdParams p = prepare_params(args, opts, launch, device, Traits::kBlockN);
   if (p.sched.total_tiles == 0) return;
-  // Boxes of pack heads x positions, so that a tile's rows arrive as q_pos * pack + h (pack 1:
-  // 128 rows of one head). O's map is used only when pack divides 64 (PackParams::o_by_tma).
-  const auto pack = static_cast<uint32_t>(p.pack.pack);
-  p.tm_q = ptx::encode_tensor_map(
-      tma_spec(args.q, varlen, static_cast<uint32_t>(p.pack.positions), pack));
-  p.tm_o = ptx::encode_tensor_map(tma_spec(args.out, varlen,
-                                           p.pack.o_by_tma ? Traits::kRowsPerConsumer / pack : 1,
-                                           p.pack.o_by_tma ? pack : 1));
-  if (is_paged(args)) {
-    set_paged_source(args, Traits::kBlockN, launch, p);
-  } else {
-    set_contiguous_source(args, varlen, Traits::kBlockN, launch, p);
-  }
   const int grid = std::min(p.sched.total_tiles, sm_count(device, kWhere));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
 }
@@ -377,11 +368,11 @@ bool built_head_dims(int64_t dqk, int64_t dv) {
 
 template <class Bf16Config, class Fp16Config>
 void run_dtype(const FwdArgs& args, const AttentionOptions& opts, const LaunchOptions& launch,
-               bool varlen, int device, cudaStream_t stream) {
+               int device, cudaStream_t stream) {
   if (args.q.dtype() == DType::kBF16) {
-    run_config<Bf16Config>(args, opts, launch, varlen, device, stream);
+    run_config<Bf16Config>(args, opts, launch, device, stream);
   } else {
-    run_config<Fp16Config>(args, opts, launch, varlen, device, stream);
+    run_config<Fp16Config>(args, opts, launch, device, stream);
   }
 }
 
@@ -399,6 +390,27 @@ int block_n_for(int64_t head_dim) {
 }
 
 }  // namespace
+
+FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
+                         const LaunchOptions& launch, int device, int block_n) {
+  const bool varlen = is_varlen(args);
+  FwdParams p = make_params(args, opts, varlen, kBlockM, device);
+  if (p.sched.total_tiles == 0) return p;
+  // Boxes of pack heads x positions, so that a tile's rows arrive as q_pos * pack + h (pack 1:
+  // 128 rows of one head). O's map is used only when pack divides 64 (PackParams::o_by_tma).
+  const auto pack = static_cast<uint32_t>(p.pack.pack);
+  p.tm_q = ptx::encode_tensor_map(
+      tma_spec(args.q, varlen, static_cast<uint32_t>(p.pack.positions), pack));
+  p.tm_o = ptx::encode_tensor_map(
+      tma_spec(args.out, varlen, p.pack.o_by_tma ? kRowsPerConsumer / pack : 1,
+               p.pack.o_by_tma ? pack : 1));
+  if (is_paged(args)) {
+    set_paged_source(args, block_n, launch, p);
+  } else {
+    set_contiguous_source(args, varlen, block_n, launch, p);
+  }
+  return p;
+}
 
 std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch) {
   check_supported(args, AttentionOptions{});
@@ -463,19 +475,18 @@ void check_supported(const FwdArgs& args, const AttentionOptions&) {
 void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
          const LaunchOptions& launch) {
   check_supported(args, opts);
-  const bool varlen = is_varlen(args);
   const int device = args.q.device().index;
   DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (args.q.size(-1)) {
     case 64:
-      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(args, opts, launch, varlen, device, s);
+      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(args, opts, launch, device, s);
     case 128:
-      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(args, opts, launch, varlen, device, s);
+      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(args, opts, launch, device, s);
     case 192:
-      return run_dtype<FwdBf16Hd192x128, FwdFp16Hd192x128>(args, opts, launch, varlen, device, s);
+      return run_dtype<FwdBf16Hd192x128, FwdFp16Hd192x128>(args, opts, launch, device, s);
     default:
-      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(args, opts, launch, varlen, device, s);
+      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(args, opts, launch, device, s);
   }
 }
 

@@ -11,9 +11,9 @@
 namespace hopattn::kernels::fwd {
 
 // Returns the launch error (cudaSuccess when queued).
-template <class Traits>
+template <class Traits, class Scheduler = LptTileScheduler>
 cudaError_t launch_kernel(const FwdParams& params, int grid, cudaStream_t stream) {
-  const auto kernel = fwd_kernel<Traits>;
+  const auto kernel = fwd_kernel<Traits, Scheduler>;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(Traits::kSmemAlloc));
   if (err != cudaSuccess) return err;

@@ -6,8 +6,9 @@
 
 #include <cmath>
 
-#include "kernels/fwd/tile_scheduler.cuh"
 #include "kernels/fwd/traits.cuh"
+#include "kernels/fwd/work_tile.cuh"
+#include "plan/batch_tiles.hpp"
 
 namespace hopattn::kernels::fwd {
 
@@ -21,12 +22,32 @@ struct TileInfo {
   int q_start;       // first q position of the tile within the sequence
   int q_last;        // last q position of the tile that exists (< q_start: none)
   int n_block_min, n_block_max;  // KV blocks [min, max) that hold visible keys
+  int kv_lo, kv_hi;  // the work tile's own key range (a batch KV split; else 0, INT32_MAX)
 
   __device__ bool has_rows() const { return q_start < seqlen_q; }
   __device__ int n_blocks() const { return n_block_max - n_block_min; }
   // Tile rows 0 .. rows() - 1 hold existing (position, head) pairs.
   __device__ int rows(const FwdParams& p) const { return (q_last + 1 - q_start) * p.pack.pack; }
 };
+
+// The rows and KV blocks of a tile whose sequence geometry (lengths, offsets) is already in `t`:
+// positions [q_start, q_last] and the blocks that hold keys some row sees, within the tile's own
+// key range.
+template <class Traits>
+__device__ __forceinline__ void set_tile_range(const FwdParams& p, const WorkTile& w, int q_start,
+                                               TileInfo& t) {
+  t.q_start = q_start;
+  t.q_last = min(t.q_start + p.pack.positions, t.seqlen_q) - 1;
+  t.kv_lo = w.kv_begin;
+  t.kv_hi = w.kv_end;
+  const int diag = t.seqlen_k - t.seqlen_q;
+  int col_end = min(t.seqlen_k, w.kv_end);  // exclusive bound over the tile's rows
+  if (p.mask.window_right >= 0) col_end = min(col_end, t.q_last + diag + p.mask.window_right + 1);
+  int col_begin = w.kv_begin;
+  if (p.mask.window_left >= 0) col_begin = max(col_begin, t.q_start + diag - p.mask.window_left);
+  t.n_block_max = col_end > 0 ? (col_end + Traits::kBlockN - 1) / Traits::kBlockN : 0;
+  t.n_block_min = min(max(col_begin, 0) / Traits::kBlockN, t.n_block_max);
+}
 
 template <class Traits>
 __device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const WorkTile& w) {
@@ -49,15 +70,7 @@ __device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const Wor
     t.seqlen_k = p.seq.seqlen_k;
     t.batch_coord = w.batch;
   }
-  t.q_start = w.m_block * p.pack.positions;
-  t.q_last = min(t.q_start + p.pack.positions, t.seqlen_q) - 1;
-  const int diag = t.seqlen_k - t.seqlen_q;
-  int col_end = t.seqlen_k;  // exclusive bound over the tile's rows
-  if (p.mask.window_right >= 0) col_end = min(col_end, t.q_last + diag + p.mask.window_right + 1);
-  int col_begin = 0;
-  if (p.mask.window_left >= 0) col_begin = max(0, t.q_start + diag - p.mask.window_left);
-  t.n_block_max = col_end > 0 ? (col_end + Traits::kBlockN - 1) / Traits::kBlockN : 0;
-  t.n_block_min = min(col_begin / Traits::kBlockN, t.n_block_max);
+  set_tile_range<Traits>(p, w, w.m_block * p.pack.positions, t);
   return t;
 }
 
@@ -84,6 +97,8 @@ __device__ __forceinline__ RowLimits row_limits(const FwdParams& p, const TileIn
   r.col_hi = t.seqlen_k;
   if (p.mask.window_right >= 0) r.col_hi = min(r.col_hi, diag + p.mask.window_right + 1);
   r.col_lo = p.mask.window_left >= 0 ? diag - p.mask.window_left : 0;
+  r.col_hi = min(r.col_hi, t.kv_hi);
+  r.col_lo = max(r.col_lo, t.kv_lo);
   return r;
 }
 
@@ -96,6 +111,11 @@ __device__ __forceinline__ bool block_needs_mask(const FwdParams& p, const TileI
   const int n_hi = n_lo + Traits::kBlockN;  // exclusive
   const int diag = t.seqlen_k - t.seqlen_q;
   if (n_hi > t.seqlen_k) return true;
+  // A KV split's bounds fall on kKvChunkKeys multiples: inside a block only where kBlockN does
+  // not divide that (80-key blocks at head dim 256).
+  if constexpr (plan::kKvChunkKeys % Traits::kBlockN != 0) {
+    if (n_lo < t.kv_lo || n_hi > t.kv_hi) return true;
+  }
   if (p.mask.window_right >= 0 && n_hi - 1 > t.q_start + diag + p.mask.window_right) return true;
   if (p.mask.window_left >= 0 && n_lo < t.q_last + diag - p.mask.window_left) return true;
   return false;

@@ -17,15 +17,12 @@
 
 #include <cstdint>
 
+#include "kernels/fwd/mask.cuh"
+#include "kernels/fwd/work_tile.cuh"
 #include "kernels/fwd/traits.cuh"
 
 namespace hopattn::kernels::fwd {
 
-struct WorkTile {
-  int m_block;
-  int head;  // q head; KV head with GQA packing
-  int batch;
-};
 
 class LptTileScheduler {
  public:
@@ -33,6 +30,7 @@ class LptTileScheduler {
   // read where needed rather than copied into registers, which the producer thread has few of.
   __device__ explicit LptTileScheduler(const SchedulerParams& p)
       : p_(p), state_(2 * static_cast<int>(blockIdx.x)) {}
+  __device__ explicit LptTileScheduler(const FwdParams& p) : LptTileScheduler(p.sched) {}
 
   __device__ bool valid() const { return (state_ >> 1) < p_.total_tiles; }
   // gridDim.x and blockIdx.x are read afresh each time (volatile reads of %nctaid.x, %ctaid.x):
@@ -47,6 +45,11 @@ class LptTileScheduler {
   }
 
   __device__ WorkTile tile() const { return tile_at(p_, state_ >> 1); }
+  // The tile's geometry (mask.cuh), from the sequence lengths in FwdParams.
+  template <class Traits>
+  __device__ TileInfo info(const FwdParams& p, const WorkTile& w) const {
+    return make_tile_info<Traits>(p, w);
+  }
 
   // The state after `state` for CTA `cta` (host-callable for tests): from the c-th tile of an even
   // round to the (grid - 1 - c)-th of the next, and back.

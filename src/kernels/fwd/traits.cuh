@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "kernels/common/fast_divisor.hpp"
+#include "plan/batch_plan_layout.hpp"
 
 namespace hopattn::kernels::fwd {
 
@@ -239,6 +240,15 @@ struct SchedulerParams {
   }
 };
 
+// The batch family's launch (src/kernels/batch/): the device copy of a plan's work lists and the
+// partial-state rows of its split items. Null in fwd calls.
+struct BatchWorkParams {
+  const int32_t* cta_offsets = nullptr;  // [grid + 1]: CTA c runs items [c], [c + 1] - 1
+  const plan::BatchWorkItem* items = nullptr;
+  float* partial_o = nullptr;  // fp32 [rows][Dv]
+  float* partial_lse = nullptr;  // fp32 [rows]
+};
+
 struct FwdParams {
   CUtensorMap tm_q, tm_k, tm_v, tm_o;
   CUtensorMap tm_k_tail, tm_v_tail;  // varlen with kv.tail_maps only
@@ -253,6 +263,7 @@ struct FwdParams {
   // A work tile's KV head is its head / kv_head_divisor: group, or 1 with GQA packing (whose
   // tiles are per KV head).
   int kv_head_divisor = 1;
+  BatchWorkParams batch;
 };
 
 }  // namespace hopattn::kernels::fwd

@@ -1,0 +1,164 @@
+// Host side of the batch family's CUDA path: the step's tensors as one paged varlen fwd call
+// (whose parameters and tensor maps fwd::prepare_params builds, GQA packing forced on, so that a
+// tile is the planner's packed rows), the plan's work lists in place of the fwd tile scheduler,
+// and the merge pass over the plan's merge records.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <string>
+
+#include "hopattn/error.hpp"
+#include "kernels/batch/launch.hpp"
+#include "kernels/batch/launch_kernel.cuh"
+#include "kernels/batch/merge.cuh"
+#include "kernels/common/cuda_host.hpp"
+#include "kernels/fwd/prepare.hpp"
+#include "plan/batch_plan_layout.hpp"
+
+namespace hopattn::kernels::fwd {
+
+#define HOPATTN_BATCH_EXTERN(Traits)                                                     \
+  extern template cudaError_t launch_kernel<Traits, batch::WorkListScheduler>(const FwdParams&, \
+                                                                              int, cudaStream_t);
+HOPATTN_BATCH_EXTERN(FwdBf16Hd64)
+HOPATTN_BATCH_EXTERN(FwdFp16Hd64)
+HOPATTN_BATCH_EXTERN(FwdBf16Hd128)
+HOPATTN_BATCH_EXTERN(FwdFp16Hd128)
+HOPATTN_BATCH_EXTERN(FwdBf16Hd256)
+HOPATTN_BATCH_EXTERN(FwdFp16Hd256)
+#undef HOPATTN_BATCH_EXTERN
+
+}  // namespace hopattn::kernels::fwd
+
+namespace hopattn::kernels::batch {
+namespace {
+
+constexpr const char* kWhere = "hopattn.BatchAttention.run";
+
+void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWhere, what); }
+
+[[noreturn]] void unsupported(const std::string& what) {
+  throw Error(ErrorKind::kNotImplemented, std::string(kWhere) + " on CUDA: " + what);
+}
+
+bool is_one(const KVScale& s) { return !s.per_head.defined() && s.value == 1.f; }
+
+// The step as the fwd family sees it: q varlen over cu_seqlens_q, K and V paged through the
+// block table.
+FwdArgs fwd_args(const BatchArgs& a, const StepLaunch& step) {
+  FwdArgs f;
+  f.q = a.q;
+  f.k = a.k_cache;
+  f.v = a.v_cache;
+  f.cu_seqlens_q = a.cu_seqlens_q;
+  f.max_seqlen_q = step.max_q_len;
+  f.max_seqlen_k = step.max_kv_len;
+  f.pages.block_table = a.page_table;
+  f.pages.kv_lens = a.kv_lens;
+  f.sinks = a.sinks;
+  f.out = a.out;
+  f.lse = a.lse;
+  return f;
+}
+
+AttentionOptions fwd_options(const BatchAttentionConfig& c) {
+  AttentionOptions o;
+  o.causal = c.causal;
+  o.window = c.window;
+  o.softcap = c.softcap;
+  o.scale = c.scale;
+  o.pack_gqa = true;  // a work tile is the planner's packed (position, head) rows
+  return o;
+}
+
+template <class Traits, class Elt>
+void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& step,
+                int device, cudaStream_t stream) {
+  FwdArgs f = fwd_args(a, step);
+  f.pages.layout = c.kv_layout;
+  fwd::FwdParams p =
+      fwd::prepare_params(f, fwd_options(c), fwd::LaunchOptions{}, device, Traits::kBlockN);
+  const auto* plan_bytes = static_cast<const uint8_t*>(step.plan);
+  const plan::BatchPlanOffsets offsets = plan::batch_plan_offsets(step.num_ctas, 0, 0);
+  p.batch.cta_offsets = reinterpret_cast<const int32_t*>(plan_bytes + offsets.cta_offsets);
+  // The items start right after the CTA offsets (batch_plan_layout.hpp), for any item count.
+  p.batch.items = reinterpret_cast<const plan::BatchWorkItem*>(plan_bytes + offsets.items);
+  p.batch.partial_o = step.partial_o;
+  p.batch.partial_lse = step.partial_lse;
+  cuda_ok(fwd::launch_kernel<Traits, WorkListScheduler>(p, step.num_ctas, stream),
+          "batch kernel launch");
+
+  if (!step.has_merges && !stream_is_capturing(reinterpret_cast<Stream>(stream))) return;
+  MergeParams m;
+  m.plan = plan_bytes;
+  m.partial_o = step.partial_o;
+  m.partial_lse = step.partial_lse;
+  m.sinks = a.sinks.defined() ? a.sinks.data_as<const float>() : nullptr;
+  m.out = a.out.data();
+  m.out_row_stride = a.out.stride(0);
+  m.out_head_stride = a.out.stride(1);
+  m.lse = a.lse.data_as<float>();
+  m.lse_row_stride = a.lse.stride(0);
+  m.lse_head_stride = a.lse.stride(1);
+  m.group = c.num_qo_heads / c.num_kv_heads;
+  m.dv = Traits::kHeadDimV;
+  merge_kernel<Elt><<<step.num_ctas, kMergeThreads, 0, stream>>>(m);
+  cuda_ok(cudaGetLastError(), "batch merge launch");
+}
+
+template <class Bf16, class Fp16>
+void run_dtype(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& step,
+               int device, cudaStream_t stream) {
+  if (a.q.dtype() == DType::kBF16) {
+    run_config<Bf16, __nv_bfloat16>(a, c, step, device, stream);
+  } else {
+    run_config<Fp16, __half>(a, c, step, device, stream);
+  }
+}
+
+}  // namespace
+
+bool stream_is_capturing(Stream stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cuda_ok(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status),
+          "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void check_supported(const BatchArgs& a, const BatchAttentionConfig& c) {
+  if (a.k_cache.dtype() != a.q.dtype()) {
+    unsupported(detail::concat("a ", a.k_cache.dtype(),
+                               " KV cache; built: q's dtype (bf16, fp16); 8-bit caches run on "
+                               "the CPU only for now"));
+  }
+  if (!is_one(a.k_scale) || !is_one(a.v_scale)) {
+    unsupported("k_scale / v_scale other than 1 (they dequantize 8-bit caches, not built)");
+  }
+  const int dv = c.head_dim_v != 0 ? c.head_dim_v : c.head_dim;
+  if (c.head_dim != dv || (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)) {
+    unsupported(detail::concat("head dims (", c.head_dim, ", ", dv,
+                               "); built: (64, 64), (128, 128), (256, 256)"));
+  }
+  FwdArgs f = fwd_args(a, StepLaunch{});
+  f.pages.layout = c.kv_layout;
+  f.max_seqlen_q = 1;  // the host bound is the plan's; only its presence is checked
+  fwd::check_supported(f, fwd_options(c));
+}
+
+void run(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& step,
+         Stream stream) {
+  if (step.total_q == 0) return;  // no q token: nothing to write
+  const int device = a.q.device().index;
+  DeviceGuard guard(device, kWhere);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  switch (c.head_dim) {
+    case 64:
+      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(a, c, step, device, s);
+    case 128:
+      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(a, c, step, device, s);
+    default:
+      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(a, c, step, device, s);
+  }
+}
+
+}  // namespace hopattn::kernels::batch

@@ -1,0 +1,41 @@
+// Host entry of the batch family's kernels (no CUDA headers: included by src/api). The
+// definitions exist only in CUDA builds (HOPATTN_WITH_CUDA). Arguments must have passed
+// validate::batch_run; the plan must already be in device memory (plan_staging.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hopattn/batch.hpp"
+#include "hopattn/options.hpp"
+
+namespace hopattn::kernels::batch {
+
+// What a launch needs besides the tensors: where the plan and the partial states live on the
+// device, and host facts of the planned step (no device read).
+struct StepLaunch {
+  const void* plan = nullptr;  // the plan's device copy (workspace plan region)
+  float* partial_o = nullptr;  // fp32 [max_partial_rows][Dv]
+  float* partial_lse = nullptr;
+  int num_ctas = 0;       // the grid the plan was made for
+  int max_q_len = 0;      // the step's longest request, in q tokens and in keys
+  int max_kv_len = 0;
+  int total_q = 0;
+  bool has_merges = false;  // the plan split some rows (the merge pass runs regardless while a
+                            // CUDA graph is being captured: a replay may bring a plan that does)
+};
+
+// Throws hopattn::Error(kNotImplemented) naming the first feature of the call the CUDA kernel
+// does not provide (8-bit caches, scales other than 1, head dims other than 64 / 128 / 256).
+void check_supported(const BatchArgs& args, const BatchAttentionConfig& config);
+
+// The persistent work-list launch of the fwd kernel, then the merge pass (when needed), on
+// `stream`. No allocation, no sync.
+void run(const BatchArgs& args, const BatchAttentionConfig& config, const StepLaunch& step,
+         Stream stream);
+
+// Whether `stream` is being captured into a CUDA graph (run() must not enqueue a host-to-device
+// copy from pageable memory then).
+bool stream_is_capturing(Stream stream);
+
+}  // namespace hopattn::kernels::batch

@@ -1,0 +1,76 @@
+// The batch family's scheduler for the fwd kernel (kernels/fwd/kernel.cuh): CTA c walks items
+// cta_offsets[c] .. cta_offsets[c + 1] - 1 of the plan's device copy (plan/batch_plan_layout.hpp),
+// in the planner's order. The producer and both consumers read the same list, so they walk the
+// same items with no communication, as with LptTileScheduler.
+//
+// An item is one fwd work tile of packed (q position, q head) rows of one KV head (the launch
+// always packs GQA, with the planner's floor(128 / group) positions a tile): its first position is
+// row_begin / group, and its sequence geometry (q offset, q and kv lengths) comes from the item,
+// not from cu_seqlens_q / kv_lens, so the kernel reads nothing of the step but the plan and the
+// page table. Decode items (16..64 rows) run as 128-row tiles whose rows past the request's end
+// are neither loaded from the request nor stored.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/fwd/mask.cuh"
+#include "kernels/fwd/traits.cuh"
+#include "kernels/fwd/work_tile.cuh"
+#include "plan/batch_plan_layout.hpp"
+
+namespace hopattn::kernels::batch {
+
+using fwd::FwdParams;
+using fwd::TileInfo;
+using fwd::WorkTile;
+
+class WorkListScheduler {
+ public:
+  // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters); the end of the
+  // CTA's list is re-read rather than kept, for the producer's register budget.
+  __device__ explicit WorkListScheduler(const FwdParams& p)
+      : p_(p), index_(p.batch.cta_offsets[cta()]) {}
+
+  __device__ bool valid() const { return index_ < p_.batch.cta_offsets[cta() + 1]; }
+  __device__ void advance() { ++index_; }
+
+  __device__ WorkTile tile() const {
+    const plan::BatchWorkItem& item = p_.batch.items[index_];
+    WorkTile w;
+    w.m_block = 0;  // unused: info() places the tile by its first position
+    w.head = item.kv_head;
+    w.batch = item.request;
+    w.kv_begin = item.kv_begin;
+    w.kv_end = item.kv_end;
+    w.partial_row = item.partial_row;
+    return w;
+  }
+
+  template <class Traits>
+  __device__ TileInfo info(const FwdParams& p, const WorkTile& w) const {
+    const plan::BatchWorkItem& item = p_.batch.items[index_];
+    TileInfo t;
+    t.row_q = item.q_start;
+    t.seqlen_q = item.q_len;
+    t.row_k = 0;  // paged: keys are addressed through the page list
+    t.seqlen_k = item.kv_len;
+    t.batch_coord = 0;
+    const int first_position =
+        static_cast<int>(p.pack.pack_div.divide(static_cast<uint32_t>(item.row_begin)));
+    fwd::set_tile_range<Traits>(p, w, first_position, t);
+    return t;
+  }
+
+ private:
+  // Read afresh (a volatile read of %ctaid.x), as LptTileScheduler does, so no register holds it.
+  __device__ static int cta() {
+    uint32_t c;
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(c));
+    return static_cast<int>(c);
+  }
+
+  const FwdParams& p_;
+  int index_;
+};
+
+}  // namespace hopattn::kernels::batch

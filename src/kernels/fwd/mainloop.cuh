@@ -16,6 +16,7 @@
 //   O += P V[n_min]
 // and each group of GEMM issues is one turn of the ping-pong with the other consumer warpgroup
 // (named barriers kGemmTurn0/1): while one warpgroup issues GEMMs the other does its softmax.
+// A warpgroup without a row of the tile takes its turns empty (compute_tile).
 #pragma once
 
 #include <cmath>
@@ -243,6 +244,11 @@ struct FwdMainloop {
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int lane = tid % 32;
     const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
+    // None of this warpgroup's 64 rows exists (a varlen tile's tail, a batch decode item of up
+    // to 64 rows): it issues no GEMM and no softmax but keeps the pipeline's rhythm (every
+    // full-barrier wait, empty-barrier arrival and GEMM turn), so its partner and the producer
+    // see the same protocol. Its O stays zero and its epilogue stores no row.
+    const bool idle = consumer * Traits::kRowsPerConsumer >= t.rows(p);
     const RowLimits rows[2] = {row_limits(p, t, row_address(p, w, t, row0).q_pos),
                                row_limits(p, t, row_address(p, w, t, row0 + 8).q_pos)};
 
@@ -267,18 +273,22 @@ struct FwdMainloop {
     int n = t.n_block_max - 1;
     wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
     turn_begin(consumer);
-    fence_all(s, o, pf);
-    ptx::wgmma_fence();
-    issue_qk(s, q_desc, k_desc(st.kv.stage()));
-    ptx::wgmma_commit_group();
+    if (!idle) {
+      fence_all(s, o, pf);
+      ptx::wgmma_fence();
+      issue_qk(s, q_desc, k_desc(st.kv.stage()));
+      ptx::wgmma_commit_group();
+    }
     turn_end(consumer);
     ptx::wgmma_wait_group<0>();
     ptx::fence_operands(s);
     if (!Traits::kOInQ && t.n_blocks() == 1) ptx::mbarrier_arrive(sm.q_empty());
     ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
-    transform_scores(p, t, s, rows, n, lane);
-    softmax.update(s, correction);  // O is still zero: nothing to correct
-    convert_p(s, pf);
+    if (!idle) {
+      transform_scores(p, t, s, rows, n, lane);
+      softmax.update(s, correction);  // O is still zero: nothing to correct
+      convert_p(s, pf);
+    }
     Pipeline prev = st.kv;
     st.kv.advance();
 
@@ -287,25 +297,31 @@ struct FwdMainloop {
       wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
       wait_kv(p, sm.v_full(prev.stage()), prev.phase());
       turn_begin(consumer);
-      fence_all(s, o, pf);
-      ptx::wgmma_fence();
-      issue_qk(s, q_desc, k_desc(st.kv.stage()));
-      ptx::wgmma_commit_group();
-      issue_pv(o, pf, v_desc(prev.stage()));
-      ptx::wgmma_commit_group();
+      if (!idle) {
+        fence_all(s, o, pf);
+        ptx::wgmma_fence();
+        issue_qk(s, q_desc, k_desc(st.kv.stage()));
+        ptx::wgmma_commit_group();
+        issue_pv(o, pf, v_desc(prev.stage()));
+        ptx::wgmma_commit_group();
+      }
       turn_end(consumer);
       ptx::wgmma_wait_group<1>();  // S is ready; O += P V may still run
       ptx::fence_operands(s);
       if (!Traits::kOInQ && n == t.n_block_min) ptx::mbarrier_arrive(sm.q_empty());
       ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
-      transform_scores(p, t, s, rows, n, lane);
-      softmax.update(s, correction);
+      if (!idle) {
+        transform_scores(p, t, s, rows, n, lane);
+        softmax.update(s, correction);
+      }
       ptx::wgmma_wait_group<0>();  // O and the P registers are free again
       ptx::fence_operands(o);
       ptx::mbarrier_arrive(sm.v_empty(prev.stage()));
+      if (!idle) {
 #pragma unroll
-      for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
-      convert_p(s, pf);
+        for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
+        convert_p(s, pf);
+      }
       prev = st.kv;
       st.kv.advance();
     }
@@ -313,10 +329,12 @@ struct FwdMainloop {
     // Last block's O += P V.
     wait_kv(p, sm.v_full(prev.stage()), prev.phase());
     turn_begin(consumer);
-    fence_all(s, o, pf);
-    ptx::wgmma_fence();
-    issue_pv(o, pf, v_desc(prev.stage()));
-    ptx::wgmma_commit_group();
+    if (!idle) {
+      fence_all(s, o, pf);
+      ptx::wgmma_fence();
+      issue_pv(o, pf, v_desc(prev.stage()));
+      ptx::wgmma_commit_group();
+    }
     turn_end(consumer);
     ptx::wgmma_wait_group<0>();
     ptx::fence_operands(o);

@@ -2,7 +2,7 @@
 # hopattn package, which allocates outputs and passes them here. Tensors are any object with
 # __dlpack__ (or a DLPack capsule), or a pair (array, dtype name) that reinterprets an integer
 # view as bf16 / fp8 (numpy + ml_dtypes). Streams are cudaStream_t addresses (0 = default).
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union, overload
 
 _Tensor = Any
 _PageTable = Union[_Tensor, Tuple[_Tensor, _Tensor]]
@@ -203,7 +203,12 @@ class BatchAttention:
         device: str = "cpu",
         device_index: int = 0,
     ) -> None: ...
+    @overload
     def plan(self, cu_seqlens_q: _Tensor, kv_lens: _Tensor) -> None: ...
+    @overload
+    def plan(
+        self, cu_seqlens_q: _Tensor, kv_lens: _Tensor, workspace: _Tensor, stream: int
+    ) -> None: ...
     def run(
         self,
         q: _Tensor,

@@ -111,7 +111,10 @@ def merge_states_n(
 class BatchAttention:
     # One serving step: plan(cu_seqlens_q [B+1], kv_lens [B]) on host int32 arrays, then
     # run(q [total_q, Hq, D], k_cache, v_cache, cu_seqlens_q, kv_lens, page_table [B, max_pages])
-    # -> (out [total_q, Hq, Dv], lse float32 [total_q, Hq]). CPU tensors only so far.
+    # -> (out [total_q, Hq, Dv], lse float32 [total_q, Hq]). CUDA configurations own a device
+    # workspace; plan() uploads into it on the current stream. `handle` names the object for the
+    # torch op torch.ops.hopattn.batch_run.
+    handle: int
     def __init__(
         self,
         num_qo_heads: int,

@@ -1,15 +1,37 @@
 """The batch family: one serving step (prefill chunks and decodes over one paged KV cache) planned
 once on the host and run for every layer of the step. The C++ object (hopattn::BatchAttention)
-does the planning, validation and running; this module normalizes arguments, resolves the device
-and allocates outputs in the caller's framework.
+does the planning, validation and running; this module normalizes arguments, resolves the device,
+owns the device workspace of a CUDA configuration and allocates outputs in the caller's framework.
+
+torch tensors go through the custom op ``torch.ops.hopattn.batch_run`` (hopattn._torch.batch),
+which names its BatchAttention by an integer handle (:func:`lookup`): the object is not a tensor,
+and an int is what an op schema, torch.compile and its guards take.
 """
 
+import itertools
 import sys
+import weakref
 
 import hopattn
 from hopattn import _C, _args, _generic
 
 _KDLCPU, _KDLCUDA = 1, 2
+
+# handle -> BatchAttention, for the torch op. Weak: a handle does not keep its object alive.
+_OBJECTS = weakref.WeakValueDictionary()
+_HANDLES = itertools.count(1)
+
+
+def lookup(handle):
+    """The live BatchAttention of `handle` (BatchAttention.handle)."""
+    ba = _OBJECTS.get(int(handle))
+    if ba is None:
+        raise RuntimeError(
+            f"hopattn.BatchAttention: handle {int(handle)}: expected a live BatchAttention, got "
+            "none (the object was garbage-collected; keep it alive while its runs are traced "
+            "or captured)"
+        )
+    return ba
 
 
 def _current_cuda_device():
@@ -61,6 +83,18 @@ def _stream(x):
     return _generic.stream_of(x)
 
 
+def _torch_workspace(index, nbytes):
+    """A zeroed uint8 [nbytes] torch tensor on cuda:index, or None where torch is not installed
+    or does not see that device (then the first CUDA run() allocates it in q's framework)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+        return None
+    return torch.zeros(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
+
+
 class BatchAttention:
     """Attention of one serving step (mixed prefill chunks and decodes) over a paged KV cache.
 
@@ -78,8 +112,12 @@ class BatchAttention:
     a step may hold (buffers are sized for them once); ``device``: where run()'s tensors live
     (None = the current CUDA device, or the CPU where there is none; "cpu", "cuda", "cuda:N").
 
-    CPU tensors run the CPU reference through the plan; CUDA tensors raise NotImplementedError
-    (the batch family has no GPU kernel yet).
+    CPU tensors run the CPU reference through the plan. A CUDA configuration owns its device
+    workspace (``workspace_size`` bytes, zeroed, allocated once here with torch where torch sees
+    the device, else in q's framework by the first CUDA run()); plan() uploads each plan into it
+    on the device's current stream and run() reads it there, so run() allocates nothing but the
+    outputs it is not given and is CUDA-graph capturable: a graph that captured run() replays
+    whatever plan() uploaded last (with the same buffers, sized for the limits).
     """
 
     def __init__(
@@ -119,6 +157,12 @@ class BatchAttention:
             device_index=self._device[1],
         )
         self._workspace = None
+        self.handle = next(_HANDLES)
+        _OBJECTS[self.handle] = self
+        kind, index = self._device
+        size = self._c.workspace_size
+        if kind == "cuda" and size > 0 and _C.built_with_cuda():
+            self._workspace = _torch_workspace(index, size)
 
     @property
     def device(self):
@@ -134,9 +178,18 @@ class BatchAttention:
         cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 of q (0 first, non-decreasing, total <= max_tokens);
         ``kv_lens`` int32 [B]: its cached tokens including those q tokens (each >= its q length;
         a request with no q tokens costs nothing). Both host (CPU) arrays: numpy or CPU torch.
-        B <= max_batch. The plan serves every run() until the next plan()."""
+        B <= max_batch. The plan serves every run() until the next plan().
+
+        CUDA configurations: the plan is copied into the object's device workspace by an
+        asynchronous copy on the device's current stream (torch's, or CuPy's; no device sync),
+        so runs enqueued after it on that stream, captured graphs' replays included, see it."""
         hopattn._require_tensors(cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens)
-        self._c.plan(_generic.dl(cu_seqlens_q), _generic.dl(kv_lens))
+        cu, kv = _generic.dl(cu_seqlens_q), _generic.dl(kv_lens)
+        ws = self._workspace
+        if ws is None:
+            self._c.plan(cu, kv)  # CPU, or a CUDA workspace not allocated yet: run() uploads
+        else:
+            self._c.plan(cu, kv, _generic.dl(ws), _stream(ws))
 
     def run(
         self,
@@ -193,6 +246,17 @@ class BatchAttention:
         )
         k_value, k_per_head = _args.kv_scale(k_scale, "k_scale")
         v_value, v_per_head = _args.kv_scale(v_scale, "v_scale")
+        if hopattn._is_torch(q):
+            options = dict(
+                handle=self.handle,
+                sinks=sinks,
+                k_scale=k_value,
+                k_scale_per_head=k_per_head,
+                v_scale=v_value,
+                v_scale_per_head=v_per_head,
+            )
+            tensors = (q, k_cache, v_cache, cu_seqlens_q, kv_lens, page_table)
+            return hopattn._backend(q).batch_run(tensors, options, out, lse_out)
         lead = tuple(q.shape)[:-1]
         if out is None:
             out = _empty(q, (*lead, tuple(v_cache.shape)[-1] if v_cache.shape else 0))
@@ -219,11 +283,14 @@ class BatchAttention:
         return out, lse_out
 
     def _workspace_for(self, q):
-        """run()'s workspace (CUDA), allocated zeroed once on the object's device, in q's
-        framework; None where none is needed or q is elsewhere (run() then names the device)."""
-        size = self._c.workspace_size
-        if size == 0 or _device_of(q) != self._device:
-            return None
+        """run()'s workspace (CUDA): the one made at construction, or, where none could be made
+        there, one allocated zeroed in q's framework now (once); None where none is needed or q
+        is elsewhere (run() then names the device)."""
         if self._workspace is None:
+            size = self._c.workspace_size
+            if size == 0 or _device_of(q) != self._device:
+                return None
             self._workspace = _empty(q, (size,), "uint8", zeroed=True)
+        elif _device_of(q) != self._device:
+            return None
         return self._workspace

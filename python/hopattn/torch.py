@@ -4,11 +4,12 @@
 optional; it is imported lazily (``import hopattn`` never imports torch).
 
 Ops (``torch.ops.hopattn.*``): attention_fwd, attention_bwd, decode, mla, merge_states,
-merge_states_n, each with an ``*_out`` variant that writes into caller tensors. Each has a fake
-(meta) implementation, so ``torch.compile(fullgraph=True)`` traces them without running them, and
-attention_fwd has an autograd formula whose backward is attention_bwd (the CPU reference's
-backward for CPU tensors). Each family is declared once, by its schema, in ``hopattn._torch``
-(one module per family); ``hopattn._torch.ops.Family`` derives the ops, fakes and autograd.
+merge_states_n, batch_run (BatchAttention.run, its object named by an int handle), each with
+an ``*_out`` variant that writes into caller tensors. Each has a fake (meta) implementation, so
+``torch.compile(fullgraph=True)`` traces them without running them, and attention_fwd has an
+autograd formula whose backward is attention_bwd (the CPU reference's backward for CPU tensors).
+Each family is declared once, by its schema, in ``hopattn._torch`` (one module per family);
+``hopattn._torch.ops.Family`` derives the ops, fakes and autograd.
 
 CUDA tensors run on their own device and on torch's current stream of that device; outputs come
 from torch's caching allocator (so under CUDA-graph capture, from the graph's pool) and the C++ call
@@ -26,6 +27,7 @@ memory. :func:`release_workspaces` frees the cached ones.
 import hopattn
 from hopattn._torch.attention import BWD as _BWD
 from hopattn._torch.attention import FWD as _FWD
+from hopattn._torch.batch import BATCH as _BATCH
 from hopattn._torch.decode import DECODE as _DECODE
 from hopattn._torch.decode import WORKSPACES as _DECODE_WORKSPACES
 from hopattn._torch.merge import MERGE as _MERGE
@@ -91,6 +93,13 @@ class _backend:
         if out is None and lse is None:
             return _MLA.call(args)
         return _MLA.call_out(args, (out, lse))
+
+    @staticmethod
+    def batch_run(tensors, a, out=None, lse=None):
+        args = _BATCH.flat(tensors, a)
+        if out is None and lse is None:
+            return _BATCH.call(args)
+        return _BATCH.call_out(args, (out, lse))
 
     @staticmethod
     def merge_states(o_a, lse_a, o_b, lse_b, out=None, lse=None):

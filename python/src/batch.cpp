@@ -15,6 +15,34 @@
 #include <cuda_runtime_api.h>
 #endif
 
+namespace hopattn {
+
+// Until src/api defines BatchAttention::plan(cu_seqlens_q, kv_lens, workspace, stream) (declared
+// in batch.hpp, written with the batch family's CUDA path), this weak definition stands in for
+// it: it checks what the declaration promises (a CUDA configuration, a large enough workspace),
+// then plans on the host only, which leaves the upload to the next run(). The library's own
+// definition, once linked in, replaces this one (a strong symbol wins over a weak one); delete
+// this block then.
+#if defined(__GNUC__)
+[[gnu::weak]] void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens,
+                                        Workspace workspace, Stream stream) {
+  (void)stream;
+  if (!config().device.is_cuda()) {
+    throw Error(ErrorKind::kValue,
+                "BatchAttention.plan: workspace: expected no workspace for a CPU configuration "
+                "(CPU plans stay on the host), got one");
+  }
+  if (workspace.bytes < workspace_size()) {
+    throw Error(ErrorKind::kValue,
+                detail::concat("BatchAttention.plan: workspace: expected at least ",
+                               workspace_size(), " bytes, got ", workspace.bytes));
+  }
+  plan(cu_seqlens_q, kv_lens);
+}
+#endif
+
+}  // namespace hopattn
+
 namespace hopattn::python {
 
 using namespace nb::literals;
@@ -87,7 +115,26 @@ void bind_batch(nb::module_& m) {
             nb::gil_scoped_release release;
             self.plan(cu, kv);
           },
-          "cu_seqlens_q"_a, "kv_lens"_a, "Plans a step from host int32 arrays.")
+          "cu_seqlens_q"_a, "kv_lens"_a,
+          "Plans a step from host int32 arrays (CUDA configurations: run() uploads the plan).")
+      .def(
+          "plan",
+          [](BatchAttention& self, nb::handle cu_seqlens_q, nb::handle kv_lens,
+             nb::handle workspace, uintptr_t stream) {
+            TensorImporter t;
+            const TensorView cu = t.index(cu_seqlens_q, "cu_seqlens_q");
+            const TensorView kv = t.index(kv_lens, "kv_lens");
+            const Workspace ws = import_workspace(t, workspace);
+            // The upload (an event record and an async copy on `stream`) runs on the
+            // configuration's device, whatever the caller's current one.
+            DeviceGuard device(self.config().device);
+            nb::gil_scoped_release release;
+            self.plan(cu, kv, ws, as_stream(stream));
+          },
+          "cu_seqlens_q"_a, "kv_lens"_a, "workspace"_a, "stream"_a,
+          "Plans a step from host int32 arrays and uploads the plan into `workspace` (a byte "
+          "tensor of workspace_size bytes on the configuration's CUDA device) by an "
+          "asynchronous copy on `stream` (a cudaStream_t as an integer).")
       .def(
           "run",
           [](const BatchAttention& self, nb::handle q, nb::handle k_cache, nb::handle v_cache,
@@ -108,8 +155,7 @@ void bind_batch(nb::module_& m) {
             a.out = t.output(out, "out");
             a.lse = t.output(lse, "lse");
             a.workspace = import_workspace(t, workspace);
-            // No device guard: no CUDA call is made for the batch family yet (CUDA tensors are
-            // validated, then refused), so a CPU-only build reports the same error as a GPU one.
+            DeviceGuard device(a.q.device());
             nb::gil_scoped_release release;
             self.run(a, as_stream(stream));
           },

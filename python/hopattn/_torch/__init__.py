@@ -5,6 +5,6 @@
   ``torch.library`` custom op, its ``*_out`` variant, their fake implementations, the autograd
   registration and the eager fast path.
 - ``workspace``: per-(device, stream) workspaces of the families that need scratch memory.
-- ``attention``, ``decode``, ``mla``, ``merge``: one module per family (schema, output shapes,
-  the C++ call, autograd).
+- ``attention``, ``decode``, ``mla``, ``merge``, ``batch``: one module per family (schema,
+  output shapes, the C++ call, autograd).
 """

@@ -15,34 +15,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace hopattn {
-
-// Until src/api defines BatchAttention::plan(cu_seqlens_q, kv_lens, workspace, stream) (declared
-// in batch.hpp, written with the batch family's CUDA path), this weak definition stands in for
-// it: it checks what the declaration promises (a CUDA configuration, a large enough workspace),
-// then plans on the host only, which leaves the upload to the next run(). The library's own
-// definition, once linked in, replaces this one (a strong symbol wins over a weak one); delete
-// this block then.
-#if defined(__GNUC__)
-[[gnu::weak]] void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens,
-                                        Workspace workspace, Stream stream) {
-  (void)stream;
-  if (!config().device.is_cuda()) {
-    throw Error(ErrorKind::kValue,
-                "BatchAttention.plan: workspace: expected no workspace for a CPU configuration "
-                "(CPU plans stay on the host), got one");
-  }
-  if (workspace.bytes < workspace_size()) {
-    throw Error(ErrorKind::kValue,
-                detail::concat("BatchAttention.plan: workspace: expected at least ",
-                               workspace_size(), " bytes, got ", workspace.bytes));
-  }
-  plan(cu_seqlens_q, kv_lens);
-}
-#endif
-
-}  // namespace hopattn
-
 namespace hopattn::python {
 
 using namespace nb::literals;

@@ -1,0 +1,589 @@
+// The batch family's CUDA path: hopattn::BatchAttention with a CUDA device, planned on the host and
+// run on the GPU, against the same step run by a CPU BatchAttention on fp32 copies of the same
+// 16-bit values (batch_kernel_check.hpp; the CPU path is tested against per-request fwd / decode
+// in tests/cpu/batch_api_test.cpp). Data is fresh and seeded (test_seed(): HOPATTN_SEED
+// reproduces a run); shapes are fixed. Outputs are poisoned before every run; every row of the
+// step must be written and finite, rows past the step must stay poison, every case runs twice and
+// the two results must be bitwise equal.
+//
+// Error bound (as the decode and mla kernel tests): inputs are exact on both sides; a plain
+// 16-bit implementation (fp32 softmax, P rounded to the 16-bit dtype before P V, fp32
+// accumulation, 16-bit output) is off by at most u vmax from P's rounding plus u vmax from the
+// output's (u: unit roundoff, bf16 2^-8, fp16 2^-11; vmax: the largest |V|). DESIGN.md allows
+// twice that error: |out - ref| <= 4 u vmax. lse: |err| <= 1e-3, -inf only where the reference
+// has -inf.
+//
+// Suites: BatchKernelGrid (the odd-shape grid: batch 1/17, q_len 1/239, keys 1/113, pages
+// 1/16/64, GQA 1/5/8, causal bf16 and full fp16), BatchKernelFeatures (layouts, masks, softcap,
+// sinks, head dims, page sizes, GQA ratios, grids), BatchKernel (mixed prefill + decode steps,
+// 128 decodes of 8k keys, split keys and the merge, the plan upload variants, CUDA graph replay
+// of a re-planned step, determinism across re-plans), BatchKernelErrors (what is rejected, and
+// that a rejected call writes nothing).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "batch_kernel_check.hpp"
+#include "gpu_test_support.hpp"
+#include "hopattn/batch.hpp"
+#include "hopattn/error.hpp"
+
+namespace hopattn::testing::batch_check {
+namespace {
+
+class BatchKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = cuda_device_problem();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+int uniform(std::mt19937_64& rng, int lo, int hi) {
+  return std::uniform_int_distribution<int>(lo, hi)(rng);
+}
+
+// ---------------------------------------------------------------------------- odd-shape grid
+// (batch, q_len, keys the first row sees, page size, GQA variant): GQA 0 = 2 KV heads x 1,
+// 1 = 1 x 5, 2 = 2 x 8. A request's kv_len is q_len + keys - 1, so q_len 239 gives q_len ==
+// kv_len (keys 1) and 113 cached keys; batch 17 adds idle slots (q_len 0 with kv_len 0 and with
+// 40 cached keys) and lengths 0..3 keys (q close to kv) or up to 150 keys longer.
+using GridParam = std::tuple<int, int, int, int, int>;
+constexpr int kGridKvHeads[] = {2, 1, 2};
+constexpr int kGridGroup[] = {1, 5, 8};
+
+StepSpec grid_step(const GridParam& p, bool causal) {
+  const auto [batch, q_len, keys, page_size, gqa] = p;
+  StepSpec s;
+  s.name = "b" + std::to_string(batch) + "_q" + std::to_string(q_len) + "_k" +
+           std::to_string(keys) + "_ps" + std::to_string(page_size) + "_gqa" +
+           std::to_string(kGridGroup[gqa]) + (causal ? "_causal_bf16" : "_full_fp16");
+  s.dtype = s.cache_dtype = causal ? DType::kBF16 : DType::kFP16;
+  s.causal = causal;
+  s.kv_heads = kGridKvHeads[gqa];
+  s.group = kGridGroup[gqa];
+  s.page_size = page_size;
+  std::mt19937_64 shapes(1000003u * batch + 1009u * q_len + 101u * keys + 7u * page_size + gqa);
+  for (int b = 0; b < batch; ++b) {
+    if (batch > 1 && (b == 1 || b == 9)) {
+      s.q_lens.push_back(0);
+      s.kv_lens.push_back(b == 1 ? 0 : 40);
+      continue;
+    }
+    const int extra = b == 0 ? 0 : b % 3 == 0 ? uniform(shapes, 0, 3) : uniform(shapes, 0, 150);
+    s.q_lens.push_back(q_len);
+    s.kv_lens.push_back(q_len + keys - 1 + extra);
+  }
+  s.sample_rows = batch > 1 ? 24 : 0;
+  return s;
+}
+
+std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
+  constexpr const char* kGqa[] = {"mha", "gqa5", "gqa8"};
+  const auto [b, q, k, ps, g] = info.param;
+  return "b" + std::to_string(b) + "_q" + std::to_string(q) + "_k" + std::to_string(k) + "_ps" +
+         std::to_string(ps) + "_" + kGqa[g];
+}
+
+class BatchKernelGrid : public GpuTestWithParam<GridParam> {};
+
+TEST_P(BatchKernelGrid, MatchesCpuReference) {
+  check_step(grid_step(GetParam(), true), PlanMode::kUploadArrays);
+  check_step(grid_step(GetParam(), false), PlanMode::kPlain);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchKernelGrid,
+                         ::testing::Combine(::testing::Values(1, 17), ::testing::Values(1, 239),
+                                            ::testing::Values(1, 113), ::testing::Values(1, 16, 64),
+                                            ::testing::Values(0, 1, 2)),
+                         grid_name);
+
+// ---------------------------------------------------------------------------- features
+// A small mixed step (a single key, an idle slot, prefill chunks of 77, 130 and 239 tokens with
+// and without cache, decodes of 1, 3 and 16 tokens) with one feature changed per case.
+struct FeatureCase {
+  StepSpec spec;
+  PlanMode mode = PlanMode::kUploadArrays;
+};
+void PrintTo(const FeatureCase& c, std::ostream* os) { *os << describe(c.spec); }
+
+std::vector<FeatureCase> feature_cases() {
+  std::vector<FeatureCase> v;
+  auto add = [&](std::string name, auto&& edit) {
+    StepSpec s;
+    s.name = std::move(name);
+    s.q_lens = {1, 0, 77, 3, 16, 130, 1, 239};
+    s.kv_lens = {1, 5, 300, 40, 16, 130, 900, 260};
+    edit(s);
+    constexpr PlanMode kModes[] = {PlanMode::kUploadArrays, PlanMode::kUploadTensors,
+                                   PlanMode::kPlain};
+    v.push_back({s, kModes[v.size() % 3]});
+  };
+  add("baseline", [](StepSpec&) {});
+  add("hnd_ps16", [](StepSpec& s) { s.layout = KVLayout::kHND; });
+  add("hnd_ps1", [](StepSpec& s) { s.layout = KVLayout::kHND, s.page_size = 1; });
+  add("window_left100_right0", [](StepSpec& s) { s.window = {100, 0}; });
+  add("window_left0", [](StepSpec& s) { s.window = {0, -1}; });
+  add("noncausal", [](StepSpec& s) { s.causal = false; });
+  add("noncausal_window20_5", [](StepSpec& s) { s.causal = false, s.window = {20, 5}; });
+  add("softcap30", [](StepSpec& s) { s.softcap = 30.f; });
+  add("sinks", [](StepSpec& s) { s.sinks = true; });
+  add("sinks_softcap30_window100_hnd_fp16", [](StepSpec& s) {
+    s.sinks = true, s.softcap = 30.f, s.window = {100, 0}, s.layout = KVLayout::kHND;
+    s.dtype = s.cache_dtype = DType::kFP16;
+  });
+  add("fp16", [](StepSpec& s) { s.dtype = s.cache_dtype = DType::kFP16; });
+  add("hd64", [](StepSpec& s) { s.head_dim = 64; });
+  add("hd64_fp16_ps64_gqa5", [](StepSpec& s) {
+    s.head_dim = 64, s.page_size = 64, s.kv_heads = 1, s.group = 5;
+    s.dtype = s.cache_dtype = DType::kFP16;
+  });
+  add("hd256", [](StepSpec& s) { s.head_dim = 256; });
+  add("hd256_fp16_hnd_sinks", [](StepSpec& s) {
+    s.head_dim = 256, s.layout = KVLayout::kHND, s.sinks = true;
+    s.dtype = s.cache_dtype = DType::kFP16;
+  });
+  add("ps256", [](StepSpec& s) { s.page_size = 256; });
+  add("ps128_hnd", [](StepSpec& s) { s.page_size = 128, s.layout = KVLayout::kHND; });
+  add("ps37_odd", [](StepSpec& s) { s.page_size = 37; });
+  add("ps13_hnd_noncausal",
+      [](StepSpec& s) { s.page_size = 13, s.layout = KVLayout::kHND, s.causal = false; });
+  add("gqa16_mqa", [](StepSpec& s) { s.kv_heads = 1, s.group = 16; });
+  add("gqa7_hkv3", [](StepSpec& s) { s.kv_heads = 3, s.group = 7; });
+  add("gqa6_hkv2_sinks", [](StepSpec& s) { s.group = 6, s.sinks = true; });
+  add("mha_hkv8", [](StepSpec& s) { s.kv_heads = 8, s.group = 1; });
+  add("ctas1", [](StepSpec& s) { s.num_ctas = 1; });
+  add("ctas7_sinks", [](StepSpec& s) { s.num_ctas = 7, s.sinks = true; });
+  add("idle_only", [](StepSpec& s) { s.q_lens = {0, 0, 0}, s.kv_lens = {0, 17, 0}; });
+  add("single_token", [](StepSpec& s) { s.q_lens = {1}, s.kv_lens = {1}; });
+  add("q_equals_kv", [](StepSpec& s) { s.q_lens = {239, 64, 1}, s.kv_lens = {239, 64, 1}; });
+  add("limits_above_step", [](StepSpec& s) { s.max_batch = 256, s.max_tokens = 16384; });
+  return v;
+}
+
+class BatchKernelFeatures : public GpuTestWithParam<FeatureCase> {};
+
+TEST_P(BatchKernelFeatures, MatchesCpuReference) { check_step(GetParam().spec, GetParam().mode); }
+
+INSTANTIATE_TEST_SUITE_P(Cases, BatchKernelFeatures, ::testing::ValuesIn(feature_cases()),
+                         [](const auto& info) { return info.param.spec.name; });
+
+// ---------------------------------------------------------------------------- serving steps
+// A step of `prefills` chunks (q_len 100..2048 over 0..8192 cached keys; the first one a whole
+// 2048-token prompt, the second 100 tokens after 8192) among `decodes` requests of 1..16 tokens
+// (mostly 1) over up to 4000 cached keys. Prefill rows are sampled.
+StepSpec mixed_step(std::string name, int prefills, int decodes, uint64_t shape_seed) {
+  StepSpec s;
+  s.name = std::move(name);
+  std::mt19937_64 shapes(shape_seed);
+  const int batch = prefills + decodes;
+  int next_prefill = 0;
+  for (int b = 0; b < batch; ++b) {
+    const bool prefill = next_prefill < prefills && b == next_prefill * batch / prefills;
+    int q, cached;
+    if (prefill) {
+      q = next_prefill == 0 ? 2048 : next_prefill == 1 ? 100 : uniform(shapes, 100, 2048);
+      cached = next_prefill == 0 ? 0 : next_prefill == 1 ? 8192 : uniform(shapes, 0, 8192);
+      ++next_prefill;
+    } else {
+      q = uniform(shapes, 0, 3) == 0 ? uniform(shapes, 2, 16) : 1;
+      cached = uniform(shapes, 0, 9) == 0 ? 0 : uniform(shapes, 1, 4000);
+    }
+    s.q_lens.push_back(q);
+    s.kv_lens.push_back(q + cached);
+  }
+  s.sample_rows = 40;
+  return s;
+}
+
+TEST_F(BatchKernel, MixedPrefillAndDecodesBf16) {
+  check_step(mixed_step("mixed_4_prefill_60_decode_bf16", 4, 60, 11), PlanMode::kUploadArrays);
+}
+
+TEST_F(BatchKernel, MixedPrefillAndDecodesFp16HndSinksGqa5) {
+  StepSpec s = mixed_step("mixed_4_prefill_60_decode_fp16_hnd", 4, 60, 12);
+  s.dtype = s.cache_dtype = DType::kFP16;
+  s.layout = KVLayout::kHND;
+  s.page_size = 64;
+  s.kv_heads = 2;
+  s.group = 5;
+  s.sinks = true;
+  s.softcap = 30.f;
+  check_step(s, PlanMode::kPlain);
+}
+
+// 128 decodes over 8k keys each; the reference checks every 8th request.
+TEST_F(BatchKernel, PureDecode128x8k) {
+  StepSpec s;
+  s.name = "decode_128x8k";
+  for (int b = 0; b < 128; ++b) {
+    s.q_lens.push_back(1);
+    s.kv_lens.push_back(8192 - 7 * (b % 4));
+  }
+  s.request_stride = 8;
+  check_step(s, PlanMode::kUploadArrays);
+}
+
+// Steps too small to fill the default grid: the planner splits their keys over CTAs and the
+// merge launch combines the partial states (a sink joins exactly one split).
+TEST_F(BatchKernel, SplitKeysGoThroughTheMerge) {
+  std::vector<StepSpec> cases(4);
+  cases[0].name = "split_b1_q1_kv32768_hkv8";
+  cases[0].q_lens = {1};
+  cases[0].kv_lens = {32768};
+  cases[0].kv_heads = 8;
+  cases[1] = cases[0];
+  cases[1].name = "split_b1_q7_kv32768_gqa5_sinks_softcap30";
+  cases[1].q_lens = {7};
+  cases[1].group = 5;
+  cases[1].sinks = true;
+  cases[1].softcap = 30.f;
+  cases[2].name = "split_b2_decode_and_prefill_hnd_fp16";
+  cases[2].q_lens = {1, 200};
+  cases[2].kv_lens = {30000, 9000};
+  cases[2].kv_heads = 8;
+  cases[2].group = 1;
+  cases[2].layout = KVLayout::kHND;
+  cases[2].dtype = cases[2].cache_dtype = DType::kFP16;
+  cases[2].sample_rows = 24;
+  cases[3].name = "split_b1_q1_kv20000_hd256_ps1";
+  cases[3].q_lens = {1};
+  cases[3].kv_lens = {20000};
+  cases[3].head_dim = 256;
+  cases[3].page_size = 1;
+  constexpr PlanMode kModes[] = {PlanMode::kUploadArrays, PlanMode::kPlain,
+                                 PlanMode::kUploadTensors, PlanMode::kUploadArrays};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const BatchPlanSummary p = check_step(cases[i], kModes[i]);
+    EXPECT_GT(p.num_merges, 0) << cases[i].name << ": meant to split its keys";
+    EXPECT_GE(p.num_splits_max, 2) << cases[i].name;
+  }
+}
+
+// ---------------------------------------------------------------------------- plan upload
+// Both ways to get the plan onto the device give the same bits: plan(..., workspace, stream),
+// and a plain plan() whose run() uploads.
+TEST_F(BatchKernel, UploadedAndRunUploadedPlansAgree) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  StepSpec s = mixed_step("upload_modes", 2, 20, 21);
+  s.q_lens[0] = 300;
+  s.kv_lens[0] = 20000;  // a long prefill: the plan holds merge records
+  s.sinks = true;
+  const auto h = make_host_step(s, geometry_of(s), rng);
+  const Reference ref = cpu_reference(*h, rng);
+  DeviceStep dev(*h);
+  const CudaStream stream;
+  std::vector<Outputs> results;
+  for (PlanMode mode : {PlanMode::kUploadArrays, PlanMode::kUploadTensors, PlanMode::kPlain}) {
+    SCOPED_TRACE(plan_mode_name(mode));
+    BatchAttention ba(config_of(s, cuda_device()));
+    const DeviceWorkspace ws(ba.workspace_size());
+    plan_step(ba, *h, mode, ws.ws, stream);
+    results.push_back(run_once(ba, dev, *h, ws.ws, stream));
+    const Verdict v = judge(*h, results.back(), ref);
+    expect_good(v, s.name);
+    print_line(*h, ba.planned(), v, ref, plan_mode_name(mode));
+    EXPECT_GT(ba.planned().num_merges, 0);
+  }
+  EXPECT_TRUE(bitwise_equal(results[0], results[1])) << "tensor and array plan() differ";
+  EXPECT_TRUE(bitwise_equal(results[0], results[2])) << "uploaded and run-uploaded plans differ";
+}
+
+// After a plain plan(), run() takes any workspace and uploads the plan to it (batch.hpp): two
+// fresh workspaces in turn, the same bits.
+TEST_F(BatchKernel, PlainPlanRunsOnAnyWorkspace) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  StepSpec s = mixed_step("plain_plan_two_workspaces", 1, 12, 22);
+  const auto h = make_host_step(s, geometry_of(s), rng);
+  const Reference ref = cpu_reference(*h, rng);
+  BatchAttention ba(config_of(s, cuda_device()));
+  DeviceStep dev(*h);
+  const CudaStream stream;
+  const DeviceWorkspace a(ba.workspace_size()), b(ba.workspace_size());
+  ba.plan(h->cu.data(), h->kv.data(), h->batch());
+  const Outputs on_a = run_once(ba, dev, *h, a.ws, stream);
+  const Outputs on_b = run_once(ba, dev, *h, b.ws, stream);
+  expect_good(judge(*h, on_a, ref), "workspace a");
+  expect_good(judge(*h, on_b, ref), "workspace b");
+  EXPECT_TRUE(bitwise_equal(on_a, on_b));
+}
+
+// Re-running, re-planning the same step (uploaded or not) and running again: all bitwise equal.
+TEST_F(BatchKernel, RerunsAndReplansAreBitwiseEqual) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  StepSpec s = mixed_step("determinism", 3, 30, 23);
+  s.kv_lens[1] = s.q_lens[1] + 30000;  // something to split
+  s.sinks = true;
+  const auto h = make_host_step(s, geometry_of(s), rng);
+  BatchAttention ba(config_of(s, cuda_device()));
+  DeviceStep dev(*h);
+  const CudaStream stream;
+  const DeviceWorkspace ws(ba.workspace_size());
+  plan_step(ba, *h, PlanMode::kUploadArrays, ws.ws, stream);
+  const Outputs first = run_once(ba, dev, *h, ws.ws, stream);
+  EXPECT_TRUE(bitwise_equal(first, run_once(ba, dev, *h, ws.ws, stream))) << "rerun";
+  plan_step(ba, *h, PlanMode::kUploadTensors, ws.ws, stream);
+  EXPECT_TRUE(bitwise_equal(first, run_once(ba, dev, *h, ws.ws, stream))) << "re-planned";
+  plan_step(ba, *h, PlanMode::kPlain, ws.ws, stream);
+  EXPECT_TRUE(bitwise_equal(first, run_once(ba, dev, *h, ws.ws, stream))) << "plain re-plan";
+  EXPECT_GT(ba.planned().num_merges, 0);
+}
+
+// ---------------------------------------------------------------------------- CUDA graph
+// run() captured once; later steps of other compositions (fewer requests, other lengths, more
+// tokens) are planned into the same workspace on the same stream, their data written into the
+// same buffers (sized for the limits), and the graph replayed: each replay gives the new step.
+class GraphExec {
+ public:
+  ~GraphExec() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+  void capture(const CudaStream& stream, const std::function<void()>& body) {
+    check_cuda(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal),
+               "cudaStreamBeginCapture");
+    try {
+      body();
+    } catch (...) {
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(stream.get(), &g);
+      if (g != nullptr) cudaGraphDestroy(g);
+      cudaGetLastError();
+      throw;
+    }
+    check_cuda(cudaStreamEndCapture(stream.get(), &graph_), "cudaStreamEndCapture");
+    check_cuda(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
+  }
+  void launch(const CudaStream& stream) {
+    check_cuda(cudaGraphLaunch(exec_, stream.get()), "cudaGraphLaunch");
+    stream.sync("graph replay");
+  }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+TEST_F(BatchKernel, GraphReplaysTheLastUploadedPlan) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  StepSpec base;
+  base.kv_heads = 2;
+  base.group = 4;
+  base.sinks = true;
+  base.max_batch = 16;
+  base.max_tokens = 1024;
+  auto step = [&](std::string name, std::vector<int32_t> q, std::vector<int32_t> kv) {
+    StepSpec s = base;
+    s.name = std::move(name);
+    s.q_lens = std::move(q);
+    s.kv_lens = std::move(kv);
+    return s;
+  };
+  const std::vector<StepSpec> steps = {
+      step("graph_captured_b12", {1, 1, 3, 0, 200, 1, 16, 1, 1, 77, 1, 1},
+           {500, 1, 40, 10, 800, 3000, 16, 2, 1100, 77, 64, 9}),
+      step("graph_replay_b7", {300, 1, 1, 5, 0, 128, 1}, {300, 4000, 60, 900, 7, 1200, 1}),
+      step("graph_replay_b12", {1, 2, 1, 1, 1, 64, 1, 1, 1, 1, 1, 500},
+           {5000, 2, 77, 1, 300, 64, 20, 4, 2500, 1, 700, 600}),
+      step("graph_replay_b3_split", {1, 0, 9}, {20000, 3, 9}),
+  };
+  Geometry g{base.max_tokens, 1, base.max_batch, 1};
+  for (const StepSpec& s : steps) g = cover(g, geometry_of(s));
+  std::vector<std::unique_ptr<HostStep>> hosts;
+  std::vector<Reference> refs;
+  for (const StepSpec& s : steps) {
+    hosts.push_back(make_host_step(s, g, rng));
+    refs.push_back(cpu_reference(*hosts.back(), rng));
+  }
+
+  BatchAttention ba(config_of(base, cuda_device()));
+  DeviceStep dev(*hosts[0]);
+  const DeviceWorkspace ws(ba.workspace_size());
+  const CudaStream stream;
+  // An eager run first (and a check of it), then the capture.
+  plan_step(ba, *hosts[0], PlanMode::kUploadArrays, ws.ws, stream);
+  const Outputs eager = run_once(ba, dev, *hosts[0], ws.ws, stream);
+  const Verdict v0 = judge(*hosts[0], eager, refs[0]);
+  expect_good(v0, "eager run of the captured step");
+  // Whether the captured plan had merge records or not, later plans with and without them must
+  // replay (run() may not bake the merge launch in or out by the captured plan's shape).
+  print_line(*hosts[0], ba.planned(), v0, refs[0], " (eager, then captured)");
+  dev.poison_outputs();
+  GraphExec graph;
+  graph.capture(stream, [&] { ba.run(dev.args(*hosts[0], ws.ws), stream.api()); });
+  graph.launch(stream);
+  const Outputs replay0 = dev.download(*hosts[0]);
+  expect_good(judge(*hosts[0], replay0, refs[0]), "first replay");
+  EXPECT_TRUE(bitwise_equal(eager, replay0)) << "the replay differs from the eager run";
+
+  for (size_t i = 1; i < steps.size(); ++i) {
+    SCOPED_TRACE(describe(steps[i]));
+    dev.upload(*hosts[i]);
+    plan_step(ba, *hosts[i], i % 2 ? PlanMode::kUploadArrays : PlanMode::kUploadTensors, ws.ws,
+              stream);
+    dev.poison_outputs();
+    graph.launch(stream);
+    const Outputs got = dev.download(*hosts[i]);
+    const Verdict v = judge(*hosts[i], got, refs[i]);
+    expect_good(v, steps[i].name);
+    print_line(*hosts[i], ba.planned(), v, refs[i], " (graph replay)");
+  }
+}
+
+// ---------------------------------------------------------------------------- rejected calls
+// A rejected call raises hopattn::Error before any launch: out and lse keep their poison.
+void expect_untouched(DeviceStep& dev, const HostStep& h, const std::string& what) {
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const Outputs o = dev.download(h);
+  const auto* out = static_cast<const uint8_t*>(o.out.view().data());
+  const auto* lse = static_cast<const uint8_t*>(o.lse.view().data());
+  const size_t out_bytes = static_cast<size_t>(o.out.numel()) * dtype_size(o.out.dtype());
+  size_t written = 0;
+  for (size_t i = 0; i < out_bytes; ++i) written += out[i] != 0xff;
+  for (size_t i = 0; i < static_cast<size_t>(o.lse.numel()) * 4; ++i) written += lse[i] != 0xff;
+  EXPECT_EQ(written, 0u) << what << ": a rejected call wrote " << written << " output bytes";
+}
+
+template <class Fn>
+void expect_error(Fn&& fn, const std::string& what, std::vector<ErrorKind> kinds) {
+  try {
+    fn();
+    ADD_FAILURE() << what << ": no hopattn::Error";
+  } catch (const Error& e) {
+    bool ok = kinds.empty();
+    for (ErrorKind k : kinds) ok = ok || e.kind() == k;
+    EXPECT_TRUE(ok) << what << ": unexpected error kind " << static_cast<int>(e.kind()) << ": "
+                    << e.what();
+    std::printf("[ batch ] %s: %s\n", what.c_str(), e.what());
+  }
+}
+
+class BatchKernelErrors : public BatchKernel {
+ protected:
+  StepSpec small_step() const {
+    StepSpec s;
+    s.name = "rejected";
+    s.q_lens = {1, 40, 3};
+    s.kv_lens = {100, 40, 500};
+    return s;
+  }
+};
+
+// 8-bit caches have no CUDA batch kernel yet: e4m3 (the validator's CUDA 8-bit format) is a valid
+// request without a code path (kNotImplemented); e5m2 and int8 are rejected too.
+TEST_F(BatchKernelErrors, EightBitCachesThrowAndWriteNothing) {
+  std::mt19937_64 rng(test_seed());
+  for (DType kv : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    StepSpec s = small_step();
+    s.cache_dtype = kv;
+    s.name = std::string("kv_") + dtype_name(kv);
+    const auto h = make_host_step(s, geometry_of(s), rng);
+    BatchAttention ba(config_of(s, cuda_device()));
+    DeviceStep dev(*h);
+    const DeviceWorkspace ws(ba.workspace_size());
+    const CudaStream stream;
+    plan_step(ba, *h, PlanMode::kUploadArrays, ws.ws, stream);
+    stream.sync("plan upload");
+    dev.poison_outputs();
+    std::vector<ErrorKind> kinds{ErrorKind::kNotImplemented};
+    if (kv != DType::kFP8E4M3) kinds.push_back(ErrorKind::kType);
+    expect_error([&] { ba.run(dev.args(*h, ws.ws), stream.api()); }, s.name + " run", kinds);
+    expect_untouched(dev, *h, s.name);
+  }
+}
+
+// A workspace below workspace_size() (or none) is refused by run() and by the uploading plan().
+TEST_F(BatchKernelErrors, SmallWorkspaceThrowsAndWritesNothing) {
+  std::mt19937_64 rng(test_seed());
+  const StepSpec s = small_step();
+  const auto h = make_host_step(s, geometry_of(s), rng);
+  BatchAttention ba(config_of(s, cuda_device()));
+  DeviceStep dev(*h);
+  const DeviceWorkspace ws(ba.workspace_size());
+  const CudaStream stream;
+  ASSERT_GT(ws.ws.bytes, 0u);
+  const Workspace small{ws.ws.data, ws.ws.bytes - 1};
+  const Workspace none{nullptr, ws.ws.bytes};
+
+  dev.poison_outputs();
+  expect_error([&] { ba.run(dev.args(*h, ws.ws), stream.api()); }, "run before any plan()",
+               {ErrorKind::kValue});
+  ba.plan(h->cu.data(), h->kv.data(), h->batch());
+  expect_error([&] { ba.run(dev.args(*h, small), stream.api()); }, "run, small workspace",
+               {ErrorKind::kValue});
+  expect_error([&] { ba.run(dev.args(*h, none), stream.api()); }, "run, null workspace",
+               {ErrorKind::kValue});
+  expect_untouched(dev, *h, "run with a small or null workspace");
+  // batch.hpp names the kind kInvalidArgument, which ErrorKind does not have: any kind is taken.
+  expect_error([&] { ba.plan(h->cu.data(), h->kv.data(), h->batch(), small, stream.api()); },
+               "plan(workspace, stream), small workspace", {});
+  stream.sync("after the rejected plan");
+
+  // The object still serves the step afterwards.
+  const Reference ref = cpu_reference(*h, rng);
+  plan_step(ba, *h, PlanMode::kUploadArrays, ws.ws, stream);
+  expect_good(judge(*h, run_once(ba, dev, *h, ws.ws, stream), ref), "after the rejected calls");
+}
+
+// run() refuses to upload a plain plan() while its stream is being captured; the stream and the
+// object work afterwards.
+TEST_F(BatchKernelErrors, RunRefusesToUploadWhileCapturing) {
+  std::mt19937_64 rng(test_seed());
+  const StepSpec s = small_step();
+  const auto h = make_host_step(s, geometry_of(s), rng);
+  BatchAttention ba(config_of(s, cuda_device()));
+  DeviceStep dev(*h);
+  const DeviceWorkspace ws(ba.workspace_size());
+  const CudaStream stream;
+  dev.poison_outputs();
+  ba.plan(h->cu.data(), h->kv.data(), h->batch());
+  check_cuda(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal),
+             "cudaStreamBeginCapture");
+  bool threw = false;
+  try {
+    ba.run(dev.args(*h, ws.ws), stream.api());
+  } catch (const Error& e) {
+    threw = true;
+    std::printf("[ batch ] run while capturing: %s\n", e.what());
+  }
+  cudaGraph_t g = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream.get(), &g);
+  if (g != nullptr) cudaGraphDestroy(g);
+  cudaGetLastError();
+  EXPECT_TRUE(threw) << "run() uploaded (or tried to) inside a capture";
+  EXPECT_EQ(end, cudaSuccess) << "the refused run() invalidated the capture: "
+                              << cudaGetErrorString(end);
+  expect_untouched(dev, *h, "refused run");
+
+  const Reference ref = cpu_reference(*h, rng);
+  plan_step(ba, *h, PlanMode::kUploadArrays, ws.ws, stream);
+  expect_good(judge(*h, run_once(ba, dev, *h, ws.ws, stream), ref), "after the refused run");
+}
+
+// The uploading plan() is for CUDA configurations only (no device needed to check this).
+TEST(BatchKernelHost, UploadingPlanRejectsCpuConfiguration) {
+  StepSpec s;
+  s.q_lens = {1};
+  s.kv_lens = {10};
+  BatchAttention ba(config_of(s, Device{}));
+  std::vector<unsigned char> bytes(1 << 20);
+  const int32_t cu[] = {0, 1}, kv[] = {10};
+  EXPECT_THROW(ba.plan(cu, kv, 1, Workspace{bytes.data(), bytes.size()}, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace hopattn::testing::batch_check

@@ -46,6 +46,17 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
     r.check = flags.check;
     r.flush_l2 = !flags.warm_l2;
     r.seed = flags.seed.value_or(kDefaultSeed);
+    if (family == Family::kBatch) {
+      // BatchAttention and the alternatives of the same step, each a row of its own; the report
+      // prints their times relative to the first.
+      std::vector<BatchImpl> chosen = flags.batch_impls;
+      if (chosen.empty()) chosen.assign(std::begin(kAllBatchImpls), std::end(kAllBatchImpls));
+      for (BatchImpl b : chosen) {
+        r.shape.batch_impl = b;
+        requests.push_back(r);
+      }
+      continue;
+    }
     requests.push_back(r);
     // The bwd kernel's deterministic mode (ordered dQ accumulation) next to the normal one: its
     // cost is a target of its own (>= 0.85x the normal speed, docs/perf/bwd.md).

@@ -1,10 +1,13 @@
 #include "cli_args.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include "step.hpp"
 
 namespace hopattn::cli {
 namespace {
@@ -68,6 +71,31 @@ std::pair<int, std::optional<int>> parse_int_pair(std::string_view flag, std::st
     throw UsageError(std::string(flag) + ": expected " + std::string(form) +
                      ", each an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
                      ", got " + quoted(text));
+  }
+}
+
+// --batch-impl: "all" or a comma-separated list of batch | separate | varlen.
+std::vector<BatchImpl> parse_batch_impls(std::string_view text) {
+  std::vector<BatchImpl> out;
+  if (text == "all") return {std::begin(kAllBatchImpls), std::end(kAllBatchImpls)};
+  size_t begin = 0;
+  while (true) {
+    const size_t end = text.find(',', begin);
+    const std::string_view item =
+        text.substr(begin, end == std::string_view::npos ? end : end - begin);
+    bool found = false;
+    for (BatchImpl i : kAllBatchImpls) {
+      if (item == batch_impl_name(i)) {
+        if (std::find(out.begin(), out.end(), i) == out.end()) out.push_back(i);
+        found = true;
+      }
+    }
+    if (!found) {
+      throw UsageError("--batch-impl: expected all or a list of batch, separate, varlen, got " +
+                       quoted(text));
+    }
+    if (end == std::string_view::npos) return out;
+    begin = end + 1;
   }
 }
 
@@ -231,6 +259,16 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     }
     return;
   }
+  if (name == "--step") {
+    const std::string_view v = cur.value(name, inline_value);
+    parse_step(v);  // a bad composition fails here, naming the term
+    f.step = std::string(v);
+    return;
+  }
+  if (name == "--batch-impl") {
+    f.batch_impls = parse_batch_impls(cur.value(name, inline_value));
+    return;
+  }
   if (name == "--impl") {
     f.impl = parse_impl(cur.value(name, inline_value));
     return;
@@ -257,6 +295,20 @@ const char* family_name(Family f) {
       return "mla";
     case Family::kMerge:
       return "merge";
+    case Family::kBatch:
+      return "batch";
+  }
+  return "?";
+}
+
+const char* batch_impl_name(BatchImpl i) {
+  switch (i) {
+    case BatchImpl::kBatch:
+      return "batch";
+    case BatchImpl::kSeparate:
+      return "separate";
+    case BatchImpl::kVarlen:
+      return "varlen";
   }
   return "?";
 }
@@ -295,7 +347,7 @@ Command parse_command(int argc, const char* const* argv) {
   cur.take();
   cmd.kind = Command::Kind::kBench;
   if (cur.done()) {
-    throw UsageError("bench: expected a family: fwd, bwd, decode, mla or merge");
+    throw UsageError("bench: expected a family: fwd, bwd, decode, mla, merge or batch");
   }
   const std::string_view family = cur.take();
   if (family == "-h" || family == "--help") {
@@ -304,7 +356,7 @@ Command parse_command(int argc, const char* const* argv) {
   }
   const std::optional<Family> f = parse_family(family);
   if (!f) {
-    throw UsageError("bench: expected a family (fwd, bwd, decode, mla or merge), got " +
+    throw UsageError("bench: expected a family (fwd, bwd, decode, mla, merge or batch), got " +
                      quoted(family));
   }
   cmd.family = *f;
@@ -317,82 +369,6 @@ Command parse_command(int argc, const char* const* argv) {
     parse_flag(arg, cur, cmd.flags, /*tour=*/false);
   }
   return cmd;
-}
-
-std::string main_help() {
-  return R"(hopattn: attention kernels for NVIDIA Hopper (sm_90a), with a CPU reference.
-
-Usage:
-  hopattn [--csv] [--seed N] [--warm-l2]
-                                tour: run every family (fwd, bwd, decode, mla, merge) on
-                                default model shapes, check each result, print a table
-  hopattn bench FAMILY [flags]  benchmark one family (see hopattn bench --help)
-  hopattn --help                this text
-
-The tour on a GPU runs each family's kernel on model shapes (Llama-3-8B: 32 q heads, 8 KV heads,
-head dim 128; DeepSeek-V3 MLA: 128 heads, latent 512 + rope 64) and the naive fp32 GPU reference
-for fwd and decode, and checks them against the CPU reference on a subset of rows and heads.
-Without a GPU it runs the CPU reference on short sequences and checks each family against an
-independent result (GQA == MHA with repeated KV, paged == contiguous, a merge of two halves ==
-the whole).
-
-Columns: time is the median over the timed iterations (GPU: CUDA events, L2 flushed before each
-unless --warm-l2); rate is TFLOP/s for fwd, bwd and MLA prefill, TB/s of the minimum traffic
-(inputs read once, outputs written once) for decode, MLA decode and merge; max err is the largest
-absolute error of the output against the check. Exit code: 0 all rows passed (or have no GPU
-kernel yet), 1 a check failed, 2 bad command line.
-
---warm-l2 skips the L2 flush before each timed GPU call (a diagnostic: the difference to a
-flushed run is the cost of cold code and data).
-)";
-}
-
-std::string bench_help() {
-  return R"(Usage: hopattn bench FAMILY [flags]
-
-FAMILY: fwd | bwd | decode | mla | merge
-
-Shape (defaults: the tour's shapes; the model shape on a GPU, a short one on the CPU):
-  --batch N           requests (merge: token rows are batch * q-len)
-  --q-len N           query tokens per request (decode: 1..16)
-  --kv-len N          keys per request (includes the q-len new tokens for decode)
-  --heads HQ[:HKV]    query heads and KV heads (HKV omitted = HQ); mla and merge take HQ only
-  --head-dim D        64, 128 or 256 (fwd, bwd, decode, merge); mla is fixed at 512 + 64
-  --head-dim DQK:DV   fwd, bwd: q/k and v/out head dims apart; the GPU kernels take 192:128
-                      (DeepSeek prefill), the CPU reference any pair
-  --page-size N       paged KV cache, 1..256 (decode, mla: default 16 / 64; fwd: off)
-  --dtype T           q/out dtype: bf16 | fp16
-  --kv-dtype T        KV cache: decode bf16 | fp16 | fp8_e4m3 | fp8_e5m2 | int8; mla q's or fp8_e4m3
-Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
-  --causal | --no-causal   bottom-right aligned causal mask (default: off for fwd/bwd, on for
-                           decode and mla)
-  --window L,R        sliding window, keys left/right of the diagonal (-1 = unbounded)
-  --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
-  --splits N          decode, mla GPU kernels: key splits per problem (0 = the library's choice)
-  --pack-gqa M        fwd GPU kernel: on | off | auto (default) whether the q heads of one KV
-                      head share a tile (GQA packing; auto packs short q-len)
-Launch variants of the GPU kernels (to time against the default; the library never picks them):
-  --windowed-maps M   fwd: on (default) | off: off loads varlen tails through the plain tensor
-                      maps and paged KV through the cp.async gather for every page size
-  --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
-                      group (KV head, request) everywhere instead of in L2-sized sections
-Run:
-  --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
-                      a second row times deterministic mode)
-  --iters N           timed iterations (default 20 for GPU kernels, 3 for the references);
-                      the median is shown
-  --warmup N          untimed iterations first (default 3 for GPU kernels, 1 for references)
-  --seed N            seed of the random inputs (default: fixed)
-  --no-check          skip the correctness check
-  --warm-l2           no L2 flush before each timed GPU call (a diagnostic)
-  --csv               print the table as CSV
-
-Examples:
-  hopattn bench fwd --batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --causal
-  hopattn bench fwd --batch 8 --q-len 16 --kv-len 8192 --heads 32:8 --causal --pack-gqa off
-  hopattn bench bwd --batch 2 --q-len 4096 --kv-len 4096 --heads 128 --head-dim 192:128 --causal
-  hopattn bench decode --batch 64 --kv-len 8192 --heads 32:8 --kv-dtype fp8_e4m3 --page-size 16
-)";
 }
 
 }  // namespace hopattn::cli

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hopattn/dtype.hpp"
 #include "hopattn/options.hpp"
@@ -14,10 +15,19 @@
 
 namespace hopattn::cli {
 
-enum class Family { kFwd, kBwd, kDecode, kMla, kMerge };
-inline constexpr Family kAllFamilies[] = {Family::kFwd, Family::kBwd, Family::kDecode, Family::kMla,
-                                          Family::kMerge};
+enum class Family { kFwd, kBwd, kDecode, kMla, kMerge, kBatch };
+inline constexpr Family kAllFamilies[] = {Family::kFwd, Family::kBwd,   Family::kDecode,
+                                          Family::kMla, Family::kMerge, Family::kBatch};
 const char* family_name(Family f);
+
+// How `bench batch` computes its step: BatchAttention (one plan, one launch), the fwd family
+// over the prefill chunks plus the decode family over the decodes (separate launches), or one
+// paged varlen fwd launch over every request.
+enum class BatchImpl { kBatch, kSeparate, kVarlen };
+inline constexpr BatchImpl kAllBatchImpls[] = {BatchImpl::kBatch, BatchImpl::kSeparate,
+                                               BatchImpl::kVarlen};
+// "batch", "separate", "varlen" (the --batch-impl names).
+const char* batch_impl_name(BatchImpl i);
 
 // Who computes: the library's GPU kernel, the naive fp32 GPU reference (fwd and decode only),
 // or the CPU reference. kAuto: the kernel (and the naive reference) on a GPU, else the CPU.
@@ -42,6 +52,8 @@ struct BenchFlags {
   std::optional<bool> windowed_maps;        // fwd: --windowed-maps on | off
   std::optional<int> splits;                // decode, mla: --splits N (0 = the library's choice)
   std::optional<plan::BwdOrder> bwd_order;  // bwd: --bwd-order sections | heads
+  std::optional<std::string> step;          // batch: --step (validated by the parser)
+  std::vector<BatchImpl> batch_impls;       // batch: --batch-impl (empty: all three)
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

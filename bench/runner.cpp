@@ -1,6 +1,7 @@
 #include "runner.hpp"
 
 #include <chrono>
+#include <cstdio>
 
 #include "device.hpp"
 #include "hopattn/error.hpp"
@@ -21,6 +22,8 @@ std::unique_ptr<Workload> make_workload(const Shape& s, Impl impl, uint64_t seed
       return make_mla_workload(s, seed);
     case Family::kMerge:
       return make_merge_workload(s, seed, impl == Impl::kCpu);
+    case Family::kBatch:
+      return make_batch_workload(s, seed);
   }
   return nullptr;
 }
@@ -33,6 +36,21 @@ std::string not_implemented_status(const Error& e) {
   return "not supported on GPU: " + what;
 }
 
+// 1.234e12 -> "1.234 T" + unit (G, M, k below).
+std::string si(double v, const char* unit) {
+  const char* prefix = v >= 1e12 ? "T" : v >= 1e9 ? "G" : v >= 1e6 ? "M" : v >= 1e3 ? "k" : "";
+  const double scale = v >= 1e12 ? 1e-12 : v >= 1e9 ? 1e-9 : v >= 1e6 ? 1e-6 : v >= 1e3 ? 1e-3 : 1;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.4g %s%s", v * scale, prefix, unit);
+  return buf;
+}
+
+// A mixed serving step is both compute and traffic: both rates, whichever the rate column shows.
+std::string both_rates(const Shape& s, double seconds) {
+  return "step of " + si(flops(s), "FLOP") + " and at least " + si(bytes(s), "B") + ": " +
+         si(flops(s) / seconds, "FLOP/s") + ", " + si(bytes(s) / seconds, "B/s");
+}
+
 }  // namespace
 
 bool has_naive(Family f) { return f == Family::kFwd || f == Family::kDecode; }
@@ -43,6 +61,11 @@ Row run_row(const RunRequest& req) {
   Row row;
   row.family = family_name(s.family);
   row.impl = impl_name(req.impl);
+  if (s.family == Family::kBatch) {
+    if (s.batch_impl != BatchImpl::kBatch)
+      row.impl += std::string(" ") + batch_impl_name(s.batch_impl);
+    row.ratio_group = row.impl.substr(0, row.impl.find(' ')) + " " + s.describe();
+  }
   row.shape = s.describe();
   row.device = gpu ? gpu_info().name : "CPU";
   if (req.impl == Impl::kNaive && !has_naive(s.family)) {
@@ -95,6 +118,11 @@ Row run_row(const RunRequest& req) {
       row.rate = (compute ? flops(s) : bytes(s)) / seconds;
       row.rate_unit = compute ? "FLOP/s" : "B/s";
     }
+    row.detail = w->detail();
+    if (s.family == Family::kBatch && seconds > 0) {
+      row.detail += (row.detail.empty() ? "" : "; ") + both_rates(s, seconds);
+    }
+    if (!row.detail.empty()) row.detail = row.family + " " + row.impl + ": " + row.detail;
   } catch (const std::exception& e) {
     row.status = std::string("ERROR: ") + e.what();
     row.failed = true;

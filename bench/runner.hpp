@@ -34,6 +34,8 @@ class Workload {
   // What check_cpu / check_gpu compare against, for the notes under the table.
   virtual std::string cpu_check_note() const = 0;
   virtual std::string gpu_check_note() const = 0;
+  // After the runs: anything worth a line under the table (batch: plan() time), or "".
+  virtual std::string detail() const { return ""; }
 };
 
 std::unique_ptr<Workload> make_fwd_workload(const Shape& s, uint64_t seed);
@@ -43,6 +45,8 @@ std::unique_ptr<Workload> make_mla_workload(const Shape& s, uint64_t seed);
 // On the CPU the merged states come from a forward over two halves of the keys (checked against
 // the forward over all of them); on the GPU they are random.
 std::unique_ptr<Workload> make_merge_workload(const Shape& s, uint64_t seed, bool cpu);
+// s.batch_impl says which calls run() makes; all three fill the same out / lse.
+std::unique_ptr<Workload> make_batch_workload(const Shape& s, uint64_t seed);
 
 struct RunRequest {
   Shape shape;

@@ -21,6 +21,14 @@ std::string Shape::describe() const {
   std::ostringstream os;
   if (family == Family::kMerge) {
     os << "T=" << int64_t{batch} * q_len << " H=" << q_heads << " D=" << head_dim;
+  } else if (family == Family::kBatch) {
+    os << "step " << step.describe() << " H=" << q_heads << "/" << kv_heads << " D=" << head_dim
+       << " page=" << page_size;
+    if (causal) os << " causal";
+    if (window.left >= 0 || window.right >= 0) {
+      os << " win=" << window.left << "," << window.right;
+    }
+    if (softcap > 0) os << " cap=" << softcap;
   } else {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
     if (family != Family::kMla) os << "/" << kv_heads;
@@ -78,6 +86,11 @@ Shape model_shape(Family f) {
       s.kv_len = 0;
       s.q_heads = 32;
       break;
+    case Family::kBatch:  // Llama-3.1-8B serving step: 4 prefill chunks and 124 decodes
+      s.step = preset_step('a');
+      s.page_size = 16;
+      s.causal = true;
+      break;
   }
   return s;
 }
@@ -106,14 +119,23 @@ Shape cpu_shape(Family f) {
       s.q_len = 64;
       s.kv_len = 256;
       break;
+    case Family::kBatch:
+      s.step = small_step();
+      break;
   }
   return s;
 }
 
 Shape apply_flags(Shape s, const BenchFlags& f) {
   const Family fam = s.family;
-  const bool attention = fam == Family::kFwd || fam == Family::kBwd || fam == Family::kDecode;
-  reject(f.kv_len && fam == Family::kMerge, fam, "--kv-len");
+  const bool attention =
+      fam == Family::kFwd || fam == Family::kBwd || fam == Family::kDecode || fam == Family::kBatch;
+  const bool batch = fam == Family::kBatch;
+  reject(f.kv_len && (fam == Family::kMerge || batch), fam, "--kv-len");
+  reject(f.batch && batch, fam, "--batch");
+  reject(f.q_len && batch, fam, "--q-len");
+  reject(f.step.has_value() && !batch, fam, "--step");
+  reject(!f.batch_impls.empty() && !batch, fam, "--batch-impl");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
   if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
     throw UsageError(std::string("--head-dim: ") + family_name(fam) +
@@ -159,6 +181,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.windowed_maps) s.fwd_launch.windowed_maps = *f.windowed_maps;
   if (f.splits) s.num_splits = *f.splits;
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
+  if (f.step) s.step = parse_step(*f.step);
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }
@@ -170,17 +193,9 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
 }
 
 double visible_pairs(const Shape& s) {
-  const int64_t q_len = s.q_len, kv_len = s.family == Family::kMerge ? 0 : s.kv_len;
-  double pairs = 0;
-  for (int64_t i = 0; i < q_len; ++i) {
-    const int64_t diag = i + kv_len - q_len;
-    int64_t lo = 0, hi = kv_len;
-    if (s.causal) hi = std::min(hi, diag + 1);
-    if (s.window.left >= 0) lo = std::max(lo, diag - s.window.left);
-    if (s.window.right >= 0) hi = std::min(hi, diag + s.window.right + 1);
-    pairs += static_cast<double>(std::max<int64_t>(0, hi - lo));
-  }
-  return pairs * s.batch;
+  if (s.family == Family::kBatch) return step_visible_pairs(s.step, s.causal, s.window);
+  const int64_t kv_len = s.family == Family::kMerge ? 0 : s.kv_len;
+  return request_visible_pairs(s.q_len, kv_len, s.causal, s.window) * s.batch;
 }
 
 Metric metric(const Shape& s) {
@@ -190,6 +205,8 @@ Metric metric(const Shape& s) {
       return Metric::kFlops;
     case Family::kMla:
       return s.q_len > 16 ? Metric::kFlops : Metric::kBytes;
+    case Family::kBatch:
+      return s.step.prefills() > 0 ? Metric::kFlops : Metric::kBytes;
     default:
       return Metric::kBytes;
   }
@@ -200,7 +217,8 @@ double flops(const Shape& s) {
   const double dqk = s.head_dim, dv = s.dv();
   switch (s.family) {
     case Family::kFwd:
-    case Family::kDecode:  // q.k and p.v: 2 * (Dqk + Dv) per pair and head
+    case Family::kDecode:
+    case Family::kBatch:  // q.k and p.v: 2 * (Dqk + Dv) per pair and head
       return 2.0 * pairs * s.q_heads * (dqk + dv);
     case Family::kBwd:  // recomputed q.k (Dqk), dO.v (Dv), then dV (Dv), dQ and dK (Dqk each):
       // 2 * (3 Dqk + 2 Dv), the work done; = 2.5x the forward's when Dqk = Dv (the peer
@@ -236,6 +254,16 @@ double bytes(const Shape& s) {
              kv_rows * kMlaQkDim * kv_elt;
     case Family::kMerge:  // two states in, one out
       return 3 * q_rows * s.q_heads * (d * elt + 4);
+    case Family::kBatch: {  // q, out, lse; each request's cache once; page table and lengths
+      double pages = 0;
+      for (const StepRequest& r : s.step.requests) {
+        pages += double((r.kv_len() + s.page_size - 1) / s.page_size);
+      }
+      const double requests = double(s.step.requests.size());
+      return double(s.step.total_q()) * s.q_heads * ((d + dv) * elt + 4) +
+             double(s.step.total_kv()) * s.kv_heads * (d + dv) * kv_elt + 4 * pages +
+             4 * (2 * requests + 1);
+    }
   }
   return 0.0;
 }

@@ -11,6 +11,7 @@
 #include "hopattn/options.hpp"
 #include "kernels/bwd/launch.hpp"
 #include "kernels/fwd/launch.hpp"
+#include "step.hpp"
 
 namespace hopattn::cli {
 
@@ -35,6 +36,9 @@ struct Shape {
   // Launch variants of the GPU kernels (--windowed-maps, --bwd-order); defaults: the library's.
   kernels::fwd::LaunchOptions fwd_launch;
   kernels::bwd::LaunchOptions bwd_launch;
+  // batch: the step (its requests replace batch, q_len and kv_len) and who computes it.
+  Step step;
+  BatchImpl batch_impl = BatchImpl::kBatch;
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"; Dqk != Dv prints "D=192/128".
@@ -51,7 +55,8 @@ Shape apply_flags(Shape base, const BenchFlags& flags);
 double visible_pairs(const Shape& s);
 
 enum class Metric { kFlops, kBytes };
-// fwd, bwd and MLA prefill are compute-bound (FLOP/s); decode, MLA decode and merge move bytes.
+// fwd, bwd and MLA prefill are compute-bound (FLOP/s); decode, MLA decode and merge move bytes;
+// a batch step is FLOP/s unless it is decodes only.
 Metric metric(const Shape& s);
 // The operations (multiply and add = 2) of the attention math over the visible pairs.
 double flops(const Shape& s);

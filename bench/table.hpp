@@ -19,7 +19,11 @@ struct Row {
   std::optional<double> max_err;
   std::string status;  // "OK", "FAIL: ...", "no GPU kernel yet", ...
   bool failed = false;
-  std::string note;  // what the row was checked against (printed under the table)
+  std::string note;    // what the row was checked against (printed under the table)
+  std::string detail;  // more about the run (batch: plan() host time), printed under the table
+  // Rows of one non-empty group are printed as time ratios to the group's first row (batch: the
+  // alternatives to BatchAttention on the same step).
+  std::string ratio_group;
 };
 
 void print_table(std::ostream& os, const std::vector<Row>& rows, bool csv);

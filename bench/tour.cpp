@@ -45,14 +45,17 @@ int run_tour(const BenchFlags& flags, std::ostream& out) {
       out << "hopattn tour on " << gpu.name
           << ": each family's GPU kernel and, for fwd and decode, the naive fp32 GPU reference,\n"
              "on model shapes (Llama-3-8B: 32 q heads, 8 KV heads, head dim 128; DeepSeek-V3 "
-             "MLA: 128 heads, 512 + 64), checked against the CPU reference. Seed "
+             "MLA: 128 heads, 512 + 64; batch: a serving step of 4 prefill chunks and 124 decodes, "
+             "--step a), checked against the CPU reference. Seed "
           << seed << ".\n\n";
     } else {
       out << "*** No GPU: " << gpu.why_not << ". ***\n"
           << "hopattn tour on the CPU: the double-precision CPU reference of each family on short\n"
              "sequences with the model's head counts (Llama-3-8B: 32 q heads, 8 KV heads, head "
-             "dim 128;\nDeepSeek-V3 MLA: 128 heads, 512 + 64), each checked against an "
-             "independent computation\nof the same math. No GPU kernel ran. Seed "
+             "dim 128;\nDeepSeek-V3 MLA: 128 heads, 512 + 64; batch: a step of 2 short prefill "
+             "chunks and "
+             "8 decodes),\neach checked against an independent computation of the same math. No "
+             "GPU kernel ran. Seed "
           << seed << ".\n\n";
     }
   }

@@ -1,0 +1,106 @@
+// The help texts of the hopattn CLI (hopattn --help, hopattn bench --help).
+#include "cli_args.hpp"
+
+namespace hopattn::cli {
+
+std::string main_help() {
+  return R"(hopattn: attention kernels for NVIDIA Hopper (sm_90a), with a CPU reference.
+
+Usage:
+  hopattn [--csv] [--seed N] [--warm-l2]
+                                tour: run every family (fwd, bwd, decode, mla, merge, batch) on
+                                default model shapes, check each result, print a table
+  hopattn bench FAMILY [flags]  benchmark one family (see hopattn bench --help)
+  hopattn --help                this text
+
+The tour on a GPU runs each family's kernel on model shapes (Llama-3-8B: 32 q heads, 8 KV heads,
+head dim 128; DeepSeek-V3 MLA: 128 heads, latent 512 + rope 64) and the naive fp32 GPU reference
+for fwd and decode, and checks them against the CPU reference on a subset of rows and heads
+(batch: one serving step of prefill chunks and decodes, hopattn bench batch --step a).
+Without a GPU it runs the CPU reference on short sequences and checks each family against an
+independent result (GQA == MHA with repeated KV, paged == contiguous, a merge of two halves ==
+the whole, a batch step == the forward over each request's dense KV).
+
+Columns: time is the median over the timed iterations (GPU: CUDA events, L2 flushed before each
+unless --warm-l2); rate is TFLOP/s for fwd, bwd, MLA prefill and batch steps with prefill, TB/s
+of the minimum traffic (inputs read once, outputs written once) for decode, MLA decode, merge and
+decode-only batch steps (a batch row's details give both); max err is the largest
+absolute error of the output against the check. Exit code: 0 all rows passed (or have no GPU
+kernel yet), 1 a check failed, 2 bad command line.
+
+--warm-l2 skips the L2 flush before each timed GPU call (a diagnostic: the difference to a
+flushed run is the cost of cold code and data).
+)";
+}
+
+std::string bench_help() {
+  return R"(Usage: hopattn bench FAMILY [flags]
+
+FAMILY: fwd | bwd | decode | mla | merge | batch
+
+Shape (defaults: the tour's shapes; the model shape on a GPU, a short one on the CPU):
+  --batch N           requests (merge: token rows are batch * q-len)
+  --q-len N           query tokens per request (decode: 1..16)
+  --kv-len N          keys per request (includes the q-len new tokens for decode)
+  --heads HQ[:HKV]    query heads and KV heads (HKV omitted = HQ); mla and merge take HQ only
+  --head-dim D        64, 128 or 256 (fwd, bwd, decode, merge); mla is fixed at 512 + 64
+  --head-dim DQK:DV   fwd, bwd: q/k and v/out head dims apart; the GPU kernels take 192:128
+                      (DeepSeek prefill), the CPU reference any pair
+  --page-size N       paged KV cache, 1..256 (decode, mla, batch: default 16 / 64 / 16; fwd: off)
+  --dtype T           q/out dtype: bf16 | fp16
+  --kv-dtype T        KV cache: decode bf16 | fp16 | fp8_e4m3 | fp8_e5m2 | int8; mla q's or fp8_e4m3
+Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
+  --causal | --no-causal   bottom-right aligned causal mask (default: off for fwd/bwd, on for
+                           decode and mla)
+  --window L,R        sliding window, keys left/right of the diagonal (-1 = unbounded)
+  --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
+  --splits N          decode, mla GPU kernels: key splits per problem (0 = the library's choice)
+  --pack-gqa M        fwd GPU kernel: on | off | auto (default) whether the q heads of one KV
+                      head share a tile (GQA packing; auto packs short q-len)
+Launch variants of the GPU kernels (to time against the default; the library never picks them):
+  --windowed-maps M   fwd: on (default) | off: off loads varlen tails through the plain tensor
+                      maps and paged KV through the cp.async gather for every page size
+  --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
+                      group (KV head, request) everywhere instead of in L2-sized sections
+Serving step (batch; takes --heads, --head-dim D, --page-size, --dtype, --causal/--no-causal,
+--window, --softcap; not --batch, --q-len, --kv-len). Llama-3.1-8B attention by default: 32:8
+heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
+  --step S            a preset or a composition (default: a on a GPU; on the CPU a short
+                      step, "96@0,64@160,6x1@32..256,2x4@300"):
+                        a  4 prefill chunks of 2048 new tokens over 0, 0, 4096, 8192 cached
+                           + 124 decodes (q_len 1) over 4096 cached
+                        b  1 chunk of 8192 (0 cached) + 255 decodes over 2048..16384 cached
+                        c  128 decodes over 8192 cached        d  8 chunks of 2048 (0 cached)
+                      or terms joined by ',' or '+', each [Nx]NEW[@CACHED] (N requests of NEW
+                      tokens over CACHED, default 0) or [Nx]NEW@LO..HI (N cached lengths spread
+                      evenly over LO..HI). NEW <= 16 is a decode, longer a prefill chunk; the
+                      step runs its prefill chunks first, then its decodes by q_len.
+                      a = "2048@0,2048@0,2048@4096,2048@8192+124x1@4096"
+  --batch-impl L      all (default) or a list of: batch (hopattn::BatchAttention: plan on the
+                      host in prepare, timed run() only; the details give plan() time),
+                      separate (attention_fwd paged varlen over the prefill chunks + one decode
+                      call per decode q_len), varlen (one paged varlen attention_fwd over the
+                      whole step). One row each, on the same inputs; the lines under the table
+                      give each alternative's time over the first row's.
+Run:
+  --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
+                      a second row times deterministic mode)
+  --iters N           timed iterations (default 20 for GPU kernels, 3 for the references);
+                      the median is shown
+  --warmup N          untimed iterations first (default 3 for GPU kernels, 1 for references)
+  --seed N            seed of the random inputs (default: fixed)
+  --no-check          skip the correctness check
+  --warm-l2           no L2 flush before each timed GPU call (a diagnostic)
+  --csv               print the table as CSV
+
+Examples:
+  hopattn bench fwd --batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --causal
+  hopattn bench fwd --batch 8 --q-len 16 --kv-len 8192 --heads 32:8 --causal --pack-gqa off
+  hopattn bench bwd --batch 2 --q-len 4096 --kv-len 4096 --heads 128 --head-dim 192:128 --causal
+  hopattn bench decode --batch 64 --kv-len 8192 --heads 32:8 --kv-dtype fp8_e4m3 --page-size 16
+  hopattn bench batch --step a
+  hopattn bench batch --step "2x256@0,256@512+8x1@300..900" --batch-impl batch,varlen
+)";
+}
+
+}  // namespace hopattn::cli

@@ -70,8 +70,12 @@ class BatchWorkload final : public Workload {
     q_ = Tensor(s.dtype, {T, s.q_heads, D});
     out_ = Tensor(s.dtype, {T, s.q_heads, Dv});
     lse_ = Tensor(DType::kFP32, {T, s.q_heads});
-    k_ = Tensor(s.dtype, {pool, ps, s.kv_heads, D});
-    v_ = Tensor(s.dtype, {pool, ps, s.kv_heads, Dv});
+    // One spare page in front of each pool: the views below start one page into their
+    // allocations, as a pool carved from a larger cache does, which keeps the paged TMA path
+    // (ptx::allocated_before: a pool at the very start of its allocation takes the gather).
+    k_ = Tensor(s.dtype, {pool + 1, ps, s.kv_heads, D});
+    v_ = Tensor(s.dtype, {pool + 1, ps, s.kv_heads, Dv});
+    pool_ = pool;
     cu_q_ = int32_tensor(cu_);
     kv_lens_ = int32_tensor(kv_);
     table_ = int32_tensor(table, {B, max_pages});
@@ -149,8 +153,8 @@ class BatchWorkload final : public Workload {
       case BatchImpl::kBatch: {
         BatchArgs a;
         a.q = q_.view(side);
-        a.k_cache = k_.view(side);
-        a.v_cache = v_.view(side);
+        a.k_cache = pool_view(k_, side);
+        a.v_cache = pool_view(v_, side);
         a.cu_seqlens_q = cu_q_.view(side);
         a.kv_lens = kv_lens_.view(side);
         a.page_table = table_.view(side);
@@ -186,9 +190,9 @@ class BatchWorkload final : public Workload {
         const int64_t src = page_of(table_, b, t, s.page_size) * s.page_size + t % s.page_size;
         const int64_t dst = cu_k[b] + t;
         std::memcpy(static_cast<char*>(k.host_data()) + dst * k_row,
-                    static_cast<const char*>(k_.host_data()) + src * k_row, k_row);
+                    static_cast<const char*>(k_.host_data()) + (src + s.page_size) * k_row, k_row);
         std::memcpy(static_cast<char*>(v.host_data()) + dst * v_row,
-                    static_cast<const char*>(v_.host_data()) + src * v_row, v_row);
+                    static_cast<const char*>(v_.host_data()) + (src + s.page_size) * v_row, v_row);
       }
     }
     Tensor cu_k_t = int32_tensor(cu_k);
@@ -282,8 +286,8 @@ class BatchWorkload final : public Workload {
   FwdArgs fwd_args(int b1, Side side) const {
     FwdArgs a;
     a.q = narrow(q_.view(side), 0, 0, cu_[b1]);
-    a.k = k_.view(side);
-    a.v = v_.view(side);
+    a.k = pool_view(k_, side);
+    a.v = pool_view(v_, side);
     a.out = narrow(out_.view(side), 0, 0, cu_[b1]);
     a.lse = narrow(lse_.view(side), 0, 0, cu_[b1]);
     a.cu_seqlens_q = narrow(cu_q_.view(side), 0, 0, b1 + 1);
@@ -309,8 +313,8 @@ class BatchWorkload final : public Workload {
     };
     DecodeArgs a;
     a.q = dense(q_.view(side));
-    a.k_cache = k_.view(side);
-    a.v_cache = v_.view(side);
+    a.k_cache = pool_view(k_, side);
+    a.v_cache = pool_view(v_, side);
     a.pages.block_table = narrow(table_.view(side), 0, g.begin, n);
     a.pages.kv_lens = narrow(kv_lens_.view(side), 0, g.begin, n);
     a.out = dense(out_.view(side));
@@ -346,8 +350,8 @@ class BatchWorkload final : public Workload {
     Tensor out(s_.dtype, {1, R, nh, s_.dv()}), lse(DType::kFP32, {1, R, nh});
     FwdArgs a;
     a.q = rows(q_.host());
-    a.k = narrow(k_.host(), 2, g0, ng);
-    a.v = narrow(v_.host(), 2, g0, ng);
+    a.k = narrow(pool_view(k_, Side::kHost), 2, g0, ng);
+    a.v = narrow(pool_view(v_, Side::kHost), 2, g0, ng);
     a.pages.block_table = narrow(table_.host(), 0, b, 1);
     a.pages.kv_lens = narrow(kv_lens_.host(), 0, b, 1);
     a.out = out.host();
@@ -359,7 +363,11 @@ class BatchWorkload final : public Workload {
 
   Shape s_;
   bool device_ = false;
+  // Pages 1 .. pool_ of a pool tensor, as the page table numbers them 0 .. pool_ - 1.
+  TensorView pool_view(const Tensor& t, Side side) const { return narrow(t.view(side), 0, 1, pool_); }
+
   std::vector<int32_t> cu_, kv_;
+  int64_t pool_ = 0;
   int prefills_ = 0;
   std::vector<DecodeGroup> groups_;
   Tensor q_, k_, v_, out_, lse_, cu_q_, kv_lens_, table_;

@@ -99,24 +99,32 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kGuardBytes = 4096;
 
 // ---------------------------------------------------------------------------- buffers
-// Host bytes and a device copy with a poisoned guard region after the end.
+// Host bytes and a device copy with a poisoned guard region after the end, and `front` bytes of
+// the allocation before the tensor (paged pools: 1 MB by default, as a pool carved from a larger
+// cache has, which the paged TMA path needs; 0 puts the pool at the start of its allocation,
+// where the kernel takes the gather: ptx::allocated_before).
 struct Mirrored {
   HostTensor host;
+  size_t front = 0;
   DeviceBuffer<uint8_t> dev;
 
-  Mirrored(DType dtype, std::vector<int64_t> shape)
+  Mirrored(DType dtype, std::vector<int64_t> shape, size_t front_bytes = 0)
       : host(dtype, std::move(shape)),
-        dev(static_cast<size_t>(host.numel()) * dtype_size(host.dtype()) + kGuardBytes) {}
+        front(front_bytes),
+        dev(front_bytes + static_cast<size_t>(host.numel()) * dtype_size(host.dtype()) +
+            kGuardBytes) {}
+  uint8_t* device_data() const { return dev.get() + front; }
 
   size_t bytes() const { return static_cast<size_t>(host.numel()) * dtype_size(host.dtype()); }
   void upload() {
-    cuda_check(cudaMemcpy(dev.get(), host.data(), bytes(), cudaMemcpyHostToDevice), "upload");
+    cuda_check(cudaMemcpy(device_data(), host.data(), bytes(), cudaMemcpyHostToDevice), "upload");
   }
   void poison() { dev.fill_bytes(0xFF); }
   // Device bytes back into `host`; false when the guard after the end was written.
   bool download() {
     std::vector<uint8_t> all(bytes() + kGuardBytes);
-    cuda_check(cudaMemcpy(all.data(), dev.get(), all.size(), cudaMemcpyDeviceToHost), "download");
+    cuda_check(cudaMemcpy(all.data(), device_data(), all.size(), cudaMemcpyDeviceToHost),
+               "download");
     std::memcpy(host.data(), all.data(), bytes());
     return std::all_of(all.begin() + bytes(), all.end(), [](uint8_t b) { return b == 0xFF; });
   }
@@ -129,7 +137,7 @@ struct Mirrored {
                   const std::vector<int64_t>& strides) const {
     const int esize = dtype_size(host.dtype());
     uint8_t* base =
-        device ? dev.get() : static_cast<uint8_t*>(const_cast<HostTensor&>(host).data());
+        device ? device_data() : static_cast<uint8_t*>(const_cast<HostTensor&>(host).data());
     return TensorView(base + offset * esize, host.dtype(), static_cast<int>(shape.size()),
                       shape.data(), strides.data(),
                       device ? Device{DeviceType::kCUDA, 0} : Device{});
@@ -196,8 +204,9 @@ struct Tensors {
                                         : std::vector<int64_t>{plan.num_pages, c.hkv, ps, dim};
     };
     q_storage = std::make_unique<Mirrored>(c.dtype, std::vector<int64_t>{total_q, c.hq, D});
-    k_storage = std::make_unique<Mirrored>(c.dtype, pool_shape(D));
-    v_storage = std::make_unique<Mirrored>(c.dtype, pool_shape(DV));
+    const size_t front = c.pool_at_allocation_start ? 0 : size_t{1} << 20;
+    k_storage = std::make_unique<Mirrored>(c.dtype, pool_shape(D), front);
+    v_storage = std::make_unique<Mirrored>(c.dtype, pool_shape(DV), front);
     q_storage->host.fill_uniform(rng, -c.qk_range, c.qk_range);
     k_storage->host.fill_bytes(0xff);
     v_storage->host.fill_bytes(0xff);

@@ -38,6 +38,10 @@ struct FwdCase {
   int page_size = 0;
   KVLayout layout = KVLayout::kNHD;
   bool csr = false;
+  // Paged: the pools start their device allocations (the kernel then gathers: the paged TMA
+  // maps' bases lie before the pool, ptx::allocated_before); else 1 MB of the allocation
+  // precedes them.
+  bool pool_at_allocation_start = false;
 
   int batch() const { return static_cast<int>(q_lens.size()); }
   int d_v() const { return dv > 0 ? dv : d; }

@@ -54,6 +54,33 @@ TEST(FwdKVLoadPath, WindowedMapsAccepted) {
   EXPECT_EQ(kv_load_path(hd256), "paged TMA, boxes of 16 slots");
 }
 
+// A pool at the very start of its allocation: the windowed maps' base would lie before it, which
+// faults on an H200 once a box holds rows past a request's end; the gather serves such pools.
+TEST(FwdKVLoadPath, PoolAtAllocationStartTakesTheGather) {
+  SKIP_WITHOUT_HOPPER();
+  for (int page_size : {16, 64, 256}) {
+    FwdCase c = paged_case(page_size, KVLayout::kNHD, false, 2, 1, true);
+    c.pool_at_allocation_start = true;
+    EXPECT_EQ(kv_load_path(c), "paged gather") << "page size " << page_size;
+  }
+}
+
+// The case that faulted before pools at an allocation's start were routed to the gather: large
+// pools, requests whose last KV block is partial (kv_len 8193: one key in the last block),
+// decode-like q_len 1 with GQA packing; both placements of the pools, both layouts.
+TEST(FwdPaged, LargePoolsWithPartialLastBlocks) {
+  SKIP_WITHOUT_HOPPER();
+  for (bool at_start : {true, false}) {
+    for (int page_size : {16, 128}) {
+      FwdCase c = varlen_case(DType::kBF16, {1, 1, 1}, {8193, 8193, 4097}, 2, 4, true);
+      c.page_size = page_size;
+      c.layout = page_size == 16 ? KVLayout::kNHD : KVLayout::kHND;
+      c.pool_at_allocation_start = at_start;
+      check_case(c, test_seed());
+    }
+  }
+}
+
 // The launch variant the benchmark can time against the default (hopattn bench fwd
 // --windowed-maps off): plain maps for varlen, the gather for every page size.
 TEST(FwdKVLoadPath, WindowedMapsTurnedOff) {

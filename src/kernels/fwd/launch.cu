@@ -336,7 +336,14 @@ void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& lau
   const KVLayout layout = args.pages.layout;
   const PoolView k = pool_view(args.k, layout);
   const int box = std::gcd(static_cast<int>(k.page_size), block_n);
-  if (box % 8 == 0 && k.pages > 0 && launch.windowed_maps) {
+  // The windowed maps' bases lie `box` slots before each pool (paged_spec); see
+  // ptx::allocated_before for why that memory must be mapped.
+  const auto base_mapped = [&](const TensorView& t) {
+    const size_t before = static_cast<size_t>(box) * pool_view(t, layout).stride_slot * 2;
+    return ptx::allocated_before(t.data(), before);
+  };
+  if (box % 8 == 0 && k.pages > 0 && launch.windowed_maps && base_mapped(args.k) &&
+      base_mapped(args.v)) {
     try {
       p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
       p.tm_v = ptx::encode_tensor_map(paged_spec(args.v, layout, static_cast<uint32_t>(box)));

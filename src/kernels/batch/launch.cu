@@ -20,12 +20,12 @@ namespace hopattn::kernels::fwd {
 #define HOPATTN_BATCH_EXTERN(Traits)                                                     \
   extern template cudaError_t launch_kernel<Traits, batch::WorkListScheduler>(const FwdParams&, \
                                                                               int, cudaStream_t);
-HOPATTN_BATCH_EXTERN(batch::BatchBf16Hd64)
-HOPATTN_BATCH_EXTERN(batch::BatchFp16Hd64)
-HOPATTN_BATCH_EXTERN(batch::BatchBf16Hd128)
-HOPATTN_BATCH_EXTERN(batch::BatchFp16Hd128)
-HOPATTN_BATCH_EXTERN(batch::BatchBf16Hd256)
-HOPATTN_BATCH_EXTERN(batch::BatchFp16Hd256)
+HOPATTN_BATCH_EXTERN(FwdBf16Hd64)
+HOPATTN_BATCH_EXTERN(FwdFp16Hd64)
+HOPATTN_BATCH_EXTERN(FwdBf16Hd128)
+HOPATTN_BATCH_EXTERN(FwdFp16Hd128)
+HOPATTN_BATCH_EXTERN(FwdBf16Hd256)
+HOPATTN_BATCH_EXTERN(FwdFp16Hd256)
 #undef HOPATTN_BATCH_EXTERN
 
 }  // namespace hopattn::kernels::fwd
@@ -153,11 +153,11 @@ void run(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& st
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (c.head_dim) {
     case 64:
-      return run_dtype<BatchBf16Hd64, BatchFp16Hd64>(a, c, step, device, s);
+      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(a, c, step, device, s);
     case 128:
-      return run_dtype<BatchBf16Hd128, BatchFp16Hd128>(a, c, step, device, s);
+      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(a, c, step, device, s);
     default:
-      return run_dtype<BatchBf16Hd256, BatchFp16Hd256>(a, c, step, device, s);
+      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(a, c, step, device, s);
   }
 }
 

@@ -3,9 +3,9 @@
 
 namespace hopattn::kernels::fwd {
 
-template cudaError_t launch_kernel<batch::BatchBf16Hd128, batch::WorkListScheduler>(const FwdParams&, int,
+template cudaError_t launch_kernel<FwdBf16Hd128, batch::WorkListScheduler>(const FwdParams&, int,
                                                                          cudaStream_t);
-template cudaError_t launch_kernel<batch::BatchFp16Hd128, batch::WorkListScheduler>(const FwdParams&, int,
+template cudaError_t launch_kernel<FwdFp16Hd128, batch::WorkListScheduler>(const FwdParams&, int,
                                                                          cudaStream_t);
 
 }  // namespace hopattn::kernels::fwd

@@ -14,6 +14,9 @@ namespace hopattn::kernels {
 // cudaSuccess. `where` names the public entry point ("hopattn.decode").
 inline void throw_if_cuda_error(cudaError_t status, const char* where, const char* what) {
   if (status != cudaSuccess) {
+    // Clear the runtime's last error (a sticky one stays regardless): a failure reported here as
+    // an exception must not surface again in the caller's next CUDA call (a framework's).
+    (void)cudaGetLastError();
     throw Error(ErrorKind::kRuntime,
                 detail::concat(where, ": ", what, " failed: ", cudaGetErrorName(status), ": ",
                                cudaGetErrorString(status)));

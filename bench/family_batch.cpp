@@ -364,7 +364,9 @@ class BatchWorkload final : public Workload {
   Shape s_;
   bool device_ = false;
   // Pages 1 .. pool_ of a pool tensor, as the page table numbers them 0 .. pool_ - 1.
-  TensorView pool_view(const Tensor& t, Side side) const { return narrow(t.view(side), 0, 1, pool_); }
+  TensorView pool_view(const Tensor& t, Side side) const {
+    return narrow(t.view(side), 0, 1, pool_);
+  }
 
   std::vector<int32_t> cu_, kv_;
   int64_t pool_ = 0;

@@ -21,7 +21,8 @@ namespace hopattn {
 namespace {
 
 // `entry`: the entry point ("decode"); `family`: how the message names its family.
-[[noreturn, maybe_unused]] void no_gpu_kernel(const char* entry, const char* family = "this family") {
+[[noreturn, maybe_unused]] void no_gpu_kernel(const char* entry,
+                                              const char* family = "this family") {
   throw Error(ErrorKind::kNotImplemented,
               detail::concat("hopattn.", entry, ": expected CPU tensors (no GPU kernel for ",
                              family, " yet), got CUDA tensors"));

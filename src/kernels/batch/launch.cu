@@ -17,7 +17,7 @@
 
 namespace hopattn::kernels::fwd {
 
-#define HOPATTN_BATCH_EXTERN(Traits)                                                     \
+#define HOPATTN_BATCH_EXTERN(Traits)                                                            \
   extern template cudaError_t launch_kernel<Traits, batch::WorkListScheduler>(const FwdParams&, \
                                                                               int, cudaStream_t);
 HOPATTN_BATCH_EXTERN(FwdBf16Hd64)
@@ -145,8 +145,7 @@ void check_supported(const BatchArgs& a, const BatchAttentionConfig& c) {
   fwd::check_supported(f, fwd_options(c));
 }
 
-void run(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& step,
-         Stream stream) {
+void run(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& step, Stream stream) {
   if (step.total_q == 0) return;  // no q token: nothing to write
   const int device = a.q.device().index;
   DeviceGuard guard(device, kWhere);

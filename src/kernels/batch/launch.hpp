@@ -17,8 +17,8 @@ struct StepLaunch {
   const void* plan = nullptr;  // the plan's device copy (workspace plan region)
   float* partial_o = nullptr;  // fp32 [max_partial_rows][Dv]
   float* partial_lse = nullptr;
-  int num_ctas = 0;       // the grid the plan was made for
-  int max_q_len = 0;      // the step's longest request, in q tokens and in keys
+  int num_ctas = 0;   // the grid the plan was made for
+  int max_q_len = 0;  // the step's longest request, in q tokens and in keys
   int max_kv_len = 0;
   int total_q = 0;
   bool has_merges = false;  // the plan split some rows (the merge pass runs regardless while a

@@ -4,8 +4,8 @@
 namespace hopattn::kernels::fwd {
 
 template cudaError_t launch_kernel<FwdBf16Hd256, batch::WorkListScheduler>(const FwdParams&, int,
-                                                                         cudaStream_t);
+                                                                           cudaStream_t);
 template cudaError_t launch_kernel<FwdFp16Hd256, batch::WorkListScheduler>(const FwdParams&, int,
-                                                                         cudaStream_t);
+                                                                           cudaStream_t);
 
 }  // namespace hopattn::kernels::fwd

@@ -48,7 +48,8 @@ __device__ __forceinline__ void store4(Elt* dst, float a, float b, float c, floa
 }
 
 template <class Elt>
-__global__ void __launch_bounds__(kMergeThreads) merge_kernel(const __grid_constant__ MergeParams p) {
+__global__ void __launch_bounds__(kMergeThreads)
+    merge_kernel(const __grid_constant__ MergeParams p) {
   const auto& header = *reinterpret_cast<const plan::BatchPlanHeader*>(p.plan);
   const auto* merges =
       reinterpret_cast<const plan::BatchMergeRecord*>(p.plan + header.merges_offset);

@@ -31,7 +31,8 @@ PlanStaging::PlanStaging(size_t bytes, int device) : device_(device) {
 PlanStaging::~PlanStaging() {
   for (int i = 0; i < 2; ++i) {
     if (events_[i] != nullptr) {
-      (void)cudaEventSynchronize(static_cast<cudaEvent_t>(events_[i]));  // no copy reads freed memory
+      (void)cudaEventSynchronize(
+          static_cast<cudaEvent_t>(events_[i]));  // no copy reads freed memory
       (void)cudaEventDestroy(static_cast<cudaEvent_t>(events_[i]));
       events_[i] = nullptr;
     }

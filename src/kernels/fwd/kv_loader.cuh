@@ -29,8 +29,8 @@
 #include <cstdint>
 
 #include "kernels/fwd/mask.cuh"
-#include "kernels/fwd/work_tile.cuh"
 #include "kernels/fwd/traits.cuh"
+#include "kernels/fwd/work_tile.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/shared_memory.cuh"
 #include "ptx/tma.cuh"

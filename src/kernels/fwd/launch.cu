@@ -408,9 +408,8 @@ FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
   const auto pack = static_cast<uint32_t>(p.pack.pack);
   p.tm_q = ptx::encode_tensor_map(
       tma_spec(args.q, varlen, static_cast<uint32_t>(p.pack.positions), pack));
-  p.tm_o = ptx::encode_tensor_map(
-      tma_spec(args.out, varlen, p.pack.o_by_tma ? kRowsPerConsumer / pack : 1,
-               p.pack.o_by_tma ? pack : 1));
+  p.tm_o = ptx::encode_tensor_map(tma_spec(
+      args.out, varlen, p.pack.o_by_tma ? kRowsPerConsumer / pack : 1, p.pack.o_by_tma ? pack : 1));
   if (is_paged(args)) {
     set_paged_source(args, block_n, launch, p);
   } else {

@@ -18,11 +18,10 @@
 #include <cstdint>
 
 #include "kernels/fwd/mask.cuh"
-#include "kernels/fwd/work_tile.cuh"
 #include "kernels/fwd/traits.cuh"
+#include "kernels/fwd/work_tile.cuh"
 
 namespace hopattn::kernels::fwd {
-
 
 class LptTileScheduler {
  public:

@@ -245,7 +245,7 @@ struct SchedulerParams {
 struct BatchWorkParams {
   const int32_t* cta_offsets = nullptr;  // [grid + 1]: CTA c runs items [c], [c + 1] - 1
   const plan::BatchWorkItem* items = nullptr;
-  float* partial_o = nullptr;  // fp32 [rows][Dv]
+  float* partial_o = nullptr;    // fp32 [rows][Dv]
   float* partial_lse = nullptr;  // fp32 [rows]
 };
 

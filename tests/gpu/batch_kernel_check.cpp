@@ -333,10 +333,10 @@ Reference cpu_reference(const HostStep& h, std::mt19937_64& rng) {
   return ref;
 }
 
-void DeviceCopy::put(const HostTensor& h) {
+void DeviceCopy::put(const HostTensor& h, size_t front) {
   if (!h.view().defined()) return;
   if (!t) {
-    t = std::make_unique<DeviceTensor>(h);
+    t = std::make_unique<DeviceTensor>(h, front);
     view = t->mirror(h.view());
   } else {
     t->upload(h);  // same geometry: same byte count
@@ -345,8 +345,9 @@ void DeviceCopy::put(const HostTensor& h) {
 
 void DeviceStep::upload(const HostStep& h) {
   q_.put(h.q);
-  k_.put(h.k);
-  v_.put(h.v);
+  const size_t front = h.spec.pool_at_allocation_start ? 0 : size_t{1} << 20;
+  k_.put(h.k, front);
+  v_.put(h.v, front);
   out_.put(h.out);
   lse_.put(h.lse);
   cu_.put(h.cu_t);

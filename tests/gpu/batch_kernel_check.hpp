@@ -46,6 +46,9 @@ struct StepSpec {
   int request_stride = 1;  // the reference checks every request_stride-th request
   int max_batch = 0, max_tokens = 0;  // the BatchAttention's limits; 0 = the step's own
   int pad_rows = 3;                   // q / out / lse rows past the step's tokens
+  // The K/V pools at the start of their device allocations (the kernel then gathers them);
+  // else 1 MB of the allocation precedes them and the paged TMA path runs.
+  bool pool_at_allocation_start = false;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }
@@ -93,7 +96,7 @@ Reference cpu_reference(const HostStep& h, std::mt19937_64& rng);
 struct DeviceCopy {
   std::unique_ptr<DeviceTensor> t;
   TensorView view;
-  void put(const HostTensor& h);
+  void put(const HostTensor& h, size_t front = 0);
 };
 
 struct Outputs {

@@ -56,14 +56,17 @@ class DeviceAllocation {
   size_t bytes_ = 0;
 };
 
-// The bytes of one HostTensor on the current CUDA device.
+// The bytes of one HostTensor on the current CUDA device, `front` bytes into their allocation
+// (paged pools: 0 puts the pool at the allocation's start, where the fwd kernel's paged loads
+// take the gather instead of TMA; see ptx::allocated_before).
 class DeviceTensor {
  public:
   DeviceTensor() = default;
-  explicit DeviceTensor(const HostTensor& host)
+  explicit DeviceTensor(const HostTensor& host, size_t front = 0)
       : host_base_(static_cast<const char*>(host.view().data())),
         bytes_(static_cast<size_t>(host.numel()) * dtype_size(host.dtype())),
-        buffer_(bytes_) {
+        front_(front),
+        buffer_(front + bytes_) {
     upload(host);
   }
 
@@ -79,24 +82,27 @@ class DeviceTensor {
     }
     int device = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    return TensorView(static_cast<char*>(buffer_.data()) + offset, host_view.dtype(),
-                      host_view.rank(), shape, strides, Device{DeviceType::kCUDA, device});
+    return TensorView(data() + offset, host_view.dtype(), host_view.rank(), shape, strides,
+                      Device{DeviceType::kCUDA, device});
   }
 
   void upload(const HostTensor& host) {
-    check_cuda(cudaMemcpy(buffer_.data(), host.view().data(), bytes_, cudaMemcpyHostToDevice),
+    check_cuda(cudaMemcpy(data(), host.view().data(), bytes_, cudaMemcpyHostToDevice),
                "cudaMemcpy(host to device)");
   }
   void download(HostTensor& host) const {
-    check_cuda(cudaMemcpy(host.data(), buffer_.data(), bytes_, cudaMemcpyDeviceToHost),
+    check_cuda(cudaMemcpy(host.data(), data(), bytes_, cudaMemcpyDeviceToHost),
                "cudaMemcpy(device to host)");
   }
   // Every byte 0xff: NaN in bf16/fp16/fp32, so an element the kernel never wrote fails.
-  void poison() { check_cuda(cudaMemset(buffer_.data(), 0xff, bytes_), "cudaMemset"); }
+  void poison() { check_cuda(cudaMemset(data(), 0xff, bytes_), "cudaMemset"); }
 
  private:
+  char* data() const { return static_cast<char*>(buffer_.data()) + front_; }
+
   const char* host_base_ = nullptr;
   size_t bytes_ = 0;
+  size_t front_ = 0;
   DeviceAllocation buffer_;
 };
 

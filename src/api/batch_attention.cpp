@@ -2,6 +2,7 @@
 // from them, and plan(). run() is dispatched with the other families (dispatch.cpp).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -51,11 +52,6 @@ BatchAttention::Impl::Impl(const BatchAttentionConfig& c)
   const uintptr_t p = reinterpret_cast<uintptr_t>(own_plan.data());
   own_plan_aligned =
       own_plan.data() + (plan::kBatchPlanAlign - p % plan::kBatchPlanAlign) % plan::kBatchPlanAlign;
-#ifdef HOPATTN_WITH_CUDA
-  if (c.device.is_cuda()) {
-    staging.reset(new kernels::batch::PlanStaging(layout.plan_bytes, c.device.index));
-  }
-#endif
   if (!c.device.is_cuda()) {
     const plan::BatchPlanCapacity& cap = planner.capacity();
     partial_o.reset(new float[cap.partial_o_bytes / sizeof(float)]);
@@ -91,19 +87,44 @@ void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   summary.plan_bytes = info.used_bytes;
 }
 
-void BatchAttention::Impl::plan_pinned(int batch, const Workspace* workspace, Stream stream) {
+// Made on first use, so that making a CUDA BatchAttention (and every pure host call on it:
+// sizes, plain plan()) touches no device.
+void BatchAttention::Impl::ensure_staging() {
 #ifdef HOPATTN_WITH_CUDA
-  const size_t bytes = planner.capacity().plan_bytes;
-  plan_staged(batch, staging->next(), bytes);
-  staging->commit();
-  if (workspace != nullptr) {
-    const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(limits);
-    staging->upload(static_cast<unsigned char*>(workspace->data) + layout.plan_offset,
-                    summary.plan_bytes, stream);
-    uploaded_to = workspace->data;
+  if (staging == nullptr) {
+    const size_t bytes = planner.capacity().plan_bytes;
+    staging.reset(new kernels::batch::PlanStaging(bytes, config.device.index));
   }
+#endif
+}
+
+void BatchAttention::Impl::plan_pinned(int batch, const Workspace& workspace, Stream stream) {
+#ifdef HOPATTN_WITH_CUDA
+  ensure_staging();
+  plan_staged(batch, staging->next(), planner.capacity().plan_bytes);
+  staging->commit();
+  upload(workspace, stream);
 #else
   (void)batch, (void)workspace, (void)stream;
+#endif
+}
+
+void BatchAttention::Impl::upload(const Workspace& workspace, Stream stream) {
+#ifdef HOPATTN_WITH_CUDA
+  ensure_staging();
+  if (plan != staging->current()) {
+    // A plain plan() left the plan in pageable memory: stage it (what the copy reads must stay
+    // put until the copy has run, which the staging's events track).
+    std::memcpy(staging->next(), plan, summary.plan_bytes);
+    staging->commit();
+    plan = static_cast<const unsigned char*>(staging->current());
+  }
+  const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(limits);
+  staging->upload(static_cast<unsigned char*>(workspace.data) + layout.plan_offset,
+                  summary.plan_bytes, stream);
+  uploaded_to = workspace.data;
+#else
+  (void)workspace, (void)stream;
 #endif
 }
 
@@ -140,25 +161,20 @@ const BatchAttentionConfig& BatchAttention::config() const { return impl_->confi
 const BatchPlanSummary& BatchAttention::planned() const { return impl_->summary; }
 
 void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch) {
-  if (impl_->has_staging()) {
-    plan_lengths(cu_seqlens_q, kv_lens, batch, nullptr);
-    impl_->plan_pinned(batch, nullptr, nullptr);
-    return;
-  }
   plan(cu_seqlens_q, kv_lens, batch, impl_->own_plan_aligned, plan_buffer_size());
 }
 
 void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
                           Workspace workspace, Stream stream) {
   plan_lengths(cu_seqlens_q, kv_lens, batch, &workspace);
-  impl_->plan_pinned(batch, &workspace, stream);
+  impl_->plan_pinned(batch, workspace, stream);
 }
 
 void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens,
                           Workspace workspace, Stream stream) {
   check_upload_target(&workspace);
   const int batch = stage_lengths(cu_seqlens_q, kv_lens);
-  impl_->plan_pinned(batch, &workspace, stream);
+  impl_->plan_pinned(batch, workspace, stream);
 }
 
 void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
@@ -170,11 +186,6 @@ void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, i
 }
 
 void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens) {
-  if (impl_->has_staging()) {
-    const int batch = stage_lengths(cu_seqlens_q, kv_lens);
-    impl_->plan_pinned(batch, nullptr, nullptr);
-    return;
-  }
   plan(cu_seqlens_q, kv_lens, impl_->own_plan_aligned, plan_buffer_size());
 }
 
@@ -214,10 +225,10 @@ void BatchAttention::check_upload_target(const Workspace* workspace) const {
                                "(it is the device copy of a CUDA plan; this BatchAttention is for ",
                                s.config.device, "), got one"));
   }
-  if (!s.has_staging()) {
-    throw Error(ErrorKind::kNotImplemented,
-                "hopattn.BatchAttention.plan: this build of hopattn has no CUDA kernels");
-  }
+#ifndef HOPATTN_WITH_CUDA
+  throw Error(ErrorKind::kNotImplemented,
+              "hopattn.BatchAttention.plan: this build of hopattn has no CUDA kernels");
+#endif
   if (workspace->data == nullptr || workspace->bytes < s.workspace_bytes) {
     throw Error(ErrorKind::kValue,
                 detail::concat("hopattn.BatchAttention.plan: workspace: expected at least ",

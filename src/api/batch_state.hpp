@@ -27,11 +27,13 @@ struct BatchAttention::Impl {
 
   // Plans the step held in `staged` into `buffer`; on success it becomes the current step.
   void plan_staged(int batch, void* buffer, size_t bytes);
-  // The same into the pinned staging (CUDA configurations of CUDA builds), then, given a
-  // workspace, its upload there on `stream`.
-  void plan_pinned(int batch, const Workspace* workspace, Stream stream);
-  // The buffer plain plan() calls write: the pinned staging where there is one, else own_plan.
-  bool has_staging() const { return staging != nullptr; }
+  // The same into the pinned staging (CUDA builds), then its upload into `workspace` on
+  // `stream`.
+  void plan_pinned(int batch, const Workspace& workspace, Stream stream);
+  // Copies the current plan into `workspace` on `stream` (through the staging when a plain
+  // plan() left it in pageable memory); run() calls it when the workspace does not hold it yet.
+  void upload(const Workspace& workspace, Stream stream);
+  void ensure_staging();
   validate::BatchPlanned planned_step() const;
 
   BatchAttentionConfig config;
@@ -49,7 +51,8 @@ struct BatchAttention::Impl {
   const unsigned char* plan = nullptr;  // where the current plan lives (own or the caller's)
 
   // CUDA: where the current plan was uploaded (the workspace's base), or null when it is not in
-  // device memory yet (run() then uploads it to its workspace first).
+  // device memory yet (run() then uploads it to its workspace first). The pinned staging is made
+  // by the first upload, so that a CUDA object's pure host calls touch no device.
   struct StagingDeleter {
     void operator()(kernels::batch::PlanStaging* staging) const;  // defined in CUDA builds only
   };

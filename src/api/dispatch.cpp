@@ -162,15 +162,13 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     auto* ws = static_cast<unsigned char*>(args.workspace.data);
     if (s.uploaded_to != args.workspace.data) {
       // The plan is still on the host (a plan() without a workspace, or another workspace).
-      if (kernels::batch::stream_is_capturing(stream) || !s.has_staging() ||
-          s.plan != s.staging->current()) {
+      if (kernels::batch::stream_is_capturing(stream)) {
         throw Error(ErrorKind::kValue,
                     "hopattn.BatchAttention.run: workspace: expected the workspace the plan was "
-                    "uploaded to (call plan(..., workspace, stream) before capturing a CUDA graph, "
-                    "and plan() without a caller's plan buffer for CUDA runs), got another one");
+                    "uploaded to while a CUDA graph is captured (call plan(..., workspace, stream) "
+                    "before capturing), got one that does not hold the plan");
       }
-      s.staging->upload(ws + layout.plan_offset, s.summary.plan_bytes, stream);
-      s.uploaded_to = args.workspace.data;
+      s.upload(args.workspace, stream);
     }
     kernels::batch::StepLaunch step;
     step.plan = ws + layout.plan_offset;

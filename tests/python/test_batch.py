@@ -278,23 +278,9 @@ def test_batch_device_default():
     index = hopattn.batch._current_cuda_device()
     expected = "cpu" if index < 0 else f"cuda:{index}"
     assert hopattn.BatchAttention(4, 2, 64, 16).device == expected
-    if hopattn.built_with_cuda() and _cuda_device_count() < 2:
-        # A CUDA object owns pinned plan staging (and a workspace) on its device from the start:
-        # a device that does not exist is an error, and it leaves no CUDA error behind.
-        with pytest.raises(RuntimeError, match="invalid device ordinal"):
-            hopattn.BatchAttention(4, 2, 64, 16, device="cuda:1")
-        if _cuda_device_count() > 0:
-            hopattn.BatchAttention(4, 2, 64, 16, device="cuda:0")  # still works
-    else:
-        assert hopattn.BatchAttention(4, 2, 64, 16, device="cuda:1").device == "cuda:1"
-
-
-def _cuda_device_count():
-    try:
-        import torch
-    except ImportError:
-        return 1 if hopattn.batch._current_cuda_device() >= 0 else 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    # Making a CUDA object touches no device (pinned plan staging is made by the first
+    # uploading plan()), so any index names a device here.
+    assert hopattn.BatchAttention(4, 2, 64, 16, device="cuda:1").device == "cuda:1"
 
 
 def test_batch_cpu_tensors_for_a_cuda_object(rng):

@@ -14,6 +14,7 @@
 #include "kernels/bwd/postprocess.cuh"
 #include "kernels/bwd/preprocess.cuh"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/tma_views.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::bwd {
@@ -39,38 +40,8 @@ void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWher
 
 bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
 
-// [B, S, H, D] view of a query- or key-side tensor (varlen [total, H, D] as B = 1), as TMA sees
-// it. Strides of size-1 dims are never used for addressing (frameworks leave them arbitrary);
-// they are replaced by the span of the inner dims so that TMA's 16-byte rule holds.
-struct HeadMajorView {
-  int64_t b, s, h, d;
-  int64_t stride_b, stride_s, stride_h;
-};
-
-HeadMajorView head_major_view(const TensorView& t, bool varlen) {
-  HeadMajorView v =
-      varlen ? HeadMajorView{1, t.size(0), t.size(1), t.size(2), 0, t.stride(0), t.stride(1)}
-             : HeadMajorView{t.size(0),   t.size(1),   t.size(2),  t.size(3),
-                             t.stride(0), t.stride(1), t.stride(2)};
-  if (v.h == 1) v.stride_h = v.d;
-  if (v.s == 1) v.stride_s = v.h * v.stride_h;
-  if (v.b == 1) v.stride_b = v.s * v.stride_s;
-  return v;
-}
-
 ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows) {
-  const HeadMajorView v = head_major_view(t, varlen);
-  ptx::TensorMapSpec s;
-  s.base = t.data();
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 4;
-  s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
-            static_cast<uint64_t>(v.b)};
-  s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
-               static_cast<uint64_t>(std::max<int64_t>(v.stride_b, 8)) * 2};
-  s.box = {64, 1, box_rows, 1};
-  return s;
+  return head_major_tma_spec(t, varlen, box_rows);
 }
 
 // Element strides of o, dout, dq ([B, S, H, D] or [total, H, D]) and of lse ([B, S, H] or
@@ -83,10 +54,6 @@ RowTensor row_tensor(const TensorView& t, bool varlen) {
   r.row_stride = t.stride(first);
   r.head_stride = t.stride(first + 1);
   return r;
-}
-
-bool built_head_dims(int64_t dqk, int64_t dv) {
-  return (dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
 }
 
 // Everything the three stages share.

@@ -9,6 +9,7 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/tma_views.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/fwd/launch_kernel.cuh"
 #include "kernels/fwd/pack_gqa.hpp"
@@ -43,26 +44,6 @@ void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWher
 bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
 bool is_paged(const FwdArgs& a) { return a.pages.defined(); }
 
-// [B, S, H, D] view of q/k/v/o (varlen [total, H, D] as B = 1), as TMA sees it.
-struct HeadMajorView {
-  int64_t b, s, h, d;
-  int64_t stride_b, stride_s, stride_h, stride_d;
-};
-
-// Strides of size-1 dims are never used for addressing and frameworks leave them arbitrary;
-// TMA still wants multiples of 16 bytes, so they are replaced by the span of the inner dims.
-HeadMajorView head_major_view(const TensorView& t, bool varlen) {
-  HeadMajorView v = varlen ? HeadMajorView{1, t.size(0),   t.size(1),   t.size(2),
-                                           0, t.stride(0), t.stride(1), t.stride(2)}
-                           : HeadMajorView{t.size(0),   t.size(1),   t.size(2),   t.size(3),
-                                           t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
-  if (v.d == 1) v.stride_d = 1;
-  if (v.h == 1) v.stride_h = v.d;
-  if (v.s == 1) v.stride_s = v.h * v.stride_h;
-  if (v.b == 1) v.stride_b = v.s * v.stride_s;
-  return v;
-}
-
 void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
   const HeadMajorView v = head_major_view(t, varlen);
   const auto fail = [&](const std::string& what) {
@@ -75,22 +56,9 @@ void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
   if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
 }
 
-// Boxes of (64 columns, box_heads heads, box_rows rows): box_heads > 1 for GQA-packed Q and O
-// (a box of pack heads x positions lands as rows q_pos * pack + h).
 ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
                             uint32_t box_heads = 1) {
-  const HeadMajorView v = head_major_view(t, varlen);
-  ptx::TensorMapSpec s;
-  s.base = t.data();
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 4;
-  s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
-            static_cast<uint64_t>(v.b)};
-  s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
-               static_cast<uint64_t>(std::max<int64_t>(v.stride_b, 8)) * 2};
-  s.box = {64, box_heads, box_rows, 1};
-  return s;
+  return head_major_tma_spec(t, varlen, box_rows, box_heads);
 }
 
 // Address at `bytes` before `p`: the windowed maps' base, which TMA never reads (kv_loader.cuh).
@@ -367,10 +335,6 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchO
   if (p.sched.total_tiles == 0) return;
   const int grid = std::min(p.sched.total_tiles, sm_count(device, kWhere));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
-}
-
-bool built_head_dims(int64_t dqk, int64_t dv) {
-  return (dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
 }
 
 template <class Bf16Config, class Fp16Config>

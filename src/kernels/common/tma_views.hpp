@@ -1,0 +1,57 @@
+// Host side, shared by the kernel families' launchers: a q/k/v/o tensor as TMA sees it ([B, S, H,
+// D], varlen [total, H, D] as B = 1), its tiled tensor map, and the head dims the attention
+// kernels are built for. CUDA builds only (ptx/tensor_map.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "hopattn/tensor_view.hpp"
+#include "ptx/tensor_map.hpp"
+
+namespace hopattn::kernels {
+
+struct HeadMajorView {
+  int64_t b, s, h, d;
+  int64_t stride_b, stride_s, stride_h, stride_d;
+};
+
+// Strides of size-1 dims are never used for addressing and frameworks leave them arbitrary;
+// TMA still wants multiples of 16 bytes, so they are replaced by the span of the inner dims.
+inline HeadMajorView head_major_view(const TensorView& t, bool varlen) {
+  HeadMajorView v = varlen ? HeadMajorView{1, t.size(0),   t.size(1),   t.size(2),
+                                           0, t.stride(0), t.stride(1), t.stride(2)}
+                           : HeadMajorView{t.size(0),   t.size(1),   t.size(2),   t.size(3),
+                                           t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+  if (v.d == 1) v.stride_d = 1;
+  if (v.h == 1) v.stride_h = v.d;
+  if (v.s == 1) v.stride_s = v.h * v.stride_h;
+  if (v.b == 1) v.stride_b = v.s * v.stride_s;
+  return v;
+}
+
+// Boxes of (64 columns, box_heads heads, box_rows rows) of a 16-bit head-major tensor:
+// box_heads > 1 for GQA-packed Q and O (a box of pack heads x positions lands as rows
+// q_pos * pack + h).
+inline ptx::TensorMapSpec head_major_tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
+                                              uint32_t box_heads = 1) {
+  const HeadMajorView v = head_major_view(t, varlen);
+  ptx::TensorMapSpec s;
+  s.base = t.data();
+  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
+  s.element_bytes = 2;
+  s.rank = 4;
+  s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
+            static_cast<uint64_t>(v.b)};
+  s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
+               static_cast<uint64_t>(std::max<int64_t>(v.stride_b, 8)) * 2};
+  s.box = {64, box_heads, box_rows, 1};
+  return s;
+}
+
+// (Dqk, Dv) pairs the fwd and bwd kernels are instantiated for (their launch_hd*.cu files).
+inline bool built_head_dims(int64_t dqk, int64_t dv) {
+  return (dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
+}
+
+}  // namespace hopattn::kernels

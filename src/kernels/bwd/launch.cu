@@ -14,6 +14,7 @@
 #include "kernels/bwd/postprocess.cuh"
 #include "kernels/bwd/preprocess.cuh"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/math_constants.hpp"
 #include "kernels/common/tma_views.hpp"
 #include "ptx/tensor_map.hpp"
 
@@ -158,7 +159,6 @@ void run_main(const BwdArgs& args, const AttentionOptions& opts, const Problem& 
   p.group = pr.hq / pr.hkv;
   p.window_left = opts.window.left;
   p.window_right = opts.causal ? 0 : opts.window.right;
-  constexpr float kLog2e = 1.4426950408889634f;
   if (opts.softcap > 0.f) {
     p.softcap_scale = pr.scale / opts.softcap;
     p.scale_log2 = opts.softcap * kLog2e;

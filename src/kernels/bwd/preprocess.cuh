@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "kernels/bwd/traits.cuh"
+#include "kernels/common/math_constants.hpp"
 
 namespace hopattn::kernels::bwd {
 
@@ -45,7 +46,6 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 b) {
 template <class Elt>
 __global__ void __launch_bounds__(kPreprocessThreads)
     preprocess_kernel(const __grid_constant__ RowKernelParams p) {
-  constexpr float kLog2e = 1.4426950408889634f;
   __shared__ float sink_terms[128];
   const int m = static_cast<int>(blockIdx.x), head = static_cast<int>(blockIdx.y);
   const int b = static_cast<int>(blockIdx.z);

@@ -8,6 +8,7 @@
 
 #include "kernels/common/fast_divisor.hpp"
 #include "kernels/common/host_device.hpp"
+#include "kernels/common/math_constants.hpp"
 #include "kernels/decode/traits.hpp"
 
 namespace hopattn::kernels::decode {
@@ -90,9 +91,6 @@ struct Params {
   // The last CTA of each problem to finish (counted here) merges its splits.
   uint32_t* semaphores;
 };
-
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
 
 // ------------------------------------------------------------------------------ CTA setup
 

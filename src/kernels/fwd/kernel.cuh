@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/math_constants.hpp"
 #include "kernels/fwd/epilogue.cuh"
 #include "kernels/fwd/mainloop.cuh"
 #include "kernels/fwd/mask.cuh"
@@ -53,7 +54,6 @@ template <class Traits, class Scheduler>
 __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, int consumer) {
   using Mainloop = FwdMainloop<Traits>;
   using Epilogue = FwdEpilogue<Traits>;
-  constexpr float kLog2e = 1.4426950408889634f;
   // Consumer 0 takes the first GEMM turn.
   if (consumer == 1) ptx::named_barrier_arrive(kGemmTurn0, Traits::kConsumerThreads);
   typename Mainloop::ConsumerState st;

@@ -9,6 +9,7 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/math_constants.hpp"
 #include "kernels/common/tma_views.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/fwd/launch_kernel.cuh"
@@ -229,7 +230,6 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   p.mask.window_left = opts.window.left;
   p.mask.window_right = opts.causal ? 0 : opts.window.right;
 
-  constexpr float kLog2e = 1.4426950408889634f;
   const float scale = opts.scale ? *opts.scale : 1.0f / std::sqrt(static_cast<float>(q.d));
   if (opts.softcap > 0.f) {
     p.softmax.softcap_scale = scale / opts.softcap;

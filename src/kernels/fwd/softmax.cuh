@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "kernels/common/math_constants.hpp"
 #include "ptx/fast_math.cuh"
 
 namespace hopattn::kernels::fwd {
@@ -61,7 +62,6 @@ struct OnlineSoftmax {
   // out_scale 0 and lse -inf. `sink_log2[h]` = the row's sink * log2(e), or -inf without sinks
   // (per row: with GQA packing the two rows may belong to different q heads).
   __device__ void finalize(const float (&sink_log2)[2], float (&out_scale)[2], float (&lse)[2]) {
-    constexpr float kLn2 = 0.69314718055994530942f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float sum = quad_sum(row_sum[h]);

@@ -6,6 +6,7 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/math_constants.hpp"
 #include "kernels/merge/launch.hpp"
 #include "kernels/mla/launch.hpp"
 #include "kernels/mla/launch_kernel.cuh"
@@ -107,7 +108,7 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   p.causal = o.causal;
   // real K and V = stored * kv_scale: the factor folds into the logits' scale and the output's.
   const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(double(kQkDim));
-  p.scale_log2 = static_cast<float>(scale * double(a.kv_scale) * 1.4426950408889634);
+  p.scale_log2 = static_cast<float>(scale * double(a.kv_scale) * kLog2eDouble);
   p.v_scale = a.kv_scale;
   p.out = a.out.data();
   p.lse = a.lse.data_as<float>();

@@ -49,7 +49,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from peer_rows import publish, ratio, short
+from peer_rows import import_flashinfer, publish, ratio, short
 
 HQ, HKV, D, PAGE = 32, 8, 128, 16
 SCALE = D**-0.5
@@ -209,15 +209,9 @@ class Bench:
             from peer_torch import L2Flush
 
             self.flush = L2Flush()
-        self.fi, self.fi_error = None, ""
-        try:
-            import flashinfer
-
-            self.fi = flashinfer
+        self.fi, self.fi_error = import_flashinfer()
+        if self.fi is not None:
             self.fi_workspace = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
-        except Exception as err:  # no peer kit: hopattn rows only
-            self.fi_error = f"flashinfer does not import ({short(err)})"
-            print(f"note: {self.fi_error}; FlashInfer rows skipped", file=sys.stderr, flush=True)
 
     def version(self):
         return getattr(self.fi, "__version__", "?") if self.fi else "absent"

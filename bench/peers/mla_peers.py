@@ -54,7 +54,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from peer_rows import publish, ratio, short
+from peer_rows import import_flashinfer, publish, ratio, short
 
 CKV, KPE, PAGE = 512, 64, 64
 QK = CKV + KPE
@@ -406,15 +406,10 @@ class Bench:
         self.do_check = check
         self.checks = []  # printed lines
         self.verdicts = {}  # family -> {peer: skip note or ""}
-        self.fi, self.fi_error, self.wrappers, self.planned = None, "", {}, set()
-        try:
-            import flashinfer
-
-            self.fi = flashinfer
+        self.wrappers, self.planned = {}, set()
+        self.fi, self.fi_error = import_flashinfer()
+        if self.fi is not None:
             self.workspace = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-        except Exception as err:  # no peer kit: hopattn rows only
-            self.fi_error = f"flashinfer does not import ({short(err)})"
-            print(f"note: {self.fi_error}; FlashInfer rows skipped", file=sys.stderr, flush=True)
 
     def version(self):
         return getattr(self.fi, "__version__", "?") if self.fi else "absent"

@@ -5,6 +5,7 @@ without a GPU (bwd_peers.py --dry-run).
 """
 
 import os
+import sys
 from dataclasses import dataclass, field
 
 TOKENS = 16 * 1024  # batch * seqlen of the issue's sweep
@@ -102,6 +103,18 @@ def llama_rows():
 def short(err):
     text = f"{type(err).__name__}: {err}".splitlines()[0]
     return text if len(text) <= 90 else text[:87] + "..."
+
+
+def import_flashinfer():
+    """(flashinfer, "") when the peer kit imports, else (None, why), with a note on stderr that
+    the FlashInfer rows are skipped."""
+    try:
+        import flashinfer
+    except Exception as err:  # no peer kit: hopattn rows only
+        why = f"flashinfer does not import ({short(err)})"
+        print(f"note: {why}; FlashInfer rows skipped", file=sys.stderr, flush=True)
+        return None, why
+    return flashinfer, ""
 
 
 def rate_cells(row, impls, flops):

@@ -123,9 +123,8 @@ class BatchAttention {
 
  private:
   int stage_lengths(const TensorView& cu_seqlens_q, const TensorView& kv_lens);
-  void plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
-                    const Workspace* workspace);
-  void check_upload_target(const Workspace* workspace) const;
+  void plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch);
+  void check_upload_target(const Workspace& workspace) const;
 
   struct Impl;  // src/api/batch_state.hpp
   std::unique_ptr<Impl> impl_;

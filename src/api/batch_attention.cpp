@@ -41,7 +41,7 @@ plan::BatchPlanLimits limits_of(const BatchAttentionConfig& c) {
 
 BatchAttention::Impl::Impl(const BatchAttentionConfig& c)
     : config(c), limits(limits_of(c)), planner(limits) {
-  const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(limits);
+  layout = plan::batch_workspace_layout(limits);
   workspace_bytes = c.device.is_cuda() ? layout.total_bytes : 0;
   const size_t lengths = static_cast<size_t>(limits.max_batch);
   for (Lengths* l : {&current, &staged}) {
@@ -92,7 +92,7 @@ void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
 void BatchAttention::Impl::ensure_staging() {
 #ifdef HOPATTN_WITH_CUDA
   if (staging == nullptr) {
-    const size_t bytes = planner.capacity().plan_bytes;
+    const size_t bytes = layout.plan_bytes;
     staging.reset(new kernels::batch::PlanStaging(bytes, config.device.index));
   }
 #endif
@@ -101,7 +101,7 @@ void BatchAttention::Impl::ensure_staging() {
 void BatchAttention::Impl::plan_pinned(int batch, const Workspace& workspace, Stream stream) {
 #ifdef HOPATTN_WITH_CUDA
   ensure_staging();
-  plan_staged(batch, staging->next(), planner.capacity().plan_bytes);
+  plan_staged(batch, staging->next(), layout.plan_bytes);
   staging->commit();
   upload(workspace, stream);
 #else
@@ -119,7 +119,6 @@ void BatchAttention::Impl::upload(const Workspace& workspace, Stream stream) {
     staging->commit();
     plan = static_cast<const unsigned char*>(staging->current());
   }
-  const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(limits);
   staging->upload(static_cast<unsigned char*>(workspace.data) + layout.plan_offset,
                   summary.plan_bytes, stream);
   uploaded_to = workspace.data;
@@ -154,7 +153,7 @@ size_t BatchAttention::workspace_size(const BatchAttentionConfig& config) {
   return config.device.is_cuda() ? layout.total_bytes : 0;
 }
 
-size_t BatchAttention::plan_buffer_size() const { return impl_->planner.capacity().plan_bytes; }
+size_t BatchAttention::plan_buffer_size() const { return impl_->layout.plan_bytes; }
 size_t BatchAttention::workspace_size() const { return impl_->workspace_bytes; }
 
 const BatchAttentionConfig& BatchAttention::config() const { return impl_->config; }
@@ -166,13 +165,14 @@ void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, i
 
 void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
                           Workspace workspace, Stream stream) {
-  plan_lengths(cu_seqlens_q, kv_lens, batch, &workspace);
+  check_upload_target(workspace);
+  plan_lengths(cu_seqlens_q, kv_lens, batch);
   impl_->plan_pinned(batch, workspace, stream);
 }
 
 void BatchAttention::plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens,
                           Workspace workspace, Stream stream) {
-  check_upload_target(&workspace);
+  check_upload_target(workspace);
   const int batch = stage_lengths(cu_seqlens_q, kv_lens);
   impl_->plan_pinned(batch, workspace, stream);
 }
@@ -181,7 +181,7 @@ void BatchAttention::plan(const int32_t* cu_seqlens_q, const int32_t* kv_lens, i
                           void* plan_buffer, size_t plan_buffer_bytes) {
   // Copies at most max_batch lengths; a larger or negative batch, or missing arrays, reach the
   // planner, which names them.
-  plan_lengths(cu_seqlens_q, kv_lens, batch, nullptr);
+  plan_lengths(cu_seqlens_q, kv_lens, batch);
   impl_->plan_staged(batch, plan_buffer, plan_buffer_bytes);
 }
 
@@ -216,8 +216,7 @@ int BatchAttention::stage_lengths(const TensorView& cu_seqlens_q, const TensorVi
 
 // A plan() that uploads: a CUDA configuration of a CUDA build, and a workspace of
 // workspace_size() bytes.
-void BatchAttention::check_upload_target(const Workspace* workspace) const {
-  if (workspace == nullptr) return;
+void BatchAttention::check_upload_target(const Workspace& workspace) const {
   const Impl& s = *impl_;
   if (!s.config.device.is_cuda()) {
     throw Error(ErrorKind::kValue,
@@ -229,20 +228,18 @@ void BatchAttention::check_upload_target(const Workspace* workspace) const {
   throw Error(ErrorKind::kNotImplemented,
               "hopattn.BatchAttention.plan: this build of hopattn has no CUDA kernels");
 #endif
-  if (workspace->data == nullptr || workspace->bytes < s.workspace_bytes) {
+  if (workspace.data == nullptr || workspace.bytes < s.workspace_bytes) {
     throw Error(ErrorKind::kValue,
                 detail::concat("hopattn.BatchAttention.plan: workspace: expected at least ",
                                s.workspace_bytes, " bytes (workspace_size()), got ",
-                               workspace->data == nullptr ? size_t{0} : workspace->bytes,
-                               workspace->data == nullptr ? " (null)" : ""));
+                               workspace.data == nullptr ? size_t{0} : workspace.bytes,
+                               workspace.data == nullptr ? " (null)" : ""));
   }
 }
 
 // Copies the host lengths of a pointer plan() into the staging arrays (the planner names bad
 // arrays itself).
-void BatchAttention::plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch,
-                                  const Workspace* workspace) {
-  check_upload_target(workspace);
+void BatchAttention::plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv_lens, int batch) {
   Impl& s = *impl_;
   const bool fits = batch >= 0 && batch <= s.limits.max_batch;
   const bool readable = cu_seqlens_q != nullptr && (batch == 0 || kv_lens != nullptr);

@@ -10,6 +10,7 @@
 #include "api/validate.hpp"
 #include "hopattn/batch.hpp"
 #include "plan/batch_plan.hpp"
+#include "plan/batch_workspace.hpp"
 
 namespace hopattn {
 namespace kernels::batch {
@@ -39,7 +40,8 @@ struct BatchAttention::Impl {
   BatchAttentionConfig config;
   plan::BatchPlanLimits limits;
   plan::BatchPlanner planner;
-  size_t workspace_bytes = 0;  // run()'s workspace on CUDA (0 on CPU)
+  plan::BatchWorkspaceLayout layout;  // run()'s workspace regions, from the limits
+  size_t workspace_bytes = 0;         // run()'s workspace on CUDA (0 on CPU)
 
   Lengths current, staged;  // staged is filled by plan() and swapped in when the planner accepts
   int max_kv_len = 0;

@@ -6,13 +6,11 @@
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
 #include "kernels/batch/launch.hpp"
-#include "kernels/batch/plan_staging.hpp"
 #include "kernels/bwd/launch.hpp"
 #include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
 #include "kernels/merge/launch.hpp"
 #include "kernels/mla/launch.hpp"
-#include "plan/batch_workspace.hpp"
 #include "plan/decode_plan.hpp"
 #include "plan/mla_plan.hpp"
 #include "reference/reference.hpp"
@@ -158,7 +156,7 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
     kernels::batch::check_supported(args, s.config);
-    const plan::BatchWorkspaceLayout layout = plan::batch_workspace_layout(s.limits);
+    const plan::BatchWorkspaceLayout& layout = s.layout;
     auto* ws = static_cast<unsigned char*>(args.workspace.data);
     if (s.uploaded_to != args.workspace.data) {
       // The plan is still on the host (a plan() without a workspace, or another workspace).

@@ -23,12 +23,14 @@ PlanStaging::PlanStaging(size_t bytes, int device) : device_(device) {
       events_[i] = e;
     }
   } catch (...) {
-    this->~PlanStaging();
+    release();
     throw;
   }
 }
 
-PlanStaging::~PlanStaging() {
+PlanStaging::~PlanStaging() { release(); }
+
+void PlanStaging::release() {
   for (int i = 0; i < 2; ++i) {
     if (events_[i] != nullptr) {
       (void)cudaEventSynchronize(

@@ -30,6 +30,8 @@ class PlanStaging {
   void upload(void* device_dst, size_t bytes, Stream stream);
 
  private:
+  void release();  // waits for queued uploads, then frees what was made
+
   void* buffers_[2] = {nullptr, nullptr};
   void* events_[2] = {nullptr, nullptr};  // cudaEvent_t of each buffer's last upload
   bool pending_[2] = {false, false};

@@ -41,10 +41,6 @@ void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWher
 
 bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
 
-ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows) {
-  return head_major_tma_spec(t, varlen, box_rows);
-}
-
 // Element strides of o, dout, dq ([B, S, H, D] or [total, H, D]) and of lse ([B, S, H] or
 // [total, H]).
 RowTensor row_tensor(const TensorView& t, bool varlen) {

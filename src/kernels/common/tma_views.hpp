@@ -33,8 +33,8 @@ inline HeadMajorView head_major_view(const TensorView& t, bool varlen) {
 // Boxes of (64 columns, box_heads heads, box_rows rows) of a 16-bit head-major tensor:
 // box_heads > 1 for GQA-packed Q and O (a box of pack heads x positions lands as rows
 // q_pos * pack + h).
-inline ptx::TensorMapSpec head_major_tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
-                                              uint32_t box_heads = 1) {
+inline ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
+                                   uint32_t box_heads = 1) {
   const HeadMajorView v = head_major_view(t, varlen);
   ptx::TensorMapSpec s;
   s.base = t.data();

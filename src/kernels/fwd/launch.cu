@@ -57,11 +57,6 @@ void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
   if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
 }
 
-ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
-                            uint32_t box_heads = 1) {
-  return head_major_tma_spec(t, varlen, box_rows, box_heads);
-}
-
 // Address at `bytes` before `p`: the windowed maps' base, which TMA never reads (kv_loader.cuh).
 void* moved_back(void* p, int64_t bytes) {
   return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(bytes));

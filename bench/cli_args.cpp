@@ -240,12 +240,12 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.splits = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 0, 256));
     return;
   }
-  if (name == "--windowed-maps") {
+  if (name == "--paged-tma") {
     const std::string_view v = cur.value(name, inline_value);
     if (v != "on" && v != "off") {
-      throw UsageError("--windowed-maps: expected on | off, got " + quoted(v));
+      throw UsageError("--paged-tma: expected on | off, got " + quoted(v));
     }
-    f.windowed_maps = v == "on";
+    f.paged_tma = v == "on";
     return;
   }
   if (name == "--bwd-order") {

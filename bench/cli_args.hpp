@@ -49,7 +49,7 @@ struct BenchFlags {
   std::optional<float> softcap;
   std::optional<std::optional<bool>> pack_gqa;  // fwd: --pack-gqa on | off | auto (= unset)
   // Launch variants of the GPU kernels, timed against the default (kernels/*/launch.hpp).
-  std::optional<bool> windowed_maps;        // fwd: --windowed-maps on | off
+  std::optional<bool> paged_tma;            // fwd: --paged-tma on | off
   std::optional<int> splits;                // decode, mla: --splits N (0 = the library's choice)
   std::optional<plan::BwdOrder> bwd_order;  // bwd: --bwd-order sections | heads
   std::optional<std::string> step;          // batch: --step (validated by the parser)

@@ -71,8 +71,7 @@ class BatchWorkload final : public Workload {
     out_ = Tensor(s.dtype, {T, s.q_heads, Dv});
     lse_ = Tensor(DType::kFP32, {T, s.q_heads});
     // One spare page in front of each pool: the views below start one page into their
-    // allocations, as a pool carved from a larger cache does, which keeps the paged TMA path
-    // (ptx::allocated_before: a pool at the very start of its allocation takes the gather).
+    // allocations, as a pool carved from a larger cache does (either placement takes TMA).
     k_ = Tensor(s.dtype, {pool + 1, ps, s.kv_heads, D});
     v_ = Tensor(s.dtype, {pool + 1, ps, s.kv_heads, Dv});
     pool_ = pool;

@@ -58,8 +58,8 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --pack-gqa M        fwd GPU kernel: on | off | auto (default) whether the q heads of one KV
                       head share a tile (GQA packing; auto packs short q-len)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
-  --windowed-maps M   fwd: on (default) | off: off loads varlen tails through the plain tensor
-                      maps and paged KV through the cp.async gather for every page size
+  --paged-tma M       fwd: on (default) | off: off loads paged KV through the cp.async gather
+                      for every page size
   --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
                       group (KV head, request) everywhere instead of in L2-sized sections
 Serving step (batch; takes --heads, --head-dim D, --page-size, --dtype, --causal/--no-causal,

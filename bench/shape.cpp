@@ -42,7 +42,7 @@ std::string Shape::describe() const {
     if (softcap > 0) os << " cap=" << softcap;
     if (deterministic) os << " deterministic";
     if (pack_gqa) os << (*pack_gqa ? " pack" : " nopack");
-    if (!fwd_launch.windowed_maps) os << " plain-maps";
+    if (!fwd_launch.paged_tma) os << " paged-gather";
     if (num_splits > 0) os << " splits=" << num_splits;
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
@@ -149,7 +149,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.window && !attention, fam, "--window");
   reject(f.softcap && !attention, fam, "--softcap");
   reject(f.pack_gqa.has_value() && fam != Family::kFwd, fam, "--pack-gqa");
-  reject(f.windowed_maps.has_value() && fam != Family::kFwd, fam, "--windowed-maps");
+  reject(f.paged_tma.has_value() && fam != Family::kFwd, fam, "--paged-tma");
   reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
   reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
@@ -178,7 +178,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.window) s.window = *f.window;
   if (f.softcap) s.softcap = *f.softcap;
   if (f.pack_gqa) s.pack_gqa = *f.pack_gqa;
-  if (f.windowed_maps) s.fwd_launch.windowed_maps = *f.windowed_maps;
+  if (f.paged_tma) s.fwd_launch.paged_tma = *f.paged_tma;
   if (f.splits) s.num_splits = *f.splits;
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (f.step) s.step = parse_step(*f.step);

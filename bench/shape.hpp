@@ -33,7 +33,7 @@ struct Shape {
   bool deterministic = false;    // bwd: bitwise reproducible dQ (a row of its own in `bench bwd`)
   std::optional<bool> pack_gqa;  // fwd: AttentionOptions::pack_gqa (unset: the kernel decides)
   int num_splits = 0;            // decode, mla: key splits (--splits; 0 = the library's choice)
-  // Launch variants of the GPU kernels (--windowed-maps, --bwd-order); defaults: the library's.
+  // Launch variants of the GPU kernels (--paged-tma, --bwd-order); defaults: the library's.
   kernels::fwd::LaunchOptions fwd_launch;
   kernels::bwd::LaunchOptions bwd_launch;
   // batch: the step (its requests replace batch, q_len and kv_len) and who computes it.

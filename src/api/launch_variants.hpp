@@ -1,5 +1,5 @@
 // fwd and bwd entry points with the kernels' launch variants explicit: what the benchmark calls to
-// time a variant against the default (hopattn bench fwd --windowed-maps off, bench bwd --bwd-order
+// time a variant against the default (hopattn bench fwd --paged-tma off, bench bwd --bwd-order
 // heads). The public attention_fwd / attention_bwd are these with default LaunchOptions: the
 // library never picks a variant itself and reads no environment. CPU tensors ignore the options.
 #pragma once

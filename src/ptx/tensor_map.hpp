@@ -65,28 +65,6 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// Whether the `bytes` bytes right before `p` belong to the same device allocation as `p`. A
-// windowed tensor map's base lies before the tensor it views (kv_loader.cuh); measured on an H200,
-// a TMA box with out-of-bounds rows through such a map faults when that base is not mapped (a
-// tensor at the very start of its allocation), so those maps are used only where this holds.
-// False where the driver cannot tell (a pointer it does not know).
-inline bool allocated_before(const void* p, size_t bytes) {
-  using Fn = PFN_cuMemGetAddressRange_v3020;
-  static const Fn fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult status{};
-    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &ptr, 3020,
-                                                             cudaEnableDefault, &status);
-    return err == cudaSuccess && status == cudaDriverEntryPointSuccess ? reinterpret_cast<Fn>(ptr)
-                                                                       : nullptr;
-  }();
-  if (fn == nullptr) return false;
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return false;
-  return reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(base) >= bytes;
-}
-
 // Checks the limits TMA documents (so a bad stride gives a message, not CUDA_ERROR_INVALID_VALUE)
 // and encodes. Throws hopattn::Error: kValue for a spec TMA cannot express, kRuntime otherwise.
 inline CUtensorMap encode_tensor_map(const TensorMapSpec& s) {

@@ -57,8 +57,7 @@ class DeviceAllocation {
 };
 
 // The bytes of one HostTensor on the current CUDA device, `front` bytes into their allocation
-// (paged pools: 0 puts the pool at the allocation's start, where the fwd kernel's paged loads
-// take the gather instead of TMA; see ptx::allocated_before).
+// (paged pools: 0 puts the pool at the allocation's start, as a framework's cache tensor is).
 class DeviceTensor {
  public:
   DeviceTensor() = default;

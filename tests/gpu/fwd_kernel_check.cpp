@@ -101,8 +101,7 @@ constexpr size_t kGuardBytes = 4096;
 // ---------------------------------------------------------------------------- buffers
 // Host bytes and a device copy with a poisoned guard region after the end, and `front` bytes of
 // the allocation before the tensor (paged pools: 1 MB by default, as a pool carved from a larger
-// cache has, which the paged TMA path needs; 0 puts the pool at the start of its allocation,
-// where the kernel takes the gather: ptx::allocated_before).
+// cache has; 0 puts the pool at the start of its allocation, as a framework's cache tensor is).
 struct Mirrored {
   HostTensor host;
   size_t front = 0;

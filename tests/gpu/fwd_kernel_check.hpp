@@ -38,9 +38,9 @@ struct FwdCase {
   int page_size = 0;
   KVLayout layout = KVLayout::kNHD;
   bool csr = false;
-  // Paged: the pools start their device allocations (the kernel then gathers: the paged TMA
-  // maps' bases lie before the pool, ptx::allocated_before); else 1 MB of the allocation
-  // precedes them.
+  // Paged: the pools start their device allocations (as a framework's own cache tensor does);
+  // else 1 MB of the allocation precedes them (a pool carved from a larger cache). Both take the
+  // same loader (an earlier map design faulted for the first placement only).
   bool pool_at_allocation_start = false;
 
   int batch() const { return static_cast<int>(q_lens.size()); }

@@ -8,6 +8,7 @@
 // reads the tail of a request's last page (or trusts block-table entries past the length) fails.
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -37,11 +38,10 @@ FwdCase paged_case(int page_size, KVLayout layout, bool csr, int hkv, int group,
 // ---------------------------------------------------------------------------- loader choice
 // The windowed tensor maps (kv_loader.cuh) are accepted by the driver: otherwise varlen falls
 // back to the plain maps and paged TMA to the gather, which the other tests would not notice.
-TEST(FwdKVLoadPath, WindowedMapsAccepted) {
+TEST(FwdKVLoadPath, TmaWherePossible) {
   SKIP_WITHOUT_HOPPER();
   EXPECT_EQ(kv_load_path(dense_case(DType::kBF16, 2, 100, 100, 1, 1, false)), "contiguous");
-  EXPECT_EQ(kv_load_path(varlen_case(DType::kBF16, {3, 5}, {7, 9}, 1, 1, false)),
-            "contiguous with tail maps");
+  EXPECT_EQ(kv_load_path(varlen_case(DType::kBF16, {3, 5}, {7, 9}, 1, 1, false)), "contiguous");
   EXPECT_EQ(kv_load_path(paged_case(16, KVLayout::kNHD, false, 2, 1, true)),
             "paged TMA, boxes of 16 slots");
   EXPECT_EQ(kv_load_path(paged_case(64, KVLayout::kHND, true, 2, 1, true)),
@@ -54,18 +54,21 @@ TEST(FwdKVLoadPath, WindowedMapsAccepted) {
   EXPECT_EQ(kv_load_path(hd256), "paged TMA, boxes of 16 slots");
 }
 
-// A pool at the very start of its allocation: the windowed maps' base would lie before it, which
-// faults on an H200 once a box holds rows past a request's end; the gather serves such pools.
-TEST(FwdKVLoadPath, PoolAtAllocationStartTakesTheGather) {
+// A pool at the very start of its allocation (where a framework's allocator puts a cache): the page
+// maps are based at the pool itself, so such pools keep TMA (an earlier windowed map based before
+// the pool faulted there once a box held rows past a request's end).
+TEST(FwdKVLoadPath, PoolAtAllocationStartTakesTma) {
   SKIP_WITHOUT_HOPPER();
   for (int page_size : {16, 64, 256}) {
     FwdCase c = paged_case(page_size, KVLayout::kNHD, false, 2, 1, true);
     c.pool_at_allocation_start = true;
-    EXPECT_EQ(kv_load_path(c), "paged gather") << "page size " << page_size;
+    EXPECT_EQ(kv_load_path(c),
+              "paged TMA, boxes of " + std::to_string(std::gcd(page_size, 128)) + " slots")
+        << "page size " << page_size;
   }
 }
 
-// The case that faulted before pools at an allocation's start were routed to the gather: large
+// The case that faulted with the earlier windowed page maps (based before the pool): large
 // pools, requests whose last KV block is partial (kv_len 8193: one key in the last block),
 // decode-like q_len 1 with GQA packing; both placements of the pools, both layouts.
 TEST(FwdPaged, LargePoolsWithPartialLastBlocks) {
@@ -82,11 +85,11 @@ TEST(FwdPaged, LargePoolsWithPartialLastBlocks) {
 }
 
 // The launch variant the benchmark can time against the default (hopattn bench fwd
-// --windowed-maps off): plain maps for varlen, the gather for every page size.
-TEST(FwdKVLoadPath, WindowedMapsTurnedOff) {
+// --paged-tma off): the gather for every page size; varlen is unaffected.
+TEST(FwdKVLoadPath, PagedTmaTurnedOff) {
   SKIP_WITHOUT_HOPPER();
   kernels::fwd::LaunchOptions plain;
-  plain.windowed_maps = false;
+  plain.paged_tma = false;
   EXPECT_EQ(kv_load_path(dense_case(DType::kBF16, 2, 100, 100, 1, 1, false), plain), "contiguous");
   EXPECT_EQ(kv_load_path(varlen_case(DType::kBF16, {3, 5}, {7, 9}, 1, 1, false), plain),
             "contiguous");

@@ -36,10 +36,6 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
     ptx::prefetch_tensor_map(&p.tm_k);
     ptx::prefetch_tensor_map(&p.tm_v);
   }
-  if (kSource == KVSource::kContiguous && p.kv.tail_maps) {
-    ptx::prefetch_tensor_map(&p.tm_k_tail);
-    ptx::prefetch_tensor_map(&p.tm_v_tail);
-  }
   typename Mainloop::ProducerState st;
   for (Scheduler sched(p); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();

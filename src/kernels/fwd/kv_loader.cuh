@@ -3,12 +3,16 @@
 // sequence's end arrives as zeros, for K and for V: masking S alone would leave P = 0 times
 // whatever sits there, and 0 * NaN or 0 * Inf is NaN.
 //
-// How rows past the end become zeros:
+// How rows past the end become zeros (V's: K's rows there only meet masked columns of S, which
+// the mask overwrites):
 // - dense: the sequence is a whole dimension of the 4-D tensor map, TMA zero-fills past it.
-// - varlen, the tile's last block when the sequence ends inside it: a windowed map (below)
-//   whose bound is the sequence's end. Earlier blocks hold only valid rows: the plain map.
-// - paged, TMA: the windowed map over the slots of a page, one box per page piece of
-//   `box_rows` tokens; boxes wholly past the end are issued out of bounds (zeros, bytes counted).
+// - varlen: the tile's last block, when the sequence ends inside it, arrives with the next
+//   sequence's rows (or zeros past the tensor's end); the consumers zero V's rows past the end
+//   before their first P V (FwdMainloop::zero_v_tail).
+// - paged, TMA: one box per page piece of `box_rows` tokens through a map based at the pool; the
+//   piece holding the end is loaded whole (slots past the end may hold anything, even NaN), and
+//   the consumers zero V's rows past the end as for varlen. Boxes wholly past the end are issued
+//   out of bounds (zeros, bytes counted).
 // - paged, gather: cp.async with a source size of 0 writes 16 zero bytes.
 //
 // Gather schedule: the producer thread walks the tiles as for TMA, but for each KV block it only
@@ -17,13 +21,9 @@
 // slot is rewritten only after the consumers freed its K stage, by which time the gather warps
 // have read it (their K arrivals come after the read).
 //
-// The windowed map. A box of R rows must hold rows s0 .. s0 + v - 1 of some range, then R - v
-// zero rows, for any v in 0..R. TMA zero-fills what lies outside a dimension's bounds, so the
-// map has two dimensions with the same row stride, r in [0, R) and w in [0, W), and element
-// (r, w) is row r + w - R (the base address is moved back by R rows; nothing is read there, as
-// r + w >= R for every box below). A box at r = R - v, w = s0 + v reads rows s0 .. s0 + v - 1
-// into box rows 0 .. v - 1, and box rows v .. R - 1 fall on r >= R: zeros. The host builds these
-// maps in launch.cu (windowed_rows_spec).
+// Maps based before their tensor (an earlier design moved a windowed map's base back so that TMA
+// would zero the rows past the end) are avoided: measured on an H200, such a map faulted for
+// tensors at the very start of their device allocation once a box held out-of-bounds rows.
 #pragma once
 
 #include <cstdint>
@@ -68,47 +68,45 @@ struct KVLoader {
   // One thread: the TMA boxes of KV block n, kPanels panels of 64 columns, into `stage`,
   // completing on `bar` (whose expect_tx the caller has raised by the full stage's bytes).
   template <KVSource kSource, int kPanels>
-  __device__ static void tma_block(const FwdParams& p, const CUtensorMap* map,
-                                   const CUtensorMap* tail_map, uint8_t* stage, uint64_t* bar,
-                                   const Source& s, int n) {
+  __device__ static void tma_block(const FwdParams& p, const CUtensorMap* map, uint8_t* stage,
+                                   uint64_t* bar, const Source& s, int n) {
     const int first = n * kBlockN;
     if constexpr (kSource == KVSource::kContiguous) {
-      const int valid = s.seqlen_k - first;
-      if (p.kv.tail_maps && valid < kBlockN) {
 #pragma unroll
-        for (int i = 0; i < kPanels; ++i) {
-          ptx::tma_load_4d(stage + i * Traits::kKVPanelBytes, tail_map, bar, i * Traits::kPanelCols,
-                           s.kv_head, kBlockN - valid, s.row_k + first + valid);
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < kPanels; ++i) {
-          ptx::tma_load_4d(stage + i * Traits::kKVPanelBytes, map, bar, i * Traits::kPanelCols,
-                           s.kv_head, s.row_k + first, s.batch_coord);
-        }
+      for (int i = 0; i < kPanels; ++i) {
+        ptx::tma_load_4d(stage + i * Traits::kKVPanelBytes, map, bar, i * Traits::kPanelCols,
+                         s.kv_head, s.row_k + first, s.batch_coord);
       }
     } else {
       // Paged: box_rows divides both the page size and kBlockN, so a box never crosses a page,
-      // and it is a multiple of 8 rows, so every box starts on a 1024-byte swizzle atom.
+      // and it is a multiple of 8 rows, so every box starts on a 1024-byte swizzle atom. The map
+      // (launch.cu, paged_spec) is based at the pool; a box at (r = 0, w = slot) holds slots
+      // slot .. slot + box - 1 of the page. A box holding the sequence's end is loaded whole:
+      // its slots past the end hold whatever the cache has there (the consumers mask those keys
+      // in S and zero those V rows, FwdMainloop::zero_v_tail). A box wholly past the end is
+      // issued at r = box, out of bounds: zeros, its bytes counted all the same.
       const int box = p.kv.box_rows;
+#pragma unroll 1
       for (int row = 0; row < kBlockN; row += box) {
         const int token = first + row;
         const int valid = min(max(s.seqlen_k - token, 0), box);
         int page = 0, slot = 0;
-        if (valid > 0) {  // page-list entries past the length are never read (may be garbage)
+        if (valid > 0) {  // page-list entries past the length are never read
           const uint32_t index = p.kv.page_div.divide(token);
           page = s.pages[index];
           slot = token - static_cast<int>(index) * p.kv.page_size;
         }
-        const int r = box - valid, w = slot + valid;
+        const int r = valid > 0 ? 0 : box;
         uint8_t* dst = stage + row * Traits::kRowBytes;
 #pragma unroll
         for (int i = 0; i < kPanels; ++i) {
           const int col = i * Traits::kPanelCols;
           if (p.kv.hnd) {
-            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, r, w, s.kv_head, page);
+            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, r, slot, s.kv_head,
+                             page);
           } else {
-            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, s.kv_head, r, w, page);
+            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, s.kv_head, r, slot,
+                             page);
           }
         }
       }

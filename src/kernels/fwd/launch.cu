@@ -57,29 +57,6 @@ void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
   if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
 }
 
-// Address at `bytes` before `p`: the windowed maps' base, which TMA never reads (kv_loader.cuh).
-void* moved_back(void* p, int64_t bytes) {
-  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(bytes));
-}
-
-// Windowed map of a varlen K or V [total, H, D] (kv_loader.cuh): dims (D, H, r, w) with r in
-// [0, block_n) and w in [0, total] both one row apart, base moved back by block_n rows. A box at
-// (r = block_n - v, w = end) holds the v rows before row `end`, then zeros.
-ptx::TensorMapSpec varlen_tail_spec(const TensorView& t, uint32_t block_n) {
-  const HeadMajorView v = head_major_view(t, /*varlen=*/true);
-  ptx::TensorMapSpec s;
-  s.base = moved_back(t.data(), block_n * v.stride_s * 2);
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 4;
-  s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), block_n,
-            static_cast<uint64_t>(v.s) + 1};
-  s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
-               static_cast<uint64_t>(v.stride_s) * 2};
-  s.box = {64, 1, block_n, 1};
-  return s;
-}
-
 // A page pool [P, page_size, H, D] (NHD) or [P, H, page_size, D] (HND) by (page, slot, head)
 // strides in elements. Strides of size-1 dims are never used for addressing and may be anything;
 // they are replaced by multiples of 16 bytes so that TMA accepts them.
@@ -99,24 +76,27 @@ PoolView pool_view(const TensorView& t, KVLayout layout) {
   return v;
 }
 
-// Windowed map of a page pool (kv_loader.cuh) for boxes of `box` slots: dims (D, H, r, w, page)
-// (NHD) or (D, r, w, H, page) (HND), r in [0, box) and w in [0, page_size] one slot apart, base
-// moved back by `box` slots.
+// Map of a page pool (kv_loader.cuh) for boxes of `box` slots, based at the pool itself: dims
+// (D, H, r, w, page) (NHD) or (D, r, w, H, page) (HND) with r in [0, box) and w in
+// [0, page_size) one slot apart, so that a box at (r = 0, w = slot) holds slots slot ..
+// slot + box - 1 (box divides page_size: never past the page) and a box at r = box lies out of
+// bounds and arrives as zeros. (One slot dimension would serve as well; this shape keeps the
+// producer's coordinate arithmetic within its 24 registers.)
 ptx::TensorMapSpec paged_spec(const TensorView& t, KVLayout layout, uint32_t box) {
   const PoolView v = pool_view(t, layout);
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
   ptx::TensorMapSpec s;
-  s.base = moved_back(t.data(), box * v.stride_slot * 2);
+  s.base = t.data();
   s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
   s.element_bytes = 2;
   s.rank = 5;
   const uint64_t slot_bytes = u(v.stride_slot) * 2, head_bytes = u(v.stride_head) * 2;
   if (layout == KVLayout::kNHD) {
-    s.dims = {u(v.d), u(v.heads), box, u(v.page_size) + 1, u(v.pages)};
+    s.dims = {u(v.d), u(v.heads), box, u(v.page_size), u(v.pages)};
     s.strides = {0, head_bytes, slot_bytes, slot_bytes, u(v.stride_page) * 2};
     s.box = {64, 1, box, 1, 1};
   } else {
-    s.dims = {u(v.d), box, u(v.page_size) + 1, u(v.heads), u(v.pages)};
+    s.dims = {u(v.d), box, u(v.page_size), u(v.heads), u(v.pages)};
     s.strides = {0, slot_bytes, slot_bytes, head_bytes, u(v.stride_page) * 2};
     s.box = {64, box, 1, 1, 1};
   }
@@ -268,50 +248,36 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   return p;
 }
 
-// Dense or varlen K and V by TMA; varlen also gets the windowed maps that zero the rows of a
-// tile's last KV block past the sequence's end. Should the driver refuse those maps (or the
-// launch options turn them off), the last block is loaded with the plain maps (rows of the next
-// sequence, masked in S only).
-void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n,
-                           const LaunchOptions& launch, FwdParams& p) {
+// Dense or varlen K and V by TMA. Varlen: a tile's last KV block arrives with the next
+// sequence's rows past its end, which the consumers zero in V (kv.zero_v_tail).
+void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdParams& p) {
   // With no key anywhere (dense Sk = 0 or varlen total_k = 0) no K/V box is ever loaded; the maps
   // then view q only so that they can be encoded.
   const bool no_keys = head_major_view(args.k, varlen).s == 0;
   const uint32_t rows = static_cast<uint32_t>(block_n);
   p.kv.source = KVSource::kContiguous;
+  p.kv.zero_v_tail = varlen;
   p.tm_k = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.k, varlen, rows));
   p.tm_v = ptx::encode_tensor_map(tma_spec(no_keys ? args.q : args.v, varlen, rows));
-  if (!varlen || no_keys || !launch.windowed_maps) return;
-  try {
-    p.tm_k_tail = ptx::encode_tensor_map(varlen_tail_spec(args.k, rows));
-    p.tm_v_tail = ptx::encode_tensor_map(varlen_tail_spec(args.v, rows));
-    p.kv.tail_maps = true;
-  } catch (const Error&) {
-    p.kv.tail_maps = false;
-  }
 }
 
 // Paged K and V: TMA boxes of gcd(page_size, kBlockN) slots when that is a multiple of 8 rows
 // (every box then starts on a 1024-byte swizzle atom and never crosses a page), else the
-// cp.async gather. The gather is also the fallback should the driver refuse the windowed maps (or
-// the launch options turn them off).
+// cp.async gather. The gather is also the fallback should the driver refuse the maps (or the
+// launch options turn TMA off). The maps are based at the pools themselves: an earlier windowed
+// map based `box` slots before each pool faulted on an H200 for pools at the start of their
+// device allocation (kv_loader.cuh), which is where a framework's allocator puts a cache.
 void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& launch, FwdParams& p) {
   const KVLayout layout = args.pages.layout;
   const PoolView k = pool_view(args.k, layout);
   const int box = std::gcd(static_cast<int>(k.page_size), block_n);
-  // The windowed maps' bases lie `box` slots before each pool (paged_spec); see
-  // ptx::allocated_before for why that memory must be mapped.
-  const auto base_mapped = [&](const TensorView& t) {
-    const size_t before = static_cast<size_t>(box) * pool_view(t, layout).stride_slot * 2;
-    return ptx::allocated_before(t.data(), before);
-  };
-  if (box % 8 == 0 && k.pages > 0 && launch.windowed_maps && base_mapped(args.k) &&
-      base_mapped(args.v)) {
+  if (box % 8 == 0 && k.pages > 0 && launch.paged_tma) {
     try {
       p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
       p.tm_v = ptx::encode_tensor_map(paged_spec(args.v, layout, static_cast<uint32_t>(box)));
       p.kv.source = KVSource::kPagedTma;
       p.kv.box_rows = box;
+      p.kv.zero_v_tail = true;
       return;
     } catch (const Error&) {
     }
@@ -372,7 +338,7 @@ FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
   if (is_paged(args)) {
     set_paged_source(args, block_n, launch, p);
   } else {
-    set_contiguous_source(args, varlen, block_n, launch, p);
+    set_contiguous_source(args, varlen, block_n, p);
   }
   return p;
 }
@@ -385,11 +351,11 @@ std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch) {
   if (is_paged(args)) {
     set_paged_source(args, block_n, launch, p);
   } else {
-    set_contiguous_source(args, is_varlen(args), block_n, launch, p);
+    set_contiguous_source(args, is_varlen(args), block_n, p);
   }
   switch (p.kv.source) {
     case KVSource::kContiguous:
-      return p.kv.tail_maps ? "contiguous with tail maps" : "contiguous";
+      return "contiguous";
     case KVSource::kPagedTma:
       return detail::concat("paged TMA, boxes of ", p.kv.box_rows, " slots");
     case KVSource::kPagedGather:

@@ -10,22 +10,19 @@ namespace hopattn::kernels::fwd {
 // Launch variants kept to be timed against the default (the benchmark sets them; the public API
 // runs the defaults).
 struct LaunchOptions {
-  // The windowed tensor maps: varlen tail maps that zero the rows of a tile's last KV block past
-  // the sequence's end, and paged TMA boxes. false: plain maps for the last block (rows of the
-  // next sequence, masked in S only: a NaN or Inf there reaches the output), the cp.async gather
-  // for every page size; to tell a windowed-map problem from anything else on a device.
-  bool windowed_maps = true;
+  // Paged KV by TMA boxes where the page size allows them. false: the cp.async gather for every
+  // page size, to time one loader against the other or to tell a TMA problem from anything else.
+  bool paged_tma = true;
 };
 
 // Throws hopattn::Error(kNotImplemented) naming the first feature of this call that the CUDA
 // kernel does not provide (head dims, host-resident index tensors, unaligned strides, ...).
 void check_supported(const FwdArgs& args, const AttentionOptions& opts);
 
-// Which KV loader a call runs, for tests and diagnostics: "contiguous" (dense), "contiguous with
-// tail maps" (varlen), "paged TMA, boxes of N slots" or "paged gather". It encodes the tensor maps
-// the loader needs, so a driver that refuses the windowed maps shows here as the fallback
-// ("contiguous" for varlen, "paged gather" for a page size TMA could serve), as does
-// windowed_maps = false. Launches nothing.
+// Which KV loader a call runs, for tests and diagnostics: "contiguous" (dense and varlen), "paged
+// TMA, boxes of N slots" or "paged gather". It encodes the tensor maps the loader needs, so a
+// driver that refuses the page maps shows here as the fallback ("paged gather" for a page size
+// TMA could serve), as does paged_tma = false. Launches nothing.
 std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch = {});
 
 // Runs the forward kernel on `stream` (the current device must hold the tensors, or the

@@ -110,8 +110,7 @@ struct FwdMainloop {
       ptx::mbarrier_arrive(sm.job_full(s));  // release: the job's fields before the arrival
     } else {
       ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
-      Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, &p.tm_k_tail, sm.k(s),
-                                                     sm.k_full(s), src, n);
+      Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, sm.k(s), sm.k_full(s), src, n);
     }
   }
 
@@ -121,8 +120,7 @@ struct FwdMainloop {
     const uint32_t s = kv.stage();
     producer_wait(sm.v_empty(s), kv.phase() ^ 1);
     ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
-    Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, &p.tm_v_tail, sm.v(s), sm.v_full(s),
-                                                  src, n);
+    Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, sm.v(s), sm.v_full(s), src, n);
   }
 
   // Producer thread, gather mode, after its last tile: a job with n_block = -1 stops the gather
@@ -228,6 +226,34 @@ struct FwdMainloop {
     if (p.kv.source == KVSource::kPagedGather) ptx::fence_proxy_async_shared();
   }
 
+  // Varlen and paged TMA load the block holding the sequence's end whole (kv_loader.cuh), so V
+  // rows past the end of block n (the tile's first, highest block) hold whatever lies there (the
+  // next sequence, a page's unused slots: NaN included), and P = 0 times NaN would reach O. Both
+  // consumers zero those rows (every panel's rows valid..kBlockN-1 are contiguous) before their
+  // first P V, which reads this stage, and meet on kVTail; TMA wrote the stage before v_full
+  // completed, and the zeros (generic proxy) are fenced before wgmma (async proxy) reads them. Once
+  // per tile, only where the end falls inside the block; the same condition in both consumers, so
+  // both reach the barrier.
+  __device__ static void zero_v_tail(const SharedPlan<Traits>& sm, const TileInfo& t,
+                                     const Pipeline& kv, int n, int consumer) {
+    const int valid = t.seqlen_k - n * Traits::kBlockN;
+    if (valid >= Traits::kBlockN) return;
+    constexpr int kChunks = Traits::kRowBytes / 16;  // 16-byte pieces of a row in one panel
+    constexpr int kVPanels = Traits::kHeadDimV / Traits::kPanelCols;
+    const int ctid = consumer * 128 + static_cast<int>(threadIdx.x) % 128;
+    ptx::mbarrier_wait_or_trap(sm.v_full(kv.stage()), kv.phase());
+    const uint32_t v = ptx::smem_address(sm.v(kv.stage()));
+#pragma unroll 1
+    for (int c = valid * kChunks + ctid; c < Traits::kBlockN * kChunks; c += kConsumerThreads) {
+#pragma unroll
+      for (int i = 0; i < kVPanels; ++i) {
+        ptx::st_shared_v4(v + i * Traits::kKVPanelBytes + c * 16, make_uint4(0, 0, 0, 0));
+      }
+    }
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(kVTail, kConsumerThreads);
+  }
+
   __device__ static void turn_begin(int consumer) {
     ptx::named_barrier_sync(kGemmTurn0 + consumer, kConsumerThreads);
   }
@@ -289,6 +315,7 @@ struct FwdMainloop {
       softmax.update(s, correction);  // O is still zero: nothing to correct
       convert_p(s, pf);
     }
+    if (p.kv.zero_v_tail) zero_v_tail(sm, t, st.kv, n, consumer);
     Pipeline prev = st.kv;
     st.kv.advance();
 

@@ -22,6 +22,7 @@ enum NamedBarrier : uint32_t {
   kGemmTurn1 = 2,
   kEpilogue0 = 3,
   kEpilogue1 = 4,
+  kVTail = 5,  // both consumers, once their zeros over a paged tail's V rows are written
 };
 
 // Elt: __nv_bfloat16 or __half (q, k, v, o). kHeadDim = Dqk, kHeadDimV = Dv, multiples of 64
@@ -187,10 +188,10 @@ struct PoolParams {
 
 struct KVParams {
   KVSource source = KVSource::kContiguous;
-  // Varlen only: tm_k_tail / tm_v_tail hold windowed maps that zero-fill the rows of a tile's
-  // last KV block past the sequence's end (see kv_loader.cuh); false: that block is loaded with
-  // the plain maps (rows past the end are the next sequence's, masked in S only).
-  bool tail_maps = false;
+  // Varlen and paged TMA: a tile's last KV block arrives with whatever lies past the sequence's
+  // end (the next sequence's rows, a page's unused slots): the consumers zero those V rows
+  // (FwdMainloop::zero_v_tail). Dense and gathered blocks arrive with zeros there already.
+  bool zero_v_tail = false;
   // Paged: lengths and page lists on the device (block table rows, or CSR).
   const int* kv_lens = nullptr;      // int32 [B]
   const int* block_table = nullptr;  // int32 [B, max_pages] rows block_table_stride apart; or
@@ -251,7 +252,6 @@ struct BatchWorkParams {
 
 struct FwdParams {
   CUtensorMap tm_q, tm_k, tm_v, tm_o;
-  CUtensorMap tm_k_tail, tm_v_tail;  // varlen with kv.tail_maps only
   SequenceParams seq;
   KVParams kv;
   MaskParams mask;

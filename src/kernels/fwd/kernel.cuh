@@ -25,8 +25,9 @@
 
 namespace hopattn::kernels::fwd {
 
-// The producer thread (thread 0). kPagedGather: K and V come from the gather warps, which this
-// thread feeds with one job per KV block (kv_loader.cuh).
+// The producer thread (thread 0); kPagedTma: all of warp 0, lane 0 leading
+// (FwdMainloop::load_tile). kPagedGather: K and V come from the gather warps, which this thread
+// feeds with one job per KV block (kv_loader.cuh).
 template <class Traits, class Scheduler, KVSource kSource>
 __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
   using Mainloop = FwdMainloop<Traits>;
@@ -112,19 +113,19 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
     const int tid = static_cast<int>(threadIdx.x);
-    if (tid == 0) {
+    if (tid < 32) {
       switch (p.kv.source) {
         case KVSource::kContiguous:
-          run_producer<Traits, Scheduler, KVSource::kContiguous>(p, sm);
+          if (tid == 0) run_producer<Traits, Scheduler, KVSource::kContiguous>(p, sm);
           break;
-        case KVSource::kPagedTma:
+        case KVSource::kPagedTma:  // the whole warp: one lane per page box (kv_loader.cuh)
           run_producer<Traits, Scheduler, KVSource::kPagedTma>(p, sm);
           break;
         case KVSource::kPagedGather:
-          run_producer<Traits, Scheduler, KVSource::kPagedGather>(p, sm);
+          if (tid == 0) run_producer<Traits, Scheduler, KVSource::kPagedGather>(p, sm);
           break;
       }
-    } else if (gather && tid >= 32) {
+    } else if (gather) {
       FwdMainloop<Traits>::gather_jobs(p, sm, static_cast<uint32_t>(tid - 32));
     }
   } else {

@@ -65,8 +65,9 @@ struct KVLoader {
     return s;
   }
 
-  // One thread: the TMA boxes of KV block n, kPanels panels of 64 columns, into `stage`,
-  // completing on `bar` (whose expect_tx the caller has raised by the full stage's bytes).
+  // The TMA boxes of KV block n, kPanels panels of 64 columns, into `stage`, completing on `bar`
+  // (whose expect_tx the leading thread raises by the full stage's bytes). Contiguous: one
+  // thread; paged: every lane of the producer warp.
   template <KVSource kSource, int kPanels>
   __device__ static void tma_block(const FwdParams& p, const CUtensorMap* map, uint8_t* stage,
                                    uint64_t* bar, const Source& s, int n) {
@@ -85,9 +86,11 @@ struct KVLoader {
       // its slots past the end hold whatever the cache has there (the consumers mask those keys
       // in S and zero those V rows, FwdMainloop::zero_v_tail). A box wholly past the end is
       // issued at r = box, out of bounds: zeros, its bytes counted all the same.
+      // One box per lane of the producer warp (at most kBlockN / 8 = 16 boxes), so that the
+      // page-table reads of a block are in flight together instead of one after another.
       const int box = p.kv.box_rows;
 #pragma unroll 1
-      for (int row = 0; row < kBlockN; row += box) {
+      for (int row = static_cast<int>(ptx::lane_id()) * box; row < kBlockN; row += 32 * box) {
         const int token = first + row;
         const int valid = min(max(s.seqlen_k - token, 0), box);
         int page = 0, slot = 0;

@@ -82,12 +82,15 @@ struct FwdMainloop {
     // One box per panel: (64 columns, pack heads, positions) from head w.head * pack lands as
     // rows (q_pos - q_start) * pack + h (traits.cuh, PackParams); without packing, 128 rows.
     // Paged calls have a varlen q (batch coordinate 0): one register less to keep.
-    ptx::mbarrier_arrive_expect_tx(sm.q_full(), p.pack.q_bytes);
-    const int q_batch = kSource == KVSource::kContiguous ? t.batch_coord : 0;
+    if (leads<kSource>()) {
+      ptx::mbarrier_arrive_expect_tx(sm.q_full(), p.pack.q_bytes);
+      const int q_batch = kSource == KVSource::kContiguous ? t.batch_coord : 0;
 #pragma unroll
-    for (int i = 0; i < kQKPanels; ++i) {
-      ptx::tma_load_4d(sm.q() + i * Traits::kQPanelBytes, &p.tm_q, sm.q_full(),
-                       i * Traits::kPanelCols, w.head * p.pack.pack, t.row_q + t.q_start, q_batch);
+      for (int i = 0; i < kQKPanels; ++i) {
+        ptx::tma_load_4d(sm.q() + i * Traits::kQPanelBytes, &p.tm_q, sm.q_full(),
+                         i * Traits::kPanelCols, w.head * p.pack.pack, t.row_q + t.q_start,
+                         q_batch);
+      }
     }
     if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
     st.kv.advance();
@@ -97,6 +100,15 @@ struct FwdMainloop {
       st.kv.advance();
     }
     st.q_phase ^= 1;
+  }
+
+  // kPagedTma runs on all of warp 0 (each lane issues one page box, kv_loader.cuh): lane 0 alone
+  // raises the barriers' byte counts and loads Q; every lane waits on the empty barriers. A full
+  // barrier's phase completes only after lane 0's arrival, so other lanes' bytes landing first
+  // are safe (the transaction count may dip below zero until then). Other sources: one thread.
+  template <KVSource kSource>
+  __device__ static bool leads() {
+    return kSource != KVSource::kPagedTma || ptx::lane_id() == 0;
   }
 
   // K of block n by TMA, or (kPagedGather) its gather job, once the stage is free.
@@ -109,7 +121,7 @@ struct FwdMainloop {
       *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head, n};
       ptx::mbarrier_arrive(sm.job_full(s));  // release: the job's fields before the arrival
     } else {
-      ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
+      if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
       Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, sm.k(s), sm.k_full(s), src, n);
     }
   }
@@ -119,7 +131,7 @@ struct FwdMainloop {
                                 const typename Loader::Source& src, int n, const Pipeline& kv) {
     const uint32_t s = kv.stage();
     producer_wait(sm.v_empty(s), kv.phase() ^ 1);
-    ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
+    if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
     Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, sm.v(s), sm.v_full(s), src, n);
   }
 

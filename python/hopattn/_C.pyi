@@ -32,7 +32,7 @@ def attention_fwd(
     softcap: float = 0.0,
     scale: Optional[float] = None,
     deterministic: bool = False,
-    workspace: Any = None,
+    workspace: None = None,  # refused unless None: the forward needs no workspace
     stream: int = 0,
 ) -> None: ...
 def attention_bwd(

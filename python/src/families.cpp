@@ -92,7 +92,8 @@ void fill_bwd(BwdCall& c, nb::handle dout, nb::handle q, nb::handle k, nb::handl
   c.opts = attention_options(kw);
 }
 
-// Defines `name` with the keyword list shared by the fwd and bwd bindings.
+// Defines `name` with the keyword list shared by the fwd and bwd bindings (attention_fwd refuses
+// the workspace keyword's object: only the backward takes one).
 template <typename Fn, typename... Leading>
 void def_attention(nb::module_& m, const char* name, Fn fn, const char* doc, Leading... leading) {
   m.def(name, fn, leading..., nb::kw_only(), "cu_seqlens_q"_a = nb::none(),
@@ -158,7 +159,14 @@ void bind_families(nb::module_& m) {
          nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int max_seqlen_q, int max_seqlen_k,
          nb::handle page_table, nb::handle kv_lens, const std::string& kv_layout, nb::handle sinks,
          bool causal, int window_left, int window_right, float softcap, std::optional<float> scale,
-         bool deterministic, nb::handle, uintptr_t stream) {
+         bool deterministic, nb::handle workspace, uintptr_t stream) {
+        // The keyword list is the backward's, whose workspace the forward has no use for: a
+        // workspace given here is refused rather than silently dropped.
+        if (!workspace.is_none()) {
+          throw Error(ErrorKind::kValue,
+                      "hopattn.attention_fwd: workspace: expected None (the forward needs no "
+                      "workspace), got an object");
+        }
         const AttentionKwargs kw{cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                  page_table,   kv_lens,      kv_layout,    sinks,
                                  causal,       window_left,  window_right, softcap,

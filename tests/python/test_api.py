@@ -259,3 +259,16 @@ def test_ml_dtypes_bfloat16_numpy(rng):
 
 def test_built_with_cuda_is_bool():
     assert isinstance(hopattn.built_with_cuda(), bool)
+
+
+def test_forward_binding_refuses_a_workspace():
+    # The forward shares the backward's keyword list but needs no workspace: one given is an
+    # error, not dropped.
+    from hopattn import _C
+
+    q = np.zeros((1, 4, 2, 8), np.float32)
+    out, lse = np.zeros_like(q), np.zeros((1, 4, 2), np.float32)
+    with pytest.raises(ValueError, match="workspace: expected None"):
+        _C.attention_fwd(q, q, q, out, lse, workspace=np.zeros(16, np.uint8))
+    _C.attention_fwd(q, q, q, out, lse)  # without one it runs
+    assert np.isfinite(out).all()

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/state_merge.cuh"
 #include "plan/batch_plan_layout.hpp"
 
 namespace hopattn::kernels::batch {
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(kMergeThreads)
         nan = nan || l != l;
         top = fmaxf(top, l);
       }
-      for (int off = 16; off > 0; off /= 2) top = fmaxf(top, __shfl_xor_sync(~0u, top, off));
+      top = warp_max(top);
       nan = __any_sync(~0u, nan);
       float total = 0.f;
       if (top != -INFINITY) {
@@ -79,10 +80,10 @@ __global__ void __launch_bounds__(kMergeThreads)
           total += expf(p.partial_lse[first + int64_t{k} * rec.partial_stride] - top);
         }
       }
-      for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(~0u, total, off);
+      total = warp_sum(total);
       if (top != -INFINITY && sink != -INFINITY) total += expf(sink - top);
       const float inv = total > 0.f ? 1.f / total : 0.f;
-      const float merged = nan ? NAN : (total > 0.f ? top + logf(total) : -INFINITY);
+      const float merged = nan ? NAN : merged_lse(top, total);
       if (lane == 0) p.lse[q_row * p.lse_row_stride + head * p.lse_head_stride] = merged;
       Elt* out = static_cast<Elt*>(p.out) + q_row * p.out_row_stride + head * p.out_head_stride;
       for (int d = 4 * lane; d < p.dv; d += 128) {
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(kMergeThreads)
           const int64_t row = first + int64_t{k} * rec.partial_stride;
           const float l = p.partial_lse[row];
           // An empty split weighs 0 and is not read (its O is 0 anyway).
-          const float w = l == -INFINITY || total == 0.f ? 0.f : expf(l - top) * inv;
+          const float w = state_weight(l, top, total, inv);
           if (w == 0.f) continue;
           const float4 v = *reinterpret_cast<const float4*>(p.partial_o + row * p.dv + d);
           acc.x = fmaf(w, v.x, acc.x);

@@ -269,7 +269,7 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
   }
   // The main kernel: one CTA per (KV block, KV head, request) in a 1-D grid indexed by int.
   const int64_t kv_len = is_varlen(f) ? f.max_seqlen_k : f.k.size(1);
-  const int64_t block_n = dqk > 128 ? 64 : kBlockN;
+  const int64_t block_n = block_n_for(static_cast<int>(dqk));
   const int64_t ctas = (kv_len + block_n - 1) / block_n * f.k.size(-2) * batch;
   if (ctas > INT32_MAX) {
     unsupported(detail::concat("at most ", INT32_MAX, " KV blocks x KV heads x requests (", block_n,

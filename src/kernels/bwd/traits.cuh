@@ -62,12 +62,12 @@ struct BwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kHeadDimV = kHeadDimV_;
   static_assert(kHeadDim % 64 == 0 && kHeadDimV % 64 == 0, "head dims: multiples of 64");
-  static constexpr bool kSharedKeys = kHeadDim > 128;
+  static constexpr bool kSharedKeys = bwd::shares_keys(kHeadDim);
 
   // One producer warpgroup (warp 0 loads, warp 1 writes dQ), two MMA warpgroups. The main loop
   // walks q tiles of kBlockM rows.
   static constexpr int kBlockM = bwd::kBlockM;
-  static constexpr int kBlockN = kSharedKeys ? 64 : bwd::kBlockN;
+  static constexpr int kBlockN = bwd::block_n_for(kHeadDim);
   static constexpr int kMmaWarpgroups = 2;
   static constexpr int kMmaThreads = 128 * kMmaWarpgroups;
   static constexpr int kThreads = 128 + kMmaThreads;

@@ -31,6 +31,13 @@ namespace hopattn::kernels::bwd {
 // keys (traits.cuh: BwdTraits::kBlockN).
 inline constexpr int kBlockN = 128;
 
+// Above head dim 128 the two MMA warpgroups share the CTA's keys and split the columns instead
+// (traits.cuh: BwdTraits::kSharedKeys). The one tile rule of the kernel and the host's grid check.
+HOPATTN_HOST_DEVICE constexpr bool shares_keys(int head_dim) { return head_dim > 128; }
+HOPATTN_HOST_DEVICE constexpr int block_n_for(int head_dim) {
+  return shares_keys(head_dim) ? 64 : kBlockN;
+}
+
 // Query rows per step of the main loop (the register budget of dK, dV and the two 64 x kBlockM
 // score tiles of an MMA thread).
 inline constexpr int kBlockM = 64;

@@ -1,165 +1,25 @@
 // Decode kernel, part 3 of 3: the kernel (one CTA = one request x one KV head x one row tile x
-// one split of the keys), its epilogue (cross-warp merge; output, or partials and the last-block
-// merge of the splits) and the host-side launch of one instantiation. Schedule and rationale:
-// README.md beside this file.
+// one split of the keys): CTA setup and q, the main loop over the split's key tiles, the
+// cross-group merge, then the output or, with several splits, the partial state and the last
+// CTA's merge. Row finishing and output stores: epilogue.cuh; the merge of the splits:
+// split_merge.cuh; the host launch of one instantiation: launch_kernel.cuh. The kernel's own
+// epilogue steps stay in its body: moved into functions they cost ptxas a register at D = 64
+// (129 -> 130; 135 -> 146 for the 8-bit caches). Schedule and rationale: README.md beside this
+// file.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/decode/epilogue.cuh"
 #include "kernels/decode/mainloop.cuh"
+#include "kernels/decode/split_merge.cuh"
 #include "ptx/atomic.cuh"
 
 namespace hopattn::kernels::decode {
-
-// ------------------------------------------------------------------------------ epilogue
-
-// log2(2^lse2 + 2^sink2): the sink joins the denominator only (DESIGN.md).
-__device__ __forceinline__ float add_sink(float lse2, float sink2) {
-  const float mx = fmaxf(lse2, sink2);
-  return mx + log2f(exp2f(lse2 - mx) + exp2f(sink2 - mx));
-}
-
-// Final lse (natural log) and output scale of request row `row` from its sink-free log2 lse.
-__device__ __forceinline__ float finish_row(const Params& p, int request, int kv_head, int row,
-                                            float lse2, float v_scale) {
-  const int w = row / (p.q_len * p.group);
-  const int i = (row / p.group) % p.q_len;
-  const int h = kv_head * p.group + row % p.group;
-  float total = lse2;
-  if (p.sinks != nullptr) total = add_sink(lse2, p.sinks[h * p.sinks_stride] * kLog2e);
-  if (p.lse != nullptr) {
-    const int b = request * p.beam_width + w;
-    p.lse[b * p.lse_stride[0] + i * p.lse_stride[1] + h * p.lse_stride[2]] =
-        total == -INFINITY ? -INFINITY : total * kLn2;
-  }
-  return lse2 == -INFINITY ? 0.f : exp2f(lse2 - total) * v_scale;
-}
-
-template <class Elt>
-__device__ __forceinline__ void store_out8(const Params& p, int request, int kv_head, int row,
-                                           int d, const float (&v)[8]) {
-  const int w = row / (p.q_len * p.group);
-  const int i = (row / p.group) % p.q_len;
-  const int h = kv_head * p.group + row % p.group;
-  const int64_t offset = (request * p.beam_width + w) * p.out_stride[0] + i * p.out_stride[1] +
-                         h * p.out_stride[2] + d;
-  const uint4 packed = make_uint4(ptx::pack2<Elt>(v[0], v[1]), ptx::pack2<Elt>(v[2], v[3]),
-                                  ptx::pack2<Elt>(v[4], v[5]), ptx::pack2<Elt>(v[6], v[7]));
-  *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + offset) = packed;
-}
-
-template <class Elt>
-__device__ __forceinline__ void store_out4(const Params& p, int request, int kv_head, int row,
-                                           int d, float4 v) {
-  const int w = row / (p.q_len * p.group);
-  const int i = (row / p.group) % p.q_len;
-  const int h = kv_head * p.group + row % p.group;
-  const int64_t offset = (request * p.beam_width + w) * p.out_stride[0] + i * p.out_stride[1] +
-                         h * p.out_stride[2] + d;
-  const uint2 packed = make_uint2(ptx::pack2<Elt>(v.x, v.y), ptx::pack2<Elt>(v.z, v.w));
-  *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.out) + offset) = packed;
-}
-
-// Merge of a problem's split partials, the first `rows` rows of the row tile, into out and lse.
-// Weights of every (row, split): w = 2^(lse_s - max) / sum * (output factor of the row), in
-// `weight` (shared, rows x num_splits floats). Every thread of the CTA calls it.
-template <int kHeadDim, class Elt>
-__device__ __forceinline__ void merge_splits(const Params& p, int request, int kv_head,
-                                             int row_tile, int rows, float v_scale, float* weight) {
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int row_begin = row_tile * p.rows_per_cta;
-  const int64_t problem = (int64_t(request) * p.num_kv_heads + kv_head) * p.row_tiles + row_tile;
-  // One warp a row, lanes over the splits: at batch 1 this merge is on the critical path of the
-  // whole launch, so no thread walks the splits alone.
-  const int splits = p.num_splits;
-  const float* lse_all = p.partial_lse + problem * splits * p.rows_per_cta;
-  for (int rr = warp; rr < rows; rr += kWarps) {
-    float* w = weight + rr * splits;
-    float mmax = -INFINITY;
-    for (int s = lane; s < splits; s += 32) {
-      w[s] = __ldcg(lse_all + s * p.rows_per_cta + rr);
-      mmax = fmaxf(mmax, w[s]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) {
-      mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, off));
-    }
-    float total = 0.f;
-    for (int s = lane; s < splits; s += 32) {
-      w[s] = mmax == -INFINITY ? 0.f : exp2f(w[s] - mmax);
-      total += w[s];
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
-    float scale = 0.f;
-    if (lane == 0) {
-      const float lse2 = total > 0.f ? mmax + log2f(total) : -INFINITY;
-      const float f = finish_row(p, request, kv_head, row_begin + rr, lse2, v_scale);
-      scale = total > 0.f ? f / total : 0.f;
-    }
-    scale = __shfl_sync(0xffffffffu, scale, 0);
-    for (int s = lane; s < splits; s += 32) w[s] *= scale;
-  }
-  __syncthreads();
-  if constexpr (kHeadDim == 256) {
-    // D = 256 runs at 255 registers, and the unrolled loop below makes ptxas spill there (32
-    // bytes, ptxas 13.0): one split at a time, 8 features a thread.
-    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
-    for (int idx = tid; idx < rows * (kHeadDim / 8); idx += kThreads) {
-      const int rr = idx / (kHeadDim / 8), d = 8 * (idx % (kHeadDim / 8));
-      const float* w = weight + rr * splits;
-      float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      for (int s = 0; s < splits; ++s) {
-        const float c = w[s];
-        if (c == 0.f) continue;  // empty split: weight 0
-        const float4* src = reinterpret_cast<const float4*>(
-            o_all + (int64_t(s) * p.rows_per_cta + rr) * kHeadDim + d);
-        const float4 a = __ldcg(src), b = __ldcg(src + 1);
-        v[0] += c * a.x, v[1] += c * a.y, v[2] += c * a.z, v[3] += c * a.w;
-        v[4] += c * b.x, v[5] += c * b.y, v[6] += c * b.z, v[7] += c * b.w;
-      }
-      store_out8<Elt>(p, request, kv_head, row_begin + rr, d, v);
-    }
-  } else {
-    // Thread per (row, 4 features), the splits unrolled by kUnroll with every load issued before
-    // the first use: kUnroll L2 round trips in flight instead of one.
-    constexpr int kUnroll = 16;
-    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
-    for (int idx = tid; idx < rows * (kHeadDim / 4); idx += kThreads) {
-      const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));
-      const float* w = weight + rr * splits;
-      const float* src = o_all + int64_t(rr) * kHeadDim + d;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int s0 = 0; s0 < splits; s0 += kUnroll) {
-        float4 x[kUnroll];
-        float c[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int s = s0 + u;
-          c[u] = s < splits ? w[s] : 0.f;
-          x[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(
-                                  src + int64_t(s) * p.rows_per_cta * kHeadDim))
-                            : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          // An empty split weighs 0 and its o is ignored, whatever it holds (0 * NaN is NaN).
-          if (c[u] != 0.f) {
-            acc.x += c[u] * x[u].x, acc.y += c[u] * x[u].y;
-            acc.z += c[u] * x[u].z, acc.w += c[u] * x[u].w;
-          }
-        }
-      }
-      store_out4<Elt>(p, request, kv_head, row_begin + rr, d, acc);
-    }
-  }
-}
 
 // ------------------------------------------------------------------------------ the kernel
 
@@ -395,58 +255,6 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
 
   merge_splits<kHeadDim, Elt>(p, request, kv_head, row_tile, rows_valid, v_scale,
                               reinterpret_cast<float*>(ring));
-}
-
-// ------------------------------------------------------------------------------ host launch
-
-// Launches one instantiation; the dynamic shared-memory limit is raised once per device.
-template <int kHeadDim, class Elt, KvFormat kFormat, int kCtasPerSm = 2>
-cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
-  using T = Traits<kHeadDim, kv_format_bytes(kFormat), kCtasPerSm>;
-  auto* kernel = &decode_kernel<kHeadDim, Elt, kFormat, kCtasPerSm>;
-  static std::atomic<uint64_t> configured{0};  // bit d: device d done
-  int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status != cudaSuccess) return status;
-  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
-  if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
-    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  T::smem_bytes(T::kMaxRows));
-    if (status != cudaSuccess) return status;
-    configured.fetch_or(bit, std::memory_order_relaxed);
-  }
-  kernel<<<grid, kThreads, T::smem_bytes(p.rows_per_cta), stream>>>(p);
-  return cudaGetLastError();
-}
-
-template <int kHeadDim, class Elt>
-cudaError_t launch_for_format(const Params& p, KvFormat format, dim3 grid, cudaStream_t stream,
-                              int ctas_per_sm) {
-  switch (format) {
-    case KvFormat::kNative16:
-      if constexpr (has_three_cta_variant(kHeadDim, std::is_same_v<Elt, __nv_bfloat16>,
-                                          KvFormat::kNative16)) {
-        if (ctas_per_sm == 3) {
-          return launch_variant<kHeadDim, Elt, KvFormat::kNative16, 3>(p, grid, stream);
-        }
-      }
-      return launch_variant<kHeadDim, Elt, KvFormat::kNative16>(p, grid, stream);
-    case KvFormat::kE4M3:
-      return launch_variant<kHeadDim, Elt, KvFormat::kE4M3>(p, grid, stream);
-    case KvFormat::kE5M2:
-      return launch_variant<kHeadDim, Elt, KvFormat::kE5M2>(p, grid, stream);
-    case KvFormat::kInt8:
-      return launch_variant<kHeadDim, Elt, KvFormat::kInt8>(p, grid, stream);
-  }
-  return cudaErrorInvalidValue;
-}
-
-// Every (q dtype, KV format) kernel of one head dim; explicitly instantiated in hd<D>.cu.
-template <int kHeadDim>
-cudaError_t launch_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas_per_sm,
-                                dim3 grid, cudaStream_t stream) {
-  return bf16 ? launch_for_format<kHeadDim, __nv_bfloat16>(p, format, grid, stream, ctas_per_sm)
-              : launch_for_format<kHeadDim, __half>(p, format, grid, stream, ctas_per_sm);
 }
 
 }  // namespace hopattn::kernels::decode

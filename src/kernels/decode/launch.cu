@@ -9,8 +9,8 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
-#include "kernels/decode/kernel.cuh"
 #include "kernels/decode/launch.hpp"
+#include "kernels/decode/launch_kernel.cuh"
 
 namespace hopattn::kernels::decode {
 

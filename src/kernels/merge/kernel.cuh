@@ -1,9 +1,10 @@
 // Merging partial attention states: (o_k, lse_k) over disjoint key sets combine to
-// lse = log(sum_k e^lse_k), o = sum_k e^(lse_k - lse) o_k. Memory-bound. Two kernels:
-// merge_vec_kernel (16-byte aligned rows, the usual case): one thread per four 16-byte pieces of a
-// row (one piece when the row does not split into fours), its first states' o loads issued
-// before the lse math so that bytes are in flight from the start; merge_kernel (any layout): one
-// warp per row, one element per load.
+// lse = log(sum_k e^lse_k), o = sum_k e^(lse_k - lse) o_k (the arithmetic:
+// kernels/common/state_merge.cuh; block shapes and parameters: traits.cuh). Memory-bound. Two
+// kernels: merge_vec_kernel (16-byte aligned rows, the usual case): one thread per four 16-byte
+// pieces of a row (one piece when the row does not split into fours), its first states' o loads
+// issued before the lse math so that bytes are in flight from the start; merge_kernel (any
+// layout): one warp per row, one element per load.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,35 +14,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/state_merge.cuh"
+#include "kernels/merge/traits.cuh"
+
 namespace hopattn::kernels::merge {
-
-inline constexpr int kThreads = 128;
-inline constexpr int kRowsPerBlock = kThreads / 32;  // one warp a row
-inline constexpr int kFeaturesPerLane = 4;           // per pass: 128 features a warp
-inline constexpr int kVecThreads = 256;
-inline constexpr int kVecPrefetch = 2;  // states whose o loads are issued before the lse math
-// 1536 threads an SM (<= 40 registers): merge_states keeps 2 x 16 B a thread, ~48 KB an SM, in
-// flight, above the ~35 KB that hides ~1 us of DRAM latency at 4.6 TB/s over 132 SMs.
-inline constexpr int kVecBlocksPerSm = 6;
-
-// States of one source: o [T, n, H, D] (n = 1 for merge_states' o_a / o_b), lse [T, n, H].
-struct Source {
-  const void* o;
-  int64_t o_stride[3];  // token, state, head (elements; features contiguous)
-  const float* lse;
-  int64_t lse_stride[3];
-  int n;
-};
-
-struct Params {
-  Source src[2];  // merge_states: a and b (n = 1 each); merge_states_n: src[0] only
-  int num_sources;
-  int tokens, heads, dim;
-  void* out;  // [T, H, D]
-  int64_t out_stride[2];
-  float* lse;  // optional [T, H]
-  int64_t lse_stride[2];
-};
 
 template <class Elt>
 __device__ __forceinline__ float load_elt(const void* base, int64_t i) {
@@ -93,14 +69,14 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const __grid_constant__
     nan = nan || isnan(l);
     mmax = fmaxf(mmax, l);
   }
-  for (int off = 16; off > 0; off /= 2) mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, off));
+  mmax = warp_max(mmax);
   nan = __any_sync(0xffffffffu, nan);
   float total = 0.f;
   if (mmax != -INFINITY) {
     for (int k = lane; k < n; k += 32) total += expf(state_lse(p, k, t, h) - mmax);
   }
-  for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(0xffffffffu, total, off);
-  const float merged = nan ? NAN : (total > 0.f ? mmax + logf(total) : -INFINITY);
+  total = warp_sum(total);
+  const float merged = nan ? NAN : merged_lse(mmax, total);
   const float inv = total > 0.f ? 1.f / total : 0.f;
 
   if (p.lse != nullptr && lane == 0) p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = merged;
@@ -110,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const __grid_constant__
     for (int k = 0; k < n; ++k) {
       const float l = state_lse(p, k, t, h);  // same address for the warp: one broadcast load
       // Empty states weigh 0 and are skipped, so their o is never read (0 * NaN would be NaN).
-      const float w = nan ? NAN : (l == -INFINITY || total == 0.f ? 0.f : expf(l - mmax) * inv);
+      const float w = nan ? NAN : state_weight(l, mmax, total, inv);
       if (w == 0.f) continue;
       int kk = k;
       const Source& s = source_of(p, kk);
@@ -130,10 +106,6 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const __grid_constant__
 }
 
 // ------------------------------------------------------------------------ 16-byte rows
-
-// Elements of one 16-byte load of In.
-template <class In>
-inline constexpr int kVec = 16 / static_cast<int>(sizeof(In));
 
 template <class In>
 __device__ __forceinline__ void unpack16(const uint4& raw, float (&f)[kVec<In>]) {
@@ -191,14 +163,6 @@ __device__ __forceinline__ const void* state_o(const Params& p, int k, int t, in
   return s.o;
 }
 
-// Blocks per SM that merge_vec_kernel's register budget is sized for, by pieces per thread: a
-// thread keeps kVecPrefetch x kP 16-byte loads in flight. kP = 1: 1536 threads an SM (<= 40
-// registers), 48 KB in flight; kP = 4: at least 512 threads an SM (<= 128 registers; 16-bit
-// inputs hold 32 fp32 sums a thread and spill at 80), at least 64 KB in flight, with a quarter
-// of the lse loads, weight computations and threads per byte.
-template <int kP>
-inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
-
 // Thread i: row i / (pieces / kP), pieces kP * (i % (pieces / kP)) .. + kP - 1 of it, kVec
 // elements each. Same arithmetic, in the same order, as merge_kernel.
 template <class In, class Out, int kP>
@@ -240,15 +204,14 @@ __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
   }
   const float inv = total > 0.f ? 1.f / total : 0.f;
   if (p.lse != nullptr && first_elt == 0) {
-    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] =
-        nan ? NAN : (total > 0.f ? mmax + logf(total) : -INFINITY);
+    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = nan ? NAN : merged_lse(mmax, total);
   }
 
   float acc[kP][kN] = {};
   auto add = [&](int k, const uint4(&raw)[kP]) {
     const float l = state_lse(p, k, t, h);
     // Empty states weigh 0 and their o is ignored, whatever it holds (0 * NaN would be NaN).
-    const float w = l == -INFINITY || total == 0.f ? 0.f : expf(l - mmax) * inv;
+    const float w = state_weight(l, mmax, total, inv);
     if (w == 0.f) return;
 #pragma unroll
     for (int j = 0; j < kP; ++j) {

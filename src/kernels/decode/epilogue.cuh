@@ -1,0 +1,62 @@
+// Decode kernel epilogue pieces: the final lse and output scale of a row from its log2 lse (sinks
+// join the denominator here) and the 16-byte and 8-byte stores of out, for the kernel's own
+// output and the merge of the splits. Schedule: README.md beside this file.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/decode/mainloop.cuh"
+
+namespace hopattn::kernels::decode {
+
+// log2(2^lse2 + 2^sink2): the sink joins the denominator only (DESIGN.md).
+__device__ __forceinline__ float add_sink(float lse2, float sink2) {
+  const float mx = fmaxf(lse2, sink2);
+  return mx + log2f(exp2f(lse2 - mx) + exp2f(sink2 - mx));
+}
+
+// Final lse (natural log) and output scale of request row `row` from its sink-free log2 lse.
+__device__ __forceinline__ float finish_row(const Params& p, int request, int kv_head, int row,
+                                            float lse2, float v_scale) {
+  const int w = row / (p.q_len * p.group);
+  const int i = (row / p.group) % p.q_len;
+  const int h = kv_head * p.group + row % p.group;
+  float total = lse2;
+  if (p.sinks != nullptr) total = add_sink(lse2, p.sinks[h * p.sinks_stride] * kLog2e);
+  if (p.lse != nullptr) {
+    const int b = request * p.beam_width + w;
+    p.lse[b * p.lse_stride[0] + i * p.lse_stride[1] + h * p.lse_stride[2]] =
+        total == -INFINITY ? -INFINITY : total * kLn2;
+  }
+  return lse2 == -INFINITY ? 0.f : exp2f(lse2 - total) * v_scale;
+}
+
+template <class Elt>
+__device__ __forceinline__ void store_out8(const Params& p, int request, int kv_head, int row,
+                                           int d, const float (&v)[8]) {
+  const int w = row / (p.q_len * p.group);
+  const int i = (row / p.group) % p.q_len;
+  const int h = kv_head * p.group + row % p.group;
+  const int64_t offset = (request * p.beam_width + w) * p.out_stride[0] + i * p.out_stride[1] +
+                         h * p.out_stride[2] + d;
+  const uint4 packed = make_uint4(ptx::pack2<Elt>(v[0], v[1]), ptx::pack2<Elt>(v[2], v[3]),
+                                  ptx::pack2<Elt>(v[4], v[5]), ptx::pack2<Elt>(v[6], v[7]));
+  *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + offset) = packed;
+}
+
+template <class Elt>
+__device__ __forceinline__ void store_out4(const Params& p, int request, int kv_head, int row,
+                                           int d, float4 v) {
+  const int w = row / (p.q_len * p.group);
+  const int i = (row / p.group) % p.q_len;
+  const int h = kv_head * p.group + row % p.group;
+  const int64_t offset = (request * p.beam_width + w) * p.out_stride[0] + i * p.out_stride[1] +
+                         h * p.out_stride[2] + d;
+  const uint2 packed = make_uint2(ptx::pack2<Elt>(v.x, v.y), ptx::pack2<Elt>(v.z, v.w));
+  *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.out) + offset) = packed;
+}
+
+}  // namespace hopattn::kernels::decode

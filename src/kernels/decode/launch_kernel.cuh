@@ -1,0 +1,68 @@
+// Host launch of one decode kernel instantiation, and the dispatch over q dtype and KV format of
+// one head dim; explicitly instantiated in hd<D>.cu (one head dim each, so two cores build them in
+// parallel) and declared extern in launch.cu.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/decode/kernel.cuh"
+
+namespace hopattn::kernels::decode {
+
+// Launches one instantiation; the dynamic shared-memory limit is raised once per device.
+template <int kHeadDim, class Elt, KvFormat kFormat, int kCtasPerSm = 2>
+cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
+  using T = Traits<kHeadDim, kv_format_bytes(kFormat), kCtasPerSm>;
+  auto* kernel = &decode_kernel<kHeadDim, Elt, kFormat, kCtasPerSm>;
+  static std::atomic<uint64_t> configured{0};  // bit d: device d done
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+  if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
+    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  T::smem_bytes(T::kMaxRows));
+    if (status != cudaSuccess) return status;
+    configured.fetch_or(bit, std::memory_order_relaxed);
+  }
+  kernel<<<grid, kThreads, T::smem_bytes(p.rows_per_cta), stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int kHeadDim, class Elt>
+cudaError_t launch_for_format(const Params& p, KvFormat format, dim3 grid, cudaStream_t stream,
+                              int ctas_per_sm) {
+  switch (format) {
+    case KvFormat::kNative16:
+      if constexpr (has_three_cta_variant(kHeadDim, std::is_same_v<Elt, __nv_bfloat16>,
+                                          KvFormat::kNative16)) {
+        if (ctas_per_sm == 3) {
+          return launch_variant<kHeadDim, Elt, KvFormat::kNative16, 3>(p, grid, stream);
+        }
+      }
+      return launch_variant<kHeadDim, Elt, KvFormat::kNative16>(p, grid, stream);
+    case KvFormat::kE4M3:
+      return launch_variant<kHeadDim, Elt, KvFormat::kE4M3>(p, grid, stream);
+    case KvFormat::kE5M2:
+      return launch_variant<kHeadDim, Elt, KvFormat::kE5M2>(p, grid, stream);
+    case KvFormat::kInt8:
+      return launch_variant<kHeadDim, Elt, KvFormat::kInt8>(p, grid, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Every (q dtype, KV format) kernel of one head dim; explicitly instantiated in hd<D>.cu.
+template <int kHeadDim>
+cudaError_t launch_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas_per_sm,
+                                dim3 grid, cudaStream_t stream) {
+  return bf16 ? launch_for_format<kHeadDim, __nv_bfloat16>(p, format, grid, stream, ctas_per_sm)
+              : launch_for_format<kHeadDim, __half>(p, format, grid, stream, ctas_per_sm);
+}
+
+}  // namespace hopattn::kernels::decode

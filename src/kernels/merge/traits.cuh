@@ -1,0 +1,50 @@
+// The merge family's configuration: block shapes, the register budgets they imply, and the
+// kernel parameters (the states of one or two sources, the output), read by the kernels and by
+// the host launch. README.md beside this file says why these numbers.
+#pragma once
+
+#include <cstdint>
+
+namespace hopattn::kernels::merge {
+
+inline constexpr int kThreads = 128;
+inline constexpr int kRowsPerBlock = kThreads / 32;  // one warp a row
+inline constexpr int kFeaturesPerLane = 4;           // per pass: 128 features a warp
+inline constexpr int kVecThreads = 256;
+inline constexpr int kVecPrefetch = 2;  // states whose o loads are issued before the lse math
+// 1536 threads an SM (<= 40 registers): merge_states keeps 2 x 16 B a thread, ~48 KB an SM, in
+// flight, above the ~35 KB that hides ~1 us of DRAM latency at 4.6 TB/s over 132 SMs.
+inline constexpr int kVecBlocksPerSm = 6;
+
+// States of one source: o [T, n, H, D] (n = 1 for merge_states' o_a / o_b), lse [T, n, H].
+struct Source {
+  const void* o;
+  int64_t o_stride[3];  // token, state, head (elements; features contiguous)
+  const float* lse;
+  int64_t lse_stride[3];
+  int n;
+};
+
+struct Params {
+  Source src[2];  // merge_states: a and b (n = 1 each); merge_states_n: src[0] only
+  int num_sources;
+  int tokens, heads, dim;
+  void* out;  // [T, H, D]
+  int64_t out_stride[2];
+  float* lse;  // optional [T, H]
+  int64_t lse_stride[2];
+};
+
+// Elements of one 16-byte load of In.
+template <class In>
+inline constexpr int kVec = 16 / static_cast<int>(sizeof(In));
+
+// Blocks per SM that merge_vec_kernel's register budget is sized for, by pieces per thread: a
+// thread keeps kVecPrefetch x kP 16-byte loads in flight. kP = 1: 1536 threads an SM (<= 40
+// registers), 48 KB in flight; kP = 4: at least 512 threads an SM (<= 128 registers; 16-bit
+// inputs hold 32 fp32 sums a thread and spill at 80), at least 64 KB in flight, with a quarter
+// of the lse loads, weight computations and threads per byte.
+template <int kP>
+inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
+
+}  // namespace hopattn::kernels::merge

@@ -24,7 +24,10 @@ every call allocates its workspace from the graph's pool: a captured graph never
 memory. :func:`release_workspaces` frees the cached ones.
 """
 
+import torch
+
 import hopattn
+from hopattn._torch import fast as _fast
 from hopattn._torch.attention import BWD as _BWD
 from hopattn._torch.attention import FWD as _FWD
 from hopattn._torch.batch import BATCH as _BATCH
@@ -44,6 +47,11 @@ __all__ = [
     "merge_states_n",
     "release_workspaces",
 ]
+
+# The eager fast path: hopattn's public functions try it first for plain torch tensors.
+if _fast.EXT is not None:
+    hopattn._FAST.update({torch.Tensor: _fast.EXT, torch.nn.Parameter: _fast.EXT})
+hopattn._compiling = torch.compiler.is_compiling
 
 # The same functions as the top level: torch tensors given to those end up here anyway.
 attention = hopattn.attention

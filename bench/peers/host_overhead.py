@@ -6,6 +6,11 @@ see what Python adds per call where the kernel is short: the rows of issue 13's 
     python bench/peers/host_overhead.py              # CUDA when available, else the CPU backend
     python bench/peers/host_overhead.py --device cpu # the CPU reference (same Python/C++ path)
     python bench/peers/host_overhead.py --profile    # plus cProfile of the hopattn calls
+    python bench/peers/host_overhead.py --no-generic # only the rows of the path calls take
+
+Each hopattn row is timed on the path eager calls take (the C++ fast path, hopattn._torch_C, where
+it was built) and again on the generic path (the torch.library ops' Python implementation, which
+serves where the extension is absent or declines a call), so one run shows both next to SDPA.
 
 For each call it reports the median over rounds of (perf_counter time of N back-to-back calls) / N
 without synchronizing inside the round: while the host is slower than the kernel this is the host
@@ -27,6 +32,8 @@ import torch.nn.functional as F
 from peer_rows import publish
 
 import hopattn
+import hopattn.torch  # noqa: F401  (loads the fast path, when built)
+from hopattn._torch import fast
 
 CALLS = 200
 ROUNDS = 15
@@ -114,6 +121,20 @@ def workloads(device):
     }
 
 
+def generic_path(fn):
+    """`fn` run with the fast path switched off (hopattn._FAST emptied for the call)."""
+
+    def run():
+        saved = hopattn._FAST
+        hopattn._FAST = {}
+        try:
+            return fn()
+        finally:
+            hopattn._FAST = saved
+
+    return run
+
+
 def profile(fns, device):
     for name, fn in fns.items():
         if not name.split()[1].startswith("hopattn"):
@@ -133,15 +154,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "cpu"), default=None)
     ap.add_argument("--profile", action="store_true", help="cProfile the hopattn calls")
+    ap.add_argument(
+        "--no-generic", action="store_true", help="skip the generic-path rows of the hopattn calls"
+    )
     args = ap.parse_args()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("host_overhead.py: --device cuda needs a CUDA device")
     fns = workloads(device)
+    if not args.no_generic and fast.EXT is not None:
+        for name in [n for n in fns if n.split()[1].startswith("hopattn")]:
+            fns[f"{name} [generic path]"] = generic_path(fns[name])
     where = torch.cuda.get_device_name(0) if device == "cuda" else "CPU backend"
     lines = [
         f"host cost per eager call, {where}, torch {torch.__version__}, hopattn "
         f"{hopattn.__version__}; {ROUNDS} rounds of {CALLS} calls",
+        "",
+        "fast path (hopattn._torch_C): "
+        + ("active" if fast.EXT is not None else f"not active ({fast.REASON})")
+        + (", serving CUDA tensors" if fast.EXT is not None and fast.EXT.built_with_cuda() else ""),
         "",
         "| call | host us / call | wall us / call | fastest round, host us / call |",
         "| --- | ---: | ---: | ---: |",

@@ -41,6 +41,17 @@ __all__ = [
 ]
 
 
+# The eager fast path (hopattn._torch.fast): {tensor type: module}, filled when hopattn.torch is
+# imported and its C++ extension loads; `_compiling` becomes torch.compiler.is_compiling then.
+# Under torch.compile the fast path is never taken: Dynamo folds is_compiling() to True and traces
+# the generic path, the torch.library ops.
+_FAST = {}
+
+
+def _compiling():
+    return False
+
+
 def built_with_cuda():
     """True when this build contains the GPU kernels (compiled with the CUDA toolkit)."""
     return _C.built_with_cuda()
@@ -188,6 +199,16 @@ def attention(
     torch tensors that require grad are differentiated through ``out`` (backward =
     :func:`attention_backward`); lse is returned as non-differentiable.
     """
+    if not _compiling():
+        fast = _FAST.get(type(q))
+        if fast is not None:
+            r = fast.attention(
+                q, k, v, causal, window, softcap, scale, sinks, cu_seqlens_q, cu_seqlens_k,
+                max_seqlen_q, max_seqlen_k, deterministic, page_table, kv_lens, kv_layout, out,
+                lse_out,
+            )  # fmt: skip
+            if r is not NotImplemented:
+                return r
     _require_tensors(q=q, k=k, v=v)
     _one_framework(
         "q",
@@ -340,6 +361,16 @@ def decode(
     Returns ``(out, lse)``: out [B, q_len, Hq, D] in q's dtype, lse float32 [B, q_len, Hq].
     ``out=`` / ``lse_out=`` write into caller buffers.
     """
+    if not _compiling():
+        fast = _FAST.get(type(q))
+        if fast is not None:
+            r = fast.decode(
+                q, k_cache, v_cache, kv_lens, page_table, causal, window, softcap, scale, sinks,
+                k_scale, v_scale, kv_layout, tree_mask, beam_width, shared_kv_lens, num_splits,
+                out, lse_out,
+            )  # fmt: skip
+            if r is not NotImplemented:
+                return r
     _require_tensors(q=q, k_cache=k_cache, v_cache=v_cache, kv_lens=kv_lens)
     _one_framework(
         "q",
@@ -416,6 +447,15 @@ def mla(
 
     Returns ``(out, lse)``: out [total_q, H, 512] in q_nope's dtype, lse float32 [total_q, H].
     """
+    if not _compiling():
+        fast = _FAST.get(type(q_nope))
+        if fast is not None:
+            r = fast.mla(
+                q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, page_table, causal, scale,
+                max_seqlen_q, kv_scale, num_splits, out, lse_out,
+            )  # fmt: skip
+            if r is not NotImplemented:
+                return r
     _require_tensors(
         q_nope=q_nope, q_pe=q_pe, ckv=ckv, kpe=kpe, cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens
     )
@@ -456,6 +496,12 @@ def merge_states(o_a, lse_a, o_b, lse_b, *, out=None, lse_out=None):
     Empty states (lse = -inf) contribute nothing; two empty states merge to an empty one
     (out 0, lse -inf). Returns ``(out, lse)`` with o_a's and lse_a's shapes.
     """
+    if not _compiling():
+        fast = _FAST.get(type(o_a))
+        if fast is not None:
+            r = fast.merge_states(o_a, lse_a, o_b, lse_b, out, lse_out)
+            if r is not NotImplemented:
+                return r
     _require_tensors(o_a=o_a, lse_a=lse_a, o_b=o_b, lse_b=lse_b)
     _one_framework("o_a", o_a, lse_a=lse_a, o_b=o_b, lse_b=lse_b, out=out, lse_out=lse_out)
     return _backend(o_a).merge_states(o_a, lse_a, o_b, lse_b, out=out, lse=lse_out)
@@ -467,6 +513,12 @@ def merge_states_n(o, lse, *, out=None, lse_out=None):
     ``o`` [T, n, H, D], ``lse`` float32 [T, n, H]. Returns ``(out, lse)``: out [T, H, D] in o's
     dtype, lse float32 [T, H].
     """
+    if not _compiling():
+        fast = _FAST.get(type(o))
+        if fast is not None:
+            r = fast.merge_states_n(o, lse, out, lse_out)
+            if r is not NotImplemented:
+                return r
     _require_tensors(o=o, lse=lse)
     _one_framework("o", o, lse=lse, out=out, lse_out=lse_out)
     return _backend(o).merge_states_n(o, lse, out=out, lse_out=lse_out)

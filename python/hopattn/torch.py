@@ -15,7 +15,12 @@ CUDA tensors run on their own device and on torch's current stream of that devic
 from torch's caching allocator (so under CUDA-graph capture, from the graph's pool) and the C++ call
 allocates and synchronizes nothing.
 
-Host cost of an eager call (docs/perf/decode.md): a plain eager call (nothing that would intercept
+Host cost of an eager call (docs/perf/NOTES.md, "Python host path"): where the optional C++
+extension ``hopattn._torch_C`` was built (against the torch installed at build time), a plain
+eager call runs in it end to end (:mod:`hopattn._torch.fast`), autograd included; every call it
+declines, and every call where it is absent, takes the generic path below.
+
+The generic path: a plain eager call (nothing that would intercept
 the dispatch, plain tensors) calls the op's implementation directly, or, when inputs require grad,
 runs it in a ``torch.autograd.Function`` with the op's own autograd formula; tensors cross to C++
 as DLPack capsules made by torch's C exporter; decode and mla reuse a workspace per (device,
@@ -24,7 +29,10 @@ every call allocates its workspace from the graph's pool: a captured graph never
 memory. :func:`release_workspaces` frees the cached ones.
 """
 
+import torch
+
 import hopattn
+from hopattn._torch import fast as _fast
 from hopattn._torch.attention import BWD as _BWD
 from hopattn._torch.attention import FWD as _FWD
 from hopattn._torch.batch import BATCH as _BATCH
@@ -44,6 +52,11 @@ __all__ = [
     "merge_states_n",
     "release_workspaces",
 ]
+
+# The eager fast path: hopattn's public functions try it first for plain torch tensors.
+if _fast.EXT is not None:
+    hopattn._FAST.update({torch.Tensor: _fast.EXT, torch.nn.Parameter: _fast.EXT})
+hopattn._compiling = torch.compiler.is_compiling
 
 # The same functions as the top level: torch tensors given to those end up here anyway.
 attention = hopattn.attention

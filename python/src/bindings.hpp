@@ -9,8 +9,9 @@ namespace hopattn::python {
 
 namespace nb = nanobind;
 
-void bind_batch(nb::module_& m);     // batch.cpp
-void bind_families(nb::module_& m);  // families.cpp
-void bind_support(nb::module_& m);   // support.cpp
+void bind_batch(nb::module_& m);      // batch.cpp
+void bind_families(nb::module_& m);   // families.cpp
+void bind_support(nb::module_& m);    // support.cpp
+void bind_torch_api(nb::module_& m);  // torch_api.cpp
 
 }  // namespace hopattn::python

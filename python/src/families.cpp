@@ -2,7 +2,6 @@
 // as DLPack objects and its options as keywords, and calls the C++ entry point with the GIL
 // released. Outputs are allocated by the Python layer in the caller's framework, so nothing here
 // allocates device memory (CUDA-graph capture safe).
-#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -15,16 +14,6 @@ namespace hopattn::python {
 using namespace nb::literals;
 
 namespace {
-
-// Largest int32 element of a host tensor (kv_lens), 0 where it cannot be read on the host.
-int max_from_host(const TensorView& t) {
-  if (!t.defined() || t.is_cuda() || t.dtype() != DType::kInt32 || t.rank() != 1) return 0;
-  int best = 0;
-  for (int64_t i = 0; i < t.size(0); ++i) {
-    best = std::max(best, t.data_as<const int32_t>()[i * t.stride(0)]);
-  }
-  return best;
-}
 
 // ---------------------------------------------------------------- fwd / bwd
 struct AttentionKwargs {
@@ -61,13 +50,9 @@ FwdArgs fwd_args(TensorImporter& t, nb::handle q, nb::handle k, nb::handle v, nb
   if (!kw.page_table.is_none() || !kw.kv_lens.is_none()) {
     a.pages = import_pages(t, kw.page_table, kw.kv_lens, kw.kv_layout);
   }
-  // CPU callers may leave the bounds out: they are read from the host index tensors here. CUDA
-  // callers must give them (reading device memory would synchronize).
-  // Only 0 means "not given": a negative bound reaches the validator, which rejects it.
-  a.max_seqlen_q = kw.max_seqlen_q != 0 ? kw.max_seqlen_q : max_seqlen_from_host(a.cu_seqlens_q);
-  a.max_seqlen_k = kw.max_seqlen_k != 0 ? kw.max_seqlen_k
-                   : a.pages.defined()  ? max_from_host(a.pages.kv_lens)
-                                        : max_seqlen_from_host(a.cu_seqlens_k);
+  a.max_seqlen_q = kw.max_seqlen_q;
+  a.max_seqlen_k = kw.max_seqlen_k;
+  read_host_bounds(a);
   a.sinks = t.input(kw.sinks, "sinks");
   a.out = outputs_writable ? t.output(out, "out") : t.input(out, "out");
   a.lse = outputs_writable ? t.output(lse, "lse") : t.input(lse, "lse");
@@ -254,7 +239,8 @@ void bind_families(nb::module_& m) {
         a.ckv = t.input(ckv, "ckv");
         a.kpe = t.input(kpe, "kpe");
         a.cu_seqlens_q = t.index(cu_seqlens_q, "cu_seqlens_q");
-        a.max_seqlen_q = max_seqlen_q > 0 ? max_seqlen_q : max_seqlen_from_host(a.cu_seqlens_q);
+        a.max_seqlen_q = max_seqlen_q;
+        read_host_bounds(a);
         a.pages = import_pages(t, page_table, kv_lens, "NHD");
         a.out = t.output(out, "out");
         a.lse = t.output(lse, "lse");

@@ -45,4 +45,5 @@ NB_MODULE(_C, m) {
   hopattn::python::bind_families(m);
   hopattn::python::bind_batch(m);
   hopattn::python::bind_support(m);
+  hopattn::python::bind_torch_api(m);
 }

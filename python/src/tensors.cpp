@@ -179,6 +179,32 @@ int max_seqlen_from_host(const TensorView& cu) {
   return static_cast<int>(best);
 }
 
+namespace {
+
+// Largest int32 element of a host tensor (kv_lens), 0 where it cannot be read on the host.
+int max_from_host(const TensorView& t) {
+  if (!t.defined() || t.is_cuda() || t.dtype() != DType::kInt32 || t.rank() != 1) return 0;
+  int best = 0;
+  for (int64_t i = 0; i < t.size(0); ++i) {
+    best = std::max(best, t.data_as<const int32_t>()[i * t.stride(0)]);
+  }
+  return best;
+}
+
+}  // namespace
+
+void read_host_bounds(FwdArgs& a) {
+  if (a.max_seqlen_q == 0) a.max_seqlen_q = max_seqlen_from_host(a.cu_seqlens_q);
+  if (a.max_seqlen_k == 0) {
+    a.max_seqlen_k =
+        a.pages.defined() ? max_from_host(a.pages.kv_lens) : max_seqlen_from_host(a.cu_seqlens_k);
+  }
+}
+
+void read_host_bounds(MlaArgs& a) {
+  if (a.max_seqlen_q <= 0) a.max_seqlen_q = max_seqlen_from_host(a.cu_seqlens_q);
+}
+
 Workspace import_workspace(TensorImporter& tensors, nb::handle obj) {
   const TensorView t = tensors.output(obj, "workspace");
   if (!t.defined()) return {};

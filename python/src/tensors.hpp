@@ -65,6 +65,13 @@ inline Stream as_stream(uintptr_t handle) { return reinterpret_cast<Stream>(hand
 // tensor is absent, on a CUDA device, or not int32 rank 1 (the validators then say what is wrong).
 int max_seqlen_from_host(const TensorView& cu_seqlens);
 
+// The bounds a CPU caller may leave out (0), read from the host index tensors: max_seqlen_q from
+// cu_seqlens_q; max_seqlen_k from kv_lens (paged) or cu_seqlens_k. Only 0 means "not given": a
+// negative bound reaches the validator, which rejects it. CUDA callers must give them (reading
+// device memory would synchronize), so on CUDA tensors they stay 0 and the validator says so.
+void read_host_bounds(FwdArgs& a);
+void read_host_bounds(MlaArgs& a);  // max_seqlen_q <= 0: from cu_seqlens_q
+
 // Caller-owned workspace from a byte tensor (any dtype; its size in bytes counts). None -> empty.
 Workspace import_workspace(TensorImporter& tensors, nb::handle obj);
 

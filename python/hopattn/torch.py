@@ -51,11 +51,22 @@ __all__ = [
     "merge_states",
     "merge_states_n",
     "release_workspaces",
+    "set_fast_path",
 ]
 
+
+def set_fast_path(enabled=True):
+    """Whether eager calls on plain torch tensors go through the C++ fast path
+    (``hopattn._torch_C``, where it was built) or the generic ``torch.library`` path; results are
+    bitwise the same. Returns whether the fast path is now in use (False where it was not built)."""
+    hopattn._FAST.clear()
+    if enabled and _fast.EXT is not None:
+        hopattn._FAST.update({torch.Tensor: _fast.EXT, torch.nn.Parameter: _fast.EXT})
+    return bool(hopattn._FAST)
+
+
 # The eager fast path: hopattn's public functions try it first for plain torch tensors.
-if _fast.EXT is not None:
-    hopattn._FAST.update({torch.Tensor: _fast.EXT, torch.nn.Parameter: _fast.EXT})
+set_fast_path(True)
 hopattn._compiling = torch.compiler.is_compiling
 
 # The same functions as the top level: torch tensors given to those end up here anyway.

@@ -1,12 +1,9 @@
 """hopattn._torch.fast: the optional C++ eager path (hopattn._torch_C). Where it is built, each
 family's fast path gives bit-identical results to the generic path (the torch.library ops), raises
 the same errors, hands every call it does not take to the generic path, and records the same
-autograd; where it is not built (or HOPATTN_TORCH_EXT=0), the generic path serves alone."""
+autograd; where it is not built (or hopattn.torch.set_fast_path(False)), the generic path serves alone."""
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -26,24 +23,19 @@ def _built():
 
 
 def test_extension_loads_where_built():
-    if os.environ.get("HOPATTN_TORCH_EXT") == "0":
-        assert EXT is None and "HOPATTN_TORCH_EXT" in fast.REASON
-    else:
-        assert (EXT is not None) == _built(), fast.REASON
+    assert (EXT is not None) == _built(), fast.REASON
     assert (torch.Tensor in hopattn._FAST) == (EXT is not None)
 
 
-def test_disabled_by_environment():
-    code = (
-        "import torch, hopattn, hopattn.torch\n"
-        "from hopattn._torch import fast\n"
-        "assert fast.EXT is None and not hopattn._FAST, fast.REASON\n"
-        "q = torch.randn(1, 3, 2, 8)\n"
-        "out, lse = hopattn.attention(q, q, q, causal=True)\n"
-        "assert out.shape == q.shape and lse.shape == q.shape[:-1]\n"
-    )
-    env = dict(os.environ, HOPATTN_TORCH_EXT="0")
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+def test_set_fast_path_turns_it_off_and_on():
+    try:
+        assert hopattn.torch.set_fast_path(False) is False
+        assert not hopattn._FAST
+        q = torch.randn(1, 3, 2, 8)
+        out, lse = hopattn.attention(q, q, q, causal=True)
+        assert out.shape == q.shape and lse.shape == q.shape[:-1]
+    finally:
+        assert hopattn.torch.set_fast_path(True) == (EXT is not None)
 
 
 @pytest.fixture

@@ -11,12 +11,11 @@ grad records a C++ autograd node whose backward is the bwd family. Any other cal
 ``NotImplemented`` before doing anything, and the generic path (the ``torch.library`` ops of
 :mod:`hopattn._torch.ops`, which torch.compile, opcheck and the dispatcher always use) serves it.
 
-- ``EXT``: the extension module, or None where it was not built, does not load (built against
-  another torch), or ``HOPATTN_TORCH_EXT=0`` is set in the environment.
+- ``EXT``: the extension module, or None where it was not built or does not load (built against
+  another torch). ``hopattn.torch.set_fast_path(False)`` turns its use off (the library reads no
+  environment variable).
 - ``REASON``: why ``EXT`` is None ("" when it is not).
 """
-
-import os
 
 from hopattn import _C
 from hopattn._torch import decode as _decode
@@ -27,8 +26,6 @@ REASON = ""
 
 
 def _load():
-    if os.environ.get("HOPATTN_TORCH_EXT", "1") == "0":
-        return None, "disabled by HOPATTN_TORCH_EXT=0"
     try:
         from hopattn import _torch_C
     except ImportError as e:  # not built (no torch at build time), or another torch's build

@@ -1,6 +1,7 @@
 // Public entry points: validate, then route CPU tensors to the reference and CUDA tensors to the
 // GPU kernels. A family without a GPU kernel yet raises kNotImplemented for CUDA tensors.
 #include "api/batch_state.hpp"
+#include "api/debug_mode.hpp"
 #include "api/launch_variants.hpp"
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
@@ -35,6 +36,7 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
   validate::attention_fwd(args, opts);
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
+    if (debug::enabled()) debug::check_device_values(args, opts, stream);
     kernels::fwd::run(args, opts, stream, launch);
     return;
 #else
@@ -51,6 +53,7 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
   validate::attention_bwd(args, opts);
   if (args.fwd.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
+    if (debug::enabled()) debug::check_device_values(args, opts, stream);
     kernels::bwd::run(args, opts, stream, launch);
     return;
 #else
@@ -91,6 +94,7 @@ void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   validate::decode(args, opts);
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
+    if (debug::enabled()) debug::check_device_values(args, opts, stream);
     kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
     return;
 #else
@@ -112,6 +116,7 @@ void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream) {
   validate::mla(args, opts);
   if (args.q_nope.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
+    if (debug::enabled()) debug::check_device_values(args, opts, stream);
     kernels::mla::launch(args, opts, stream);
     return;
 #else
@@ -155,6 +160,9 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
   validate::batch_run(args, s.config, s.planned_step(), s.workspace_bytes);
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
+    if (debug::enabled()) {
+      debug::check_device_values(args, s.config, s.planned_step(), s.workspace_bytes, stream);
+    }
     kernels::batch::check_supported(args, s.config);
     const plan::BatchWorkspaceLayout& layout = s.layout;
     auto* ws = static_cast<unsigned char*>(args.workspace.data);

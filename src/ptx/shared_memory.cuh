@@ -27,6 +27,11 @@ __device__ __forceinline__ uint32_t lane_id() {
   return lane;
 }
 
+// PTX ISA "st" (st.shared.v2.b32).
+__device__ __forceinline__ void st_shared_v2(uint32_t addr, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(addr), "r"(x), "r"(y) : "memory");
+}
+
 // PTX ISA "st" (st.shared.b32).
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");

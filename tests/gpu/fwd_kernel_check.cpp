@@ -562,4 +562,38 @@ void run_once(const FwdCase& c) {
   attention_fwd(t.args(true, t.out->whole(true), t.lse->whole(true)), c.opts, nullptr);
 }
 
+int64_t run_with_bad_index(const FwdCase& c, BadIndex bad) {
+  std::mt19937_64 rng(1);
+  Tensors t(c, rng);
+  const auto set = [](Mirrored& m, int64_t i, int64_t v) {
+    static_cast<int32_t*>(m.host.data())[i] = static_cast<int32_t>(v);
+    m.upload();
+    return v;
+  };
+  int64_t value = 0;
+  switch (bad) {
+    case BadIndex::kPageId:
+      value = c.csr ? set(*t.indices, 0, t.plan.num_pages + 5)
+                    : set(*t.block_table, 0, t.plan.num_pages + 5);
+      break;
+    case BadIndex::kNegativePageId:
+      value = c.csr ? set(*t.indices, 0, -3) : set(*t.block_table, 0, -3);
+      break;
+    case BadIndex::kKvLen:
+      value = set(*t.kv_lens_t, 0, int64_t{c.kv_lens[0]} + 1000 * c.page_size);
+      break;
+    case BadIndex::kCuSeqlensQ:
+      value = set(*t.cu_q_t, c.batch(), t.total_q + 7);
+      break;
+    case BadIndex::kCsrIndptr:
+      value = set(*t.indptr, c.batch(), t.indices->host.numel() + 9);
+      break;
+    case BadIndex::kCuSeqlensK:
+      value = set(*t.cu_k_t, c.batch(), t.total_k + 11);
+      break;
+  }
+  attention_fwd(t.args(true, t.out->whole(true), t.lse->whole(true)), c.opts, nullptr);
+  return value;
+}
+
 }  // namespace hopattn::testing::fwd_check

@@ -63,6 +63,16 @@ void check_case(const FwdCase& c, uint64_t seed);
 // of the errors it raises.
 void run_once(const FwdCase& c);
 
+// One device-resident index of a case made bad after its tensors are built (the safety tests):
+// request 0's first page id past the pool or negative, request 0's kv_len past its pages,
+// cu_seqlens_q's last entry past q's rows, CSR indptr's last entry past page_indices, varlen
+// cu_seqlens_k's last entry past k's rows.
+enum class BadIndex { kPageId, kNegativePageId, kKvLen, kCuSeqlensQ, kCsrIndptr, kCuSeqlensK };
+
+// Runs hopattn::attention_fwd once with that index bad, checking nothing (the caller checks
+// hopattn::check_errors); returns the bad value written.
+int64_t run_with_bad_index(const FwdCase& c, BadIndex bad);
+
 // The KV loader the kernel picks for the case's device tensors (kernels::fwd::kv_load_path).
 std::string kv_load_path(const FwdCase& c, const kernels::fwd::LaunchOptions& launch = {});
 

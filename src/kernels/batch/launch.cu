@@ -78,6 +78,7 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   f.pages.layout = c.kv_layout;
   fwd::FwdParams p =
       fwd::prepare_params(f, fwd_options(c), fwd::LaunchOptions{}, device, Traits::kBlockN);
+  p.status_family = StatusFamily::kBatch;
   const auto* plan_bytes = static_cast<const uint8_t*>(step.plan);
   const plan::BatchPlanOffsets offsets = plan::batch_plan_offsets(step.num_ctas, 0, 0);
   p.batch.cta_offsets = reinterpret_cast<const int32_t*>(plan_bytes + offsets.cta_offsets);

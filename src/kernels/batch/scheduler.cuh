@@ -46,7 +46,8 @@ class WorkListScheduler {
     return w;
   }
 
-  template <class Traits>
+  // kReport: as make_tile_info's; the item's lengths were checked on the host when planned.
+  template <class Traits, bool kReport = false>
   __device__ TileInfo info(const FwdParams& p, const WorkTile& w) const {
     const plan::BatchWorkItem& item = p_.batch.items[index_];
     TileInfo t;

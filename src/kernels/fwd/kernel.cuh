@@ -45,6 +45,10 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
     Mainloop::template load_tile<kSource>(p, sm, w, t, st);
   }
   if (kGather) Mainloop::finish_jobs(sm, st);
+  if (kSource == KVSource::kPagedTma) {  // the whole warp ran the loop
+    __syncwarp();
+    if (threadIdx.x == 0) KVLoader<Traits>::report_bad_page(p, sm.bad_page_note(0));
+  }
 }
 
 template <class Traits, class Scheduler>
@@ -56,7 +60,7 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
   typename Mainloop::ConsumerState st;
   for (Scheduler sched(p); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();
-    const TileInfo t = sched.template info<Traits>(p, w);
+    const TileInfo t = sched.template info<Traits, /*kReport=*/true>(p, w);
     if (!t.has_rows()) continue;
     float o[Traits::kORegs];
 #pragma unroll
@@ -107,6 +111,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(sm.v_empty(s), Traits::kConsumerThreads);
       ptx::mbarrier_init(sm.job_full(s), 1);
     }
+    for (int w = 0; w < 4; ++w) *sm.bad_page_note(w) = make_int2(0, 0);
   }
   __syncthreads();
   const int warpgroup = ptx::warpgroup_index();

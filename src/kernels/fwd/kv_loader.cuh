@@ -28,6 +28,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/device_status.cuh"
 #include "kernels/fwd/mask.cuh"
 #include "kernels/fwd/traits.cuh"
 #include "kernels/fwd/work_tile.cuh"
@@ -52,10 +53,27 @@ struct KVLoader {
     const int* pages;  // paged TMA: the request's physical pages, in token order
   };
 
+  // A page id outside the pool, met by a lane of producer warp w: noted as {request + 1, page} in
+  // the warp's note (SharedPlan::bad_page_note; any lane's note is kept), and recorded once
+  // after the warp's last tile (report_bad_page), not in the loop, where a call would cost the
+  // producer warpgroup's 24 registers.
+  __device__ static void note_bad_page(int2* note, int request, int page) {
+    ptx::st_shared_v2(ptx::smem_address(note), static_cast<uint32_t>(request + 1),
+                      static_cast<uint32_t>(page));
+  }
+  // One lane of the warp whose note it is, after a __syncwarp().
+  __device__ static void report_bad_page(const FwdParams& p, const int2* note) {
+    const int2 n = *note;
+    if (n.x != 0) {
+      record_violation(p.status, status_tag(p.status_family, StatusIndex::kPage), n.x - 1, -1, n.y,
+                       p.kv.num_pages);
+    }
+  }
+
   // Paged: request b's physical pages, in token order.
   __device__ static const int* page_list(const FwdParams& p, int b) {
     return p.kv.block_table != nullptr ? p.kv.block_table + b * p.kv.block_table_stride
-                                       : p.kv.page_indices + p.kv.page_indptr[b];
+                                       : p.kv.page_indices + csr_first(p, b);
   }
 
   template <KVSource kSource>
@@ -70,7 +88,7 @@ struct KVLoader {
   // thread; paged: every lane of the producer warp.
   template <KVSource kSource, int kPanels>
   __device__ static void tma_block(const FwdParams& p, const CUtensorMap* map, uint8_t* stage,
-                                   uint64_t* bar, const Source& s, int n) {
+                                   uint64_t* bar, const Source& s, int n, int2* note) {
     const int first = n * kBlockN;
     if constexpr (kSource == KVSource::kContiguous) {
 #pragma unroll
@@ -98,6 +116,11 @@ struct KVLoader {
           const uint32_t index = p.kv.page_div.divide(token);
           page = s.pages[index];
           slot = token - static_cast<int>(index) * p.kv.page_size;
+          // A page id outside the pool lies outside the map's page dimension: TMA reads
+          // nothing and writes zeros. Noted for the report (note_bad_page).
+          if (static_cast<uint32_t>(page) >= static_cast<uint32_t>(p.kv.num_pages)) {
+            note_bad_page(note, s.batch, page);
+          }
         }
         const int r = valid > 0 ? 0 : box;
         uint8_t* dst = stage + row * Traits::kRowBytes;
@@ -123,7 +146,8 @@ struct KVLoader {
   // kRowsPerRound apart, so it looks up one page per row.
   template <int kCols>
   __device__ static void gather_block(const FwdParams& p, const PoolParams& pool, uint32_t stage,
-                                      uint64_t* bar, const GatherJob& job, uint32_t tid) {
+                                      uint64_t* bar, const GatherJob& job, uint32_t tid,
+                                      int2* note) {
     constexpr uint32_t kChunks = kCols / 8;  // 16-byte pieces per row
     constexpr uint32_t kRowsPerRound = Traits::kGatherThreads / kChunks;
     static_assert(Traits::kGatherThreads % kChunks == 0, "gather: whole rows per round");
@@ -144,10 +168,14 @@ struct KVLoader {
       if (token < end) {  // page-list entries past the length are never read
         const uint32_t index = p.kv.page_div.divide(token);
         const uint32_t page = pages[index];
-        const uint32_t slot = token - index * p.kv.page_size;
-        src = base + static_cast<uint64_t>(page) * pool.page_stride +
-              (slot * pool.slot_stride + head_offset);
-        bytes = 16;
+        if (page < static_cast<uint32_t>(p.kv.num_pages)) {
+          const uint32_t slot = token - index * p.kv.page_size;
+          src = base + static_cast<uint64_t>(page) * pool.page_stride +
+                (slot * pool.slot_stride + head_offset);
+          bytes = 16;
+        } else {  // never read through a page id outside the pool: zeros, and a note
+          note_bad_page(note, job.batch, static_cast<int>(page));
+        }
       }
       ptx::cp_async_16(stage + (chunk / 8) * Traits::kKVPanelBytes + row * Traits::kRowBytes +
                            (((chunk % 8) ^ (row % 8)) << 4),

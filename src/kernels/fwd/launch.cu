@@ -9,6 +9,7 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/device_status_host.hpp"
 #include "kernels/common/math_constants.hpp"
 #include "kernels/common/tma_views.hpp"
 #include "kernels/fwd/launch.hpp"
@@ -174,10 +175,14 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   p.heads_kv = static_cast<int>(paged ? pool_view(args.k, args.pages.layout).heads
                                       : head_major_view(args.k, varlen).h);
   p.group = p.heads_q / p.heads_kv;
+  p.status = device_status(device, kWhere);  // the batch family's launch sets its own family
   if (varlen) {
     p.seq.batch = static_cast<int>(args.cu_seqlens_q.size(0) - 1);
     p.seq.cu_seqlens_q = args.cu_seqlens_q.data_as<const int>();
     if (!paged) p.seq.cu_seqlens_k = args.cu_seqlens_k.data_as<const int>();
+    // The bounds of the device-resident entries (mask.cuh clamps into them).
+    p.seq.total_q = static_cast<int>(q.s);
+    if (!paged) p.seq.total_k = static_cast<int>(head_major_view(args.k, varlen).s);
   } else {
     const HeadMajorView k = head_major_view(args.k, varlen);
     p.seq.batch = static_cast<int>(q.b);
@@ -193,10 +198,13 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
     if (pt.block_table.defined()) {
       p.kv.block_table = pt.block_table.data_as<const int>();
       p.kv.block_table_stride = pt.block_table.stride(0);
+      p.kv.pages_per_row = static_cast<int>(pt.block_table.size(1));
     } else {
       p.kv.page_indptr = pt.indptr.data_as<const int>();
       p.kv.page_indices = pt.indices.data_as<const int>();
+      p.kv.num_page_indices = static_cast<int>(pt.indices.size(0));
     }
+    p.kv.num_pages = static_cast<int>(pool_view(args.k, pt.layout).pages);
     p.kv.page_size = static_cast<int>(pool_view(args.k, pt.layout).page_size);
     p.kv.page_div = FastDivisor::of(static_cast<uint32_t>(p.kv.page_size));
     p.kv.hnd = pt.layout == KVLayout::kHND;

@@ -122,7 +122,8 @@ struct FwdMainloop {
       ptx::mbarrier_arrive(sm.job_full(s));  // release: the job's fields before the arrival
     } else {
       if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
-      Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, sm.k(s), sm.k_full(s), src, n);
+      Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, sm.k(s), sm.k_full(s), src, n,
+                                                     sm.bad_page_note(0));
     }
   }
 
@@ -132,7 +133,8 @@ struct FwdMainloop {
     const uint32_t s = kv.stage();
     producer_wait(sm.v_empty(s), kv.phase() ^ 1);
     if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
-    Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, sm.v(s), sm.v_full(s), src, n);
+    Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, sm.v(s), sm.v_full(s), src, n,
+                                                  sm.bad_page_note(0));
   }
 
   // Producer thread, gather mode, after its last tile: a job with n_block = -1 stops the gather
@@ -155,6 +157,7 @@ struct FwdMainloop {
   // order the producer thread published them.
   __device__ static void gather_jobs(const FwdParams& p, const SharedPlan<Traits>& sm,
                                      uint32_t tid) {
+    int2* const note = sm.bad_page_note(1 + static_cast<int>(tid) / 32);
     Pipeline kv;
     for (;;) {
       const uint32_t s = kv.stage();
@@ -162,13 +165,15 @@ struct FwdMainloop {
       const GatherJob job = read_job(sm, s);
       if (job.n_block < 0) break;
       Loader::template gather_block<Traits::kHeadDim>(p, p.kv.k_pool, ptx::smem_address(sm.k(s)),
-                                                      sm.k_full(s), job, tid);
+                                                      sm.k_full(s), job, tid, note);
       producer_wait(sm.v_empty(s), kv.phase() ^ 1);
       Loader::template gather_block<Traits::kHeadDimV>(p, p.kv.v_pool, ptx::smem_address(sm.v(s)),
-                                                       sm.v_full(s), job, tid);
+                                                       sm.v_full(s), job, tid, note);
       kv.advance();
     }
     ptx::cp_async_wait<0>();  // no copy of this thread's still in flight when it leaves
+    __syncwarp();
+    if (tid % 32 == 0) Loader::report_bad_page(p, note);
   }
 
   // ---------------------------------------------------------------------------- consumer

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "kernels/common/device_status.cuh"
 #include "kernels/fwd/traits.cuh"
 #include "kernels/fwd/work_tile.cuh"
 #include "plan/batch_tiles.hpp"
@@ -49,18 +50,70 @@ __device__ __forceinline__ void set_tile_range(const FwdParams& p, const WorkTil
   t.n_block_min = min(max(col_begin, 0) / Traits::kBlockN, t.n_block_max);
 }
 
-template <class Traits>
+// The first consumer thread of the CTA records a bad device-resident index (kReport); nothing
+// else does, so that the producer warpgroup's 24 registers hold no call.
+template <bool kReport>
+__device__ __forceinline__ void report_index(const FwdParams& p, StatusIndex index, int request,
+                                             int position, int64_t value, int64_t bound) {
+  if (kReport && threadIdx.x == 128) {
+    record_violation(p.status, status_tag(p.status_family, index), request, position, value, bound);
+  }
+}
+
+// [lo, hi) of a varlen request from its cu_seqlens entries, clamped into [0, total]: a bad pair
+// (outside the rows, or backwards) can then address no row outside the tensor. kReport: the
+// consumers' instance records it.
+template <bool kReport>
+__device__ __forceinline__ void varlen_range(const FwdParams& p, const int* cu, int total, int b,
+                                             StatusIndex index, int& row, int& len) {
+  const int lo = cu[b], hi = cu[b + 1];
+  row = min(max(lo, 0), total);
+  len = min(max(hi, row), total) - row;
+  if (kReport && !(in_closed_range(hi, total) && in_closed_range(lo, hi))) {
+    const bool hi_ok = in_closed_range(hi, total);
+    report_index<kReport>(p, index, b, hi_ok ? b : b + 1, hi_ok ? lo : hi, total);
+  }
+}
+
+// Paged: the first of request b's entries in page_indices (CSR), clamped into the array; with a
+// block table, 0. A kv_len is then clamped to the tokens its list can hold, so that no page-list
+// entry past the list (or the array) is read.
+__device__ __forceinline__ int csr_first(const FwdParams& p, int b) {
+  return min(max(p.kv.page_indptr[b], 0), p.kv.num_page_indices);
+}
+
+// Device-resident lengths and offsets are clamped where they are read, the same way by the
+// producer and the consumers (the pipeline needs both to see one geometry): nothing is read or
+// written through a bad entry; the consumers' kReport instance records it.
+template <class Traits, bool kReport = false>
 __device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const WorkTile& w) {
   TileInfo t;
   if (p.seq.cu_seqlens_q != nullptr) {
-    t.row_q = p.seq.cu_seqlens_q[w.batch];
-    t.seqlen_q = p.seq.cu_seqlens_q[w.batch + 1] - t.row_q;
+    varlen_range<kReport>(p, p.seq.cu_seqlens_q, p.seq.total_q, w.batch, StatusIndex::kCuSeqlensQ,
+                          t.row_q, t.seqlen_q);
     if (p.kv.kv_lens != nullptr) {  // paged: keys are addressed through the page list
       t.row_k = 0;
-      t.seqlen_k = p.kv.kv_lens[w.batch];
+      int pages = p.kv.pages_per_row;
+      if (p.kv.block_table == nullptr) {
+        const int first = csr_first(p, w.batch);
+        const int end = min(max(p.kv.page_indptr[w.batch + 1], first), p.kv.num_page_indices);
+        pages = end - first;
+        if (kReport &&
+            !(in_closed_range(p.kv.page_indptr[w.batch + 1], p.kv.num_page_indices) &&
+              in_closed_range(p.kv.page_indptr[w.batch], p.kv.page_indptr[w.batch + 1]))) {
+          report_index<kReport>(p, StatusIndex::kPageIndptr, w.batch, -1,
+                                p.kv.page_indptr[w.batch + 1], p.kv.num_page_indices);
+        }
+      }
+      const int kv_len = p.kv.kv_lens[w.batch];
+      const int capacity = pages * p.kv.page_size;
+      if (kReport && !in_closed_range(kv_len, capacity)) {
+        report_index<kReport>(p, StatusIndex::kKvLen, w.batch, -1, kv_len, capacity);
+      }
+      t.seqlen_k = min(max(kv_len, 0), capacity);
     } else {
-      t.row_k = p.seq.cu_seqlens_k[w.batch];
-      t.seqlen_k = p.seq.cu_seqlens_k[w.batch + 1] - t.row_k;
+      varlen_range<kReport>(p, p.seq.cu_seqlens_k, p.seq.total_k, w.batch, StatusIndex::kCuSeqlensK,
+                            t.row_k, t.seqlen_k);
     }
     t.batch_coord = 0;
   } else {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/device_status.hpp"
 #include "kernels/common/fast_divisor.hpp"
 #include "plan/batch_plan_layout.hpp"
 
@@ -54,9 +55,12 @@ struct FwdTraits {
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = 128 + kConsumerThreads;
   // 384 threads at one block per SM start at 168 registers; the producer gives most of its
-  // share to the consumers: 128 * 24 + 256 * 240 = 168 * 384.
-  static constexpr uint32_t kProducerRegisters = 24;
-  static constexpr uint32_t kConsumerRegisters = 240;
+  // share to the consumers. Head dim 256 (128 O, 40 S and 20 P registers a consumer thread)
+  // needs 240 for its consumers: 128 * 24 + 256 * 240 = 168 * 384, a producer of 24. Below it the
+  // consumers fit 232 without spills, and the producer's paged paths (a lane per page box, the
+  // page-table bound checks, 2026-12-01) get 32: 128 * 32 + 256 * 232 = 63488 <= 168 * 384.
+  static constexpr uint32_t kProducerRegisters = kHeadDimV > 128 ? 24 : 32;
+  static constexpr uint32_t kConsumerRegisters = kHeadDimV > 128 ? 240 : 232;
 
   // Register tiles of one consumer thread.
   static constexpr int kSRegs = kBlockN / 2;      // S = Q K^T accumulator, 64 x kBlockN
@@ -93,7 +97,10 @@ struct FwdTraits {
   // Paged gather: one job slot per stage (kv_loader.cuh).
   static constexpr uint32_t kJobOffset = (kBarrierOffset + kNumBarriers * 8 + 15) / 16 * 16;
   static constexpr uint32_t kJobBytes = 16;
-  static constexpr uint32_t kSmemBytes = kJobOffset + kStages * kJobBytes;
+  // A bad page id a producer warp met: one 8-byte note per producer warp (kv_loader.cuh).
+  static constexpr uint32_t kNoteOffset = kJobOffset + kStages * kJobBytes;
+  static constexpr uint32_t kNoteBytes = 4 * 8;
+  static constexpr uint32_t kSmemBytes = kNoteOffset + kNoteBytes;
   // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
   static_assert(kSmemAlloc <= 227 * 1024, "fwd: shared-memory plan exceeds 227 KB");
@@ -137,6 +144,10 @@ struct SharedPlan {
   __device__ GatherJob* job(int s) const {
     return reinterpret_cast<GatherJob*>(base + Traits::kJobOffset + s * Traits::kJobBytes);
   }
+  // Producer warp w's note of a bad page id: {request + 1, page id}, {0, 0} when none.
+  __device__ int2* bad_page_note(int warp) const {
+    return reinterpret_cast<int2*>(base + Traits::kNoteOffset) + warp;
+  }
 };
 
 // ------------------------------------------------------------------------------ parameters
@@ -147,6 +158,7 @@ struct SequenceParams {
   int seqlen_q = 0, seqlen_k = 0;     // dense lengths
   const int* cu_seqlens_q = nullptr;  // device int32 [B + 1]; null for dense
   const int* cu_seqlens_k = nullptr;
+  int total_q = 0, total_k = 0;  // varlen: rows of q and of k, the bounds of cu_seqlens entries
 };
 
 struct MaskParams {
@@ -199,6 +211,9 @@ struct KVParams {
   const int* page_indptr = nullptr;  // int32 [B + 1] and
   const int* page_indices = nullptr;
   int page_size = 0;
+  // Bounds of the device-resident page lists (make_tile_info, kv_loader.cuh): pages in each
+  // pool, a block table row's entries, page_indices' entries.
+  int num_pages = 0, pages_per_row = 0, num_page_indices = 0;
   FastDivisor page_div;       // by page_size
   int box_rows = 0;           // kPagedTma: tokens per TMA box
   bool hnd = false;           // pools are [P, Hkv, page_size, D]; else [P, page_size, Hkv, D]
@@ -264,6 +279,10 @@ struct FwdParams {
   // tiles are per KV head).
   int kv_head_divisor = 1;
   BatchWorkParams batch;
+  // Where a bad device-resident index is recorded (kernels/common/device_status.cuh), as
+  // `status_family` (fwd, or batch for the batch family's launches of this kernel).
+  DeviceStatus* status = nullptr;
+  StatusFamily status_family = StatusFamily::kFwd;
 };
 
 }  // namespace hopattn::kernels::fwd

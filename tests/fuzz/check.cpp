@@ -135,7 +135,7 @@ Report run_pair(const Case& c, const Implementation& a, const Implementation& b,
     if (!r.ok()) r.detail = a.name + " vs " + b.name + ": " + r.detail;
     return r;
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::kNotImplemented && current && current->may_decline) {
+    if (current && current->declines && current->declines(e)) {
       return {Report::Kind::kSkipped, current->name + " declined: " + e.what()};
     }
     return {Report::Kind::kRejected, (current ? current->name : std::string("build")) +

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "case.hpp"
+#include "hopattn/error.hpp"
 #include "problem.hpp"
 
 namespace hopattn::fuzz {
@@ -32,9 +33,9 @@ using Outputs = std::vector<Part>;
 struct Implementation {
   std::string name;
   std::function<Outputs(HostProblem&)> run;
-  // hopattn::Error of kind kNotImplemented from this one skips the case (Report::kSkipped)
-  // instead of failing it: the CUDA kernels do not cover every case the reference does.
-  bool may_decline = false;
+  // Errors of this one that skip the case (Report::kSkipped) instead of failing it: the CUDA
+  // kernels do not cover every case the reference does. Empty: every error fails.
+  std::function<bool(const Error&)> declines;
 };
 
 // hopattn's public entry points on the host tensors: argument validation, then the CPU reference.
@@ -79,7 +80,7 @@ struct Report {
     kRejected,  // an implementation threw hopattn::Error for a case that is valid
     kCrash,     // any other exception
     kAccepted,  // an invalid case (invalid.hpp) went through without an error
-    kSkipped,   // an implementation with may_decline raised kNotImplemented: not a failure
+    kSkipped,   // an implementation declined the case (Implementation::declines): not a failure
   };
   Kind kind = Kind::kPass;
   std::string detail;  // what differed, or the exception's message

@@ -10,7 +10,8 @@
 
 namespace hopattn::fuzz {
 
-// hopattn's public API on CUDA tensors: declines (may_decline) what the kernels do not cover.
+// hopattn's public API on CUDA tensors; declines (skips) what the CUDA path leaves to the CPU:
+// kNotImplemented, and the validators' CUDA-only rules (fp32, TMA strides and alignment).
 // A CUDA error (a fault, a hang past 60 s) leaves the device unusable: it prints the case line
 // and exits the process with status 3.
 Implementation cuda_api();

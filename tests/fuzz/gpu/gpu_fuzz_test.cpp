@@ -2,8 +2,9 @@
 // family has seed base + i) through the public API on CUDA tensors (cuda_api.hpp), each compared
 // with the public API on the host tensors of the same case (the CPU reference) to the kernels'
 // tolerance (check.hpp, Tolerance::kernel_vs_reference). A case the CUDA kernels do not cover
-// (the API raises kNotImplemented: head dims off the kernels' list, fp32, paged backward, ...)
-// is skipped and counted, not failed. Every test skips without a Hopper GPU.
+// (the API raises kNotImplemented: head dims off the list, paged backward; or a CUDA-only rule:
+// fp32, TMA strides and alignment) is skipped and counted, not failed. Every test skips without a
+// Hopper GPU.
 //
 // Default: 40 s in all shared among the families (driver.cpp, time_share), at most 100 cases a
 // family (500 in all), whichever comes first; at least 8 a family.

@@ -44,8 +44,7 @@ const char* flag_value(const char* arg, const char* name) {
 
 }  // namespace
 
-Settings read_settings(int* argc, char** argv) {
-  Settings s;
+Settings read_settings(int* argc, char** argv, Settings s) {
   if (const char* v = std::getenv("HOPATTN_FUZZ_SECONDS"))
     s.seconds = to_double("HOPATTN_FUZZ_SECONDS", v);
   if (const char* v = std::getenv("HOPATTN_FUZZ_CASES"))
@@ -59,6 +58,8 @@ Settings read_settings(int* argc, char** argv) {
       s.seconds = to_double("--seconds", v);
     } else if (const char* v = flag_value(a, "--cases")) {
       s.cases = int(to_u64("--cases", v));
+    } else if (const char* v = flag_value(a, "--max-cases")) {
+      s.max_cases = int(to_u64("--max-cases", v));
     } else if (const char* v = flag_value(a, "--seed")) {
       s.base_seed = to_u64("--seed", v);
       s.cases = 1;
@@ -100,12 +101,13 @@ std::string failure_report(const Case& c, const Report& r, const Settings& s,
      << "\n  case:   " << describe(c) << '\n';
   Case smallest = c;
   if (s.shrink) {
-    const Shrunk sh = shrink(c, r, [&](const Case& k) { return check_case(k, a, b, tol); });
+    const Shrunk sh = shrink(
+        c, r, [&](const Case& k) { return check_case(k, a, b, tol); }, 400, s.shrink_seconds);
     smallest = sh.c;
     os << "  shrunk: " << describe(sh.c) << "\n          (" << sh.steps << " steps, " << sh.tried
        << " cases tried): " << sh.report.detail << '\n';
   }
-  os << "  replay: hopattn_fuzz_tests --replay='" << describe(smallest) << "'\n";
+  os << "  replay: " << s.program << " --replay='" << describe(smallest) << "'\n";
   return os.str();
 }
 
@@ -119,11 +121,13 @@ FamilyResult run_family(Family f, bool invalid, const Settings& s, const Impleme
                     : res.cases >= s.min_cases && now_seconds() - start >= budget) {
       break;
     }
+    if (s.cases <= 0 && s.max_cases > 0 && res.cases >= s.max_cases) break;
     if (res.failures >= s.max_failures) break;
     const Case c = invalid ? generate_invalid(f, s.base_seed + i) : generate(f, s.base_seed + i);
     const Report r = check_case(c, a, b, tol);
     ++res.cases;
-    if (r.ok()) continue;
+    if (r.skipped()) ++res.skipped;
+    if (r.ok() || r.skipped()) continue;
     ++res.failures;
     res.failure_log += failure_report(c, r, s, a, b, tol);
   }
@@ -152,6 +156,10 @@ int replay(const Settings& s, const Implementation& a, const Implementation& b,
   }
   std::cout << "case: " << describe(c) << '\n';
   const Report r = check_case(c, a, b, tol);
+  if (r.skipped()) {
+    std::cout << "skipped: " << r.detail << '\n';
+    return 0;
+  }
   if (r.ok()) {
     std::cout << "pass: "
               << (c.corrupt.empty() ? a.name + " and " + b.name + " agree"

@@ -15,8 +15,8 @@ namespace {
 namespace textbook = testing::textbook;
 
 Part part(std::string name, Part::Kind kind, DType dtype, std::vector<int64_t> shape,
-          std::vector<double> values) {
-  return {std::move(name), kind, dtype, std::move(shape), std::move(values)};
+          std::vector<double> values, DType inputs = DType::kFP32) {
+  return {std::move(name), kind, dtype, std::move(shape), std::move(values), inputs};
 }
 
 // Varlen rows no request owns (BuildOptions::pad_rows) must keep the poison they were given:
@@ -39,16 +39,17 @@ Outputs attn_outputs(const Case& c, const std::vector<textbook::Forward>& fwd,
   for (size_t b = 0; b < fwd.size(); ++b) {
     const std::string of = " of request " + std::to_string(b);
     const int64_t q = s.q_lens[b], k = s.kv_lens[b];
-    o.push_back(part("out" + of, Part::Kind::kValue, s.dtype, {q, s.hq, s.dv}, fwd[b].out));
+    o.push_back(
+        part("out" + of, Part::Kind::kValue, s.dtype, {q, s.hq, s.dv}, fwd[b].out, s.dtype));
     o.push_back(part("lse" + of, Part::Kind::kLse, DType::kFP32, {q, s.hq}, fwd[b].lse));
     if (!grads) continue;
     const textbook::Backward& g = (*grads)[b];
-    o.push_back(part("dq" + of, Part::Kind::kValue, s.dtype, {q, s.hq, s.dqk}, g.dq));
-    o.push_back(part("dk" + of, Part::Kind::kValue, s.dtype, {k, s.hkv, s.dqk}, g.dk));
-    o.push_back(part("dv" + of, Part::Kind::kValue, s.dtype, {k, s.hkv, s.dv}, g.dv));
+    o.push_back(part("dq" + of, Part::Kind::kGrad, s.dtype, {q, s.hq, s.dqk}, g.dq, s.dtype));
+    o.push_back(part("dk" + of, Part::Kind::kGrad, s.dtype, {k, s.hkv, s.dqk}, g.dk, s.dtype));
+    o.push_back(part("dv" + of, Part::Kind::kGrad, s.dtype, {k, s.hkv, s.dv}, g.dv, s.dtype));
   }
   if (grads && s.sinks) {
-    o.push_back(part("dsinks", Part::Kind::kValue, DType::kFP32, {s.hq}, dsinks));
+    o.push_back(part("dsinks", Part::Kind::kGrad, DType::kFP32, {s.hq}, dsinks, s.dtype));
   }
   const int64_t pad = c.attn.build.pad_rows;
   if (pad > 0) {
@@ -65,7 +66,8 @@ Outputs attn_outputs(const Case& c, const std::vector<textbook::Forward>& fwd,
 Outputs decode_outputs(const Case& c, std::vector<double> out, std::vector<double> lse) {
   const auto& d = c.decode.c;
   const int64_t hq = int64_t(d.kv_heads) * d.group;
-  return {part("out", Part::Kind::kValue, d.q_dtype, {d.batch, d.q_len, hq, d.head_dim}, out),
+  return {part("out", Part::Kind::kValue, d.q_dtype, {d.batch, d.q_len, hq, d.head_dim}, out,
+               d.q_dtype),
           part("lse", Part::Kind::kLse, DType::kFP32, {d.batch, d.q_len, hq}, lse)};
 }
 
@@ -73,23 +75,23 @@ Outputs mla_outputs(const Case& c, std::vector<double> out, std::vector<double> 
   const auto& m = c.mla.c;
   int64_t total_q = 0;
   for (int n : m.q_lens) total_q += n;
-  return {part("out", Part::Kind::kValue, m.q_dtype, {total_q, m.heads, kMlaLatentDim}, out),
-          part("lse", Part::Kind::kLse, DType::kFP32, {total_q, m.heads}, lse)};
+  return {
+      part("out", Part::Kind::kValue, m.q_dtype, {total_q, m.heads, kMlaLatentDim}, out, m.q_dtype),
+      part("lse", Part::Kind::kLse, DType::kFP32, {total_q, m.heads}, lse)};
 }
 
 Outputs merge_outputs(const Case& c, std::vector<double> out, std::vector<double> lse) {
   const MergeCase& m = c.merge;
-  return {part("out", Part::Kind::kValue, m.out_dtype, {m.tokens, m.heads, m.dim}, out),
+  return {part("out", Part::Kind::kValue, m.out_dtype, {m.tokens, m.heads, m.dim}, out, m.dtype),
           part("lse", Part::Kind::kLse, DType::kFP32, {m.tokens, m.heads}, lse)};
 }
 
 // ---------------------------------------------------------------- public API
 
-Outputs api_attn(HostProblem& p) {
+// What the case's host tensors hold (read_outputs): fwd (and bwd) results, decode, mla, merge.
+Outputs read_attn(HostProblem& p) {
   testing::fwd_bwd::Bundle& t = *p.bundle;
-  attention_fwd(t.fwd, p.c.attn.opts);
   const bool bwd = p.c.family == Family::kBwd;
-  if (bwd) attention_bwd(t.bwd, p.c.attn.opts);
   std::vector<textbook::Forward> fwd;
   std::vector<textbook::Backward> grads;
   for (int64_t b = 0; b < t.batch(); ++b) {
@@ -101,32 +103,52 @@ Outputs api_attn(HostProblem& p) {
                       poison_intact(t.read_pad_rows(t.bwd.dq)));
 }
 
-Outputs api_decode(HostProblem& p) {
-  decode(p.decode->args, p.decode->opts);
+Outputs read_decode(HostProblem& p) {
   std::vector<double> out, lse;
   testing::decode_case::read_outputs(*p.decode, out, lse);
   return decode_outputs(p.c, out, lse);
 }
 
-Outputs api_mla(HostProblem& p) {
-  mla(p.mla->args, p.mla->opts);
+Outputs read_mla(HostProblem& p) {
   std::vector<double> out, lse;
   testing::mla_case::read_outputs(*p.mla, out, lse);
   return mla_outputs(p.c, out, lse);
 }
 
-Outputs api_merge(HostProblem& p) {
+Outputs read_merge(HostProblem& p) {
   const MergeRun& r = *p.merge;
   const bool n_way = p.c.merge.n_way;
-  if (n_way) {
-    merge_states_n(r.many);
-  } else {
-    merge_states(r.two);
-  }
   const TensorView& o = n_way ? r.many.out : r.two.out;
   const TensorView& l = n_way ? r.many.lse_out : r.two.lse;
   const std::vector<double> out = testing::gather(o), lse = testing::gather(l);
   return merge_outputs(p.c, out, lse);
+}
+
+Outputs api_attn(HostProblem& p) {
+  testing::fwd_bwd::Bundle& t = *p.bundle;
+  attention_fwd(t.fwd, p.c.attn.opts);
+  if (p.c.family == Family::kBwd) attention_bwd(t.bwd, p.c.attn.opts);
+  return read_attn(p);
+}
+
+Outputs api_decode(HostProblem& p) {
+  decode(p.decode->args, p.decode->opts);
+  return read_decode(p);
+}
+
+Outputs api_mla(HostProblem& p) {
+  mla(p.mla->args, p.mla->opts);
+  return read_mla(p);
+}
+
+Outputs api_merge(HostProblem& p) {
+  const MergeRun& r = *p.merge;
+  if (p.c.merge.n_way) {
+    merge_states_n(r.many);
+  } else {
+    merge_states(r.two);
+  }
+  return read_merge(p);
 }
 
 // ---------------------------------------------------------------- naive formulas
@@ -201,6 +223,10 @@ Outputs dispatch(HostProblem& p, Outputs (*attn)(HostProblem&), Outputs (*dec)(H
 Implementation public_api() {
   return {"public API (CPU reference)",
           [](HostProblem& p) { return dispatch(p, api_attn, api_decode, api_mla, api_merge); }};
+}
+
+Outputs read_outputs(HostProblem& p) {
+  return dispatch(p, read_attn, read_decode, read_mla, read_merge);
 }
 
 Implementation naive_formulas() {

@@ -26,6 +26,18 @@ namespace {
                              family, " yet), got CUDA tensors"));
 }
 
+// Runs `gpu` (a call into the GPU kernels) in a CUDA build; in a build without CUDA, raises
+// kNotImplemented for `entry` (gpu's body then never runs nor links).
+template <class Gpu>
+void run_gpu(const char* entry, const Gpu& gpu) {
+#ifdef HOPATTN_WITH_CUDA
+  gpu();
+#else
+  (void)gpu;
+  no_gpu_kernel(entry);
+#endif
+}
+
 }  // namespace
 
 namespace internal {
@@ -34,14 +46,7 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::fwd::LaunchOptions& launch) {
   validate::attention_fwd(args, opts);
   if (args.q.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::fwd::run(args, opts, stream, launch);
-    return;
-#else
-    (void)stream;
-    (void)launch;
-    no_gpu_kernel("attention_fwd");
-#endif
+    return run_gpu("attention_fwd", [&] { kernels::fwd::run(args, opts, stream, launch); });
   }
   reference::attention_fwd(args, opts);
 }
@@ -50,14 +55,7 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::bwd::LaunchOptions& launch) {
   validate::attention_bwd(args, opts);
   if (args.fwd.q.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::bwd::run(args, opts, stream, launch);
-    return;
-#else
-    (void)stream;
-    (void)launch;
-    no_gpu_kernel("attention_bwd");
-#endif
+    return run_gpu("attention_bwd", [&] { kernels::bwd::run(args, opts, stream, launch); });
   }
   reference::attention_bwd(args, opts);
 }
@@ -90,13 +88,9 @@ size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts) 
 void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   validate::decode(args, opts);
   if (args.q.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("decode");
-#endif
+    return run_gpu("decode", [&] {
+      kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
+    });
   }
   reference::decode(args, opts);
 }
@@ -111,13 +105,7 @@ size_t mla_workspace_size(const MlaArgs& args, const MlaOptions& opts) {
 void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream) {
   validate::mla(args, opts);
   if (args.q_nope.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::mla::launch(args, opts, stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("mla");
-#endif
+    return run_gpu("mla", [&] { kernels::mla::launch(args, opts, stream); });
   }
   reference::mla(args, opts);
 }
@@ -125,13 +113,7 @@ void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream) {
 void merge_states(const MergeArgs& args, Stream stream) {
   validate::merge_states(args);
   if (args.o_a.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::merge::launch_merge_states(args, stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("merge_states");
-#endif
+    return run_gpu("merge_states", [&] { kernels::merge::launch_merge_states(args, stream); });
   }
   reference::merge_states(args);
 }
@@ -139,13 +121,7 @@ void merge_states(const MergeArgs& args, Stream stream) {
 void merge_states_n(const MergeNArgs& args, Stream stream) {
   validate::merge_states_n(args);
   if (args.o.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::merge::launch_merge_states_n(args, stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("merge_states_n");
-#endif
+    return run_gpu("merge_states_n", [&] { kernels::merge::launch_merge_states_n(args, stream); });
   }
   reference::merge_states_n(args);
 }

@@ -36,11 +36,7 @@ inline HeadMajorView head_major_view(const TensorView& t, bool varlen) {
 inline ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
                                    uint32_t box_heads = 1) {
   const HeadMajorView v = head_major_view(t, varlen);
-  ptx::TensorMapSpec s;
-  s.base = t.data();
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 4;
+  ptx::TensorMapSpec s = ptx::tensor_map_spec_16bit(t.data(), t.dtype(), 4);
   s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
             static_cast<uint64_t>(v.b)};
   s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,

@@ -76,11 +76,7 @@ PoolView pool_view(const TensorView& t, KVLayout layout) {
 ptx::TensorMapSpec paged_spec(const TensorView& t, KVLayout layout, uint32_t box) {
   const PoolView v = pool_view(t, layout);
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
-  ptx::TensorMapSpec s;
-  s.base = t.data();
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 5;
+  ptx::TensorMapSpec s = ptx::tensor_map_spec_16bit(t.data(), t.dtype(), 5);
   const uint64_t slot_bytes = u(v.stride_slot) * 2, head_bytes = u(v.stride_head) * 2;
   if (layout == KVLayout::kNHD) {
     s.dims = {u(v.d), u(v.heads), box, u(v.page_size), u(v.pages)};

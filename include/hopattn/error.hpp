@@ -14,6 +14,7 @@ enum class ErrorKind {
   kType,            // a dtype or device is wrong
   kNotImplemented,  // valid request, but no code path exists for it (yet)
   kRuntime,         // a CUDA call failed
+  kDeviceIndex,     // a kernel met an out-of-range device-resident index (check_errors)
 };
 
 class Error : public std::runtime_error {

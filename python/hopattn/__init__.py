@@ -38,7 +38,13 @@ __all__ = [
     "support_matrix",
     "format_support_matrix",
     "built_with_cuda",
+    "check_errors",
+    "debug",
+    "Error",
 ]
+
+#: Raised by :func:`check_errors` for a bad device-resident index a kernel met (a RuntimeError).
+Error = _C.Error
 
 
 # The eager fast path (hopattn._torch.fast): {tensor type: module}, filled when hopattn.torch is
@@ -55,6 +61,69 @@ def _compiling():
 def built_with_cuda():
     """True when this build contains the GPU kernels (compiled with the CUDA toolkit)."""
     return _C.built_with_cuda()
+
+
+def _stream_handle(stream):
+    """A raw CUDA stream: an int, a torch.cuda.Stream (.cuda_stream) or a CuPy stream (.ptr)."""
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        handle = getattr(stream, attr, None)
+        if isinstance(handle, int):
+            return handle
+    raise TypeError(
+        "stream: expected an int, a torch.cuda.Stream or a CuPy stream, got "
+        f"{type(stream).__name__}"
+    )
+
+
+def _current_stream():
+    """The current stream of an imported framework that has CUDA up (torch, then CuPy), else 0."""
+    torch = _sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.current_stream().cuda_stream
+    cupy = _sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            return cupy.cuda.get_current_stream().ptr
+        except Exception:  # CuPy without a usable device
+            return 0
+    return 0
+
+
+def check_errors(stream=None):
+    """Raises :class:`hopattn.Error` for the first bad device-resident index a kernel met.
+
+    Page tables, kv_lens and cu_seqlens of CUDA calls live on the device, so a call cannot check
+    their values without synchronizing. The kernels check each index where they use it, never
+    read out of bounds (a bad page's keys are read as zeros, a bad request is skipped) and record
+    the first violation of the device. This function synchronizes ``stream`` (default: the current
+    stream of torch, else CuPy, else the legacy default stream), raises naming the family, the
+    request, the value and its bound, and clears the record. Also reports a kernel fault of the
+    stream's earlier work as RuntimeError. A no-op for CPU-only builds, and before any CUDA call
+    (CPU calls validate their index arrays before running). Not allowed while the stream is being
+    captured into a CUDA graph (ValueError).
+    """
+    handle = None if stream is None else _stream_handle(stream)
+    if not _C.built_with_cuda():
+        return
+    _C.check_errors(stream=_current_stream() if handle is None else handle)
+
+
+def debug(enabled=None):
+    """Debug mode: validate device-resident index arrays before every CUDA launch.
+
+    ``debug(True)`` makes every call on CUDA tensors copy its index arrays (page tables,
+    kv_lens, cu_seqlens; per-head scales and sinks too) to the host, synchronously, and validate
+    them as a CPU call would: a bad value raises ValueError before anything is launched or
+    written. Slow by design, and not usable inside a CUDA graph capture. CPU calls always validate
+    their arrays, so it changes nothing for them. Returns the previous setting; ``debug()``
+    returns the current one.
+    """
+    previous = _C.debug_enabled()
+    if enabled is not None:
+        _C.set_debug(_args.flag(enabled, "enabled"))
+    return previous
 
 
 def __getattr__(name):

@@ -7,6 +7,7 @@
 
 #include "bindings.hpp"
 #include "hopattn/api.hpp"
+#include "hopattn/error.hpp"
 #include "tensors.hpp"
 
 namespace hopattn::python {

@@ -1,6 +1,7 @@
 // Public entry points: validate, then route CPU tensors to the reference and CUDA tensors to the
 // GPU kernels. A family without a GPU kernel yet raises kNotImplemented for CUDA tensors.
 #include "api/batch_state.hpp"
+#include "api/debug_mode.hpp"
 #include "api/launch_variants.hpp"
 #include "api/validate.hpp"
 #include "hopattn/api.hpp"
@@ -46,7 +47,10 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::fwd::LaunchOptions& launch) {
   validate::attention_fwd(args, opts);
   if (args.q.is_cuda()) {
-    return run_gpu("attention_fwd", [&] { kernels::fwd::run(args, opts, stream, launch); });
+    return run_gpu("attention_fwd", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
+      kernels::fwd::run(args, opts, stream, launch);
+    });
   }
   reference::attention_fwd(args, opts);
 }
@@ -55,7 +59,10 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::bwd::LaunchOptions& launch) {
   validate::attention_bwd(args, opts);
   if (args.fwd.q.is_cuda()) {
-    return run_gpu("attention_bwd", [&] { kernels::bwd::run(args, opts, stream, launch); });
+    return run_gpu("attention_bwd", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
+      kernels::bwd::run(args, opts, stream, launch);
+    });
   }
   reference::attention_bwd(args, opts);
 }
@@ -89,6 +96,7 @@ void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   validate::decode(args, opts);
   if (args.q.is_cuda()) {
     return run_gpu("decode", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
       kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
     });
   }
@@ -105,7 +113,10 @@ size_t mla_workspace_size(const MlaArgs& args, const MlaOptions& opts) {
 void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream) {
   validate::mla(args, opts);
   if (args.q_nope.is_cuda()) {
-    return run_gpu("mla", [&] { kernels::mla::launch(args, opts, stream); });
+    return run_gpu("mla", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
+      kernels::mla::launch(args, opts, stream);
+    });
   }
   reference::mla(args, opts);
 }
@@ -131,6 +142,9 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
   validate::batch_run(args, s.config, s.planned_step(), s.workspace_bytes);
   if (args.q.is_cuda()) {
 #ifdef HOPATTN_WITH_CUDA
+    if (debug::enabled()) {
+      debug::check_device_values(args, s.config, s.planned_step(), s.workspace_bytes, stream);
+    }
     kernels::batch::check_supported(args, s.config);
     const plan::BatchWorkspaceLayout& layout = s.layout;
     auto* ws = static_cast<unsigned char*>(args.workspace.data);

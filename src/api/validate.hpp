@@ -19,10 +19,18 @@ struct BatchPlanned {
   int max_kv_len = 0;
 };
 
-void attention_fwd(const FwdArgs& args, const AttentionOptions& opts);
-void attention_bwd(const BwdArgs& args, const AttentionOptions& opts);
-void decode(const DecodeArgs& args, const DecodeOptions& opts);
-void mla(const MlaArgs& args, const MlaOptions& opts);
+// Whether the validators read the values of a CUDA call's index tensors (and sinks, per-head
+// scales). kUnread on every launch. kHostCopies: debug mode (src/api/debug_mode.hpp) replaced
+// each of them by a view of a host copy that keeps the tensor's device, shape and strides.
+enum class DeviceValues { kUnread, kHostCopies };
+
+void attention_fwd(const FwdArgs& args, const AttentionOptions& opts,
+                   DeviceValues values = DeviceValues::kUnread);
+void attention_bwd(const BwdArgs& args, const AttentionOptions& opts,
+                   DeviceValues values = DeviceValues::kUnread);
+void decode(const DecodeArgs& args, const DecodeOptions& opts,
+            DeviceValues values = DeviceValues::kUnread);
+void mla(const MlaArgs& args, const MlaOptions& opts, DeviceValues values = DeviceValues::kUnread);
 void merge_states(const MergeArgs& args);
 void merge_states_n(const MergeNArgs& args);
 // BatchAttention: its configuration (the planner checks the limits), the host tensors plan()
@@ -30,6 +38,7 @@ void merge_states_n(const MergeNArgs& args);
 void batch_config(const BatchAttentionConfig& config);
 void batch_plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens);
 void batch_run(const BatchArgs& args, const BatchAttentionConfig& config,
-               const BatchPlanned& planned, size_t workspace_bytes);
+               const BatchPlanned& planned, size_t workspace_bytes,
+               DeviceValues values = DeviceValues::kUnread);
 
 }  // namespace hopattn::validate

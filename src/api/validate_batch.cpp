@@ -122,8 +122,8 @@ void batch_plan(const TensorView& cu_seqlens_q, const TensorView& kv_lens) {
 }
 
 void batch_run(const BatchArgs& a, const BatchAttentionConfig& cfg, const BatchPlanned& p,
-               size_t workspace_bytes) {
-  const Checker c("BatchAttention.run", a.q, "q");
+               size_t workspace_bytes, DeviceValues values) {
+  const Checker c("BatchAttention.run", a.q, "q", values);
   if (p.batch < 0) {
     c.fail(ErrorKind::kValue, "plan", "a plan of the step (call plan() before run())", "none");
   }

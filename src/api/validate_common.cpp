@@ -176,8 +176,9 @@ std::string head_dims_string(int64_t dqk, int64_t dv) {
 
 // ------------------------------------------------------------------------------------ Checker
 
-Checker::Checker(const char* function, const TensorView& anchor, const char* anchor_name)
-    : function_(function), device_(anchor.device()), anchor_name_(anchor_name) {
+Checker::Checker(const char* function, const TensorView& anchor, const char* anchor_name,
+                 DeviceValues values)
+    : function_(function), device_(anchor.device()), anchor_name_(anchor_name), values_(values) {
   defined(anchor, anchor_name);
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/validate.hpp"
 #include "hopattn/error.hpp"
 #include "hopattn/options.hpp"
 
@@ -91,12 +92,14 @@ class Checker {
  public:
   // `function`: the public entry point ("decode"). `anchor` (named `anchor_name`, e.g. q) fixes
   // the device the whole call runs on; it must be defined.
-  Checker(const char* function, const TensorView& anchor, const char* anchor_name);
+  Checker(const char* function, const TensorView& anchor, const char* anchor_name,
+          DeviceValues values = DeviceValues::kUnread);
 
   bool on_cuda() const { return device_.is_cuda(); }
-  // Index values (cu_seqlens, page tables, lengths) are read only when they live in host memory:
-  // reading device memory would synchronize the device, which no entry point may do.
-  bool reads_index_values() const { return !on_cuda(); }
+  // Index values (cu_seqlens, page tables, lengths; sinks and per-head scales too) are read only
+  // when they are in host memory: reading device memory would synchronize the device, which no
+  // entry point may do. Debug mode passes host copies of a CUDA call's ones (kHostCopies).
+  bool reads_index_values() const { return !on_cuda() || values_ == DeviceValues::kHostCopies; }
 
   [[noreturn]] void fail(ErrorKind kind, std::string_view arg, const std::string& expected,
                          const std::string& given) const;
@@ -207,6 +210,7 @@ class Checker {
   const char* function_;  // a literal: nothing is built unless a check fails
   Device device_;
   const char* anchor_name_;
+  DeviceValues values_;
 };
 
 }  // namespace hopattn::validate

@@ -77,8 +77,8 @@ void check_shared_prefix(const Checker& c, const DecodeArgs& a, int beam_width) 
 
 }  // namespace
 
-void decode(const DecodeArgs& a, const DecodeOptions& opts) {
-  const Checker c("decode", a.q, "q");
+void decode(const DecodeArgs& a, const DecodeOptions& opts, DeviceValues values) {
+  const Checker c("decode", a.q, "q", values);
   c.dtype(a.q, "q", c.attention_dtypes());
   c.rank(a.q, "q", 4, "[B, q_len, Hq, D]");
   const int64_t batch = a.q.size(0), q_len = a.q.size(1), hq = a.q.size(2), d = a.q.size(3);

@@ -147,16 +147,16 @@ std::array<Arg, 10> fwd_inputs(const FwdArgs& a) {
 
 }  // namespace
 
-void attention_fwd(const FwdArgs& args, const AttentionOptions& opts) {
-  const Checker c("attention_fwd", args.q, "q");
+void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, DeviceValues values) {
+  const Checker c("attention_fwd", args.q, "q", values);
   check_options(c, opts);
   check_fwd_args(c, args);
   c.outputs_disjoint({{&args.out, "out"}, {&args.lse, "lse"}}, fwd_inputs(args));
 }
 
-void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
+void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, DeviceValues values) {
   const FwdArgs& f = args.fwd;
-  const Checker c("attention_bwd", f.q, "q");
+  const Checker c("attention_bwd", f.q, "q", values);
   check_options(c, opts);
   const FwdDims d = check_fwd_args(c, f);
   // Training has no paged KV cache; the CPU reference takes one, the CUDA backward does not.

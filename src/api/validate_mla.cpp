@@ -8,8 +8,8 @@
 
 namespace hopattn::validate {
 
-void mla(const MlaArgs& a, const MlaOptions& opts) {
-  const Checker c("mla", a.q_nope, "q_nope");
+void mla(const MlaArgs& a, const MlaOptions& opts, DeviceValues values) {
+  const Checker c("mla", a.q_nope, "q_nope", values);
   c.scale(opts.scale);
   c.dtype(a.q_nope, "q_nope", c.attention_dtypes());
   c.rank(a.q_nope, "q_nope", 3, "[total_q, H, 512]");

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     const PageRef cur = next;
     next = fetch_page(p, cs, s + 1, warp, lane);
     if (s < num_tiles) {
-      issue_tile<T>(p, ring + s * T::kStageBytes, cur, k_head, v_head, warp, lane);
+      issue_tile<T>(p, cs, ring + s * T::kStageBytes, cur, k_head, v_head, warp, lane);
     }
     ptx::cp_async_commit();
   }
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     const PageRef cur = next;
     next = fetch_page(p, cs, k + T::kStages, warp, lane);
     if (k + T::kStages - 1 < num_tiles) {
-      issue_tile<T>(p, ring + issue_stage * T::kStageBytes, cur, k_head, v_head, warp, lane);
+      issue_tile<T>(p, cs, ring + issue_stage * T::kStageBytes, cur, k_head, v_head, warp, lane);
     }
     ptx::cp_async_commit();
 
@@ -148,6 +148,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   }
   ptx::cp_async_wait<0>();
   __syncthreads();  // the ring is free: the merge buffers reuse it
+  report_bad_page(p, cs);
 
   // ---- cross-group merge: groups of one row tile saw disjoint keys. Both warps of a D = 256
   // pair hold the same m and l (identical S), and disjoint features of o.

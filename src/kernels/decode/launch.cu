@@ -5,10 +5,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/device_status_host.hpp"
 #include "kernels/decode/launch.hpp"
 #include "kernels/decode/launch_kernel.cuh"
 
@@ -108,6 +110,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   p.v_slot_stride = a.v_cache.stride(slot_dim) * kb;
   p.v_head_stride = a.v_cache.stride(head_dim) * kb;
   p.page_size = static_cast<int>(a.k_cache.size(slot_dim));
+  p.num_pages = static_cast<int>(std::min<int64_t>(a.k_cache.size(0), INT_MAX));
   p.page_div = FastDivisor::of(static_cast<uint32_t>(std::max(1, p.page_size)));
 
   const PageTable& pt = a.pages;
@@ -121,6 +124,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
     p.indptr_stride = pt.indptr.stride(0);
     p.indices = pt.indices.data_as<const int32_t>();
     p.indices_stride = pt.indices.stride(0);
+    p.num_indices = pt.indices.size(0);
   }
   p.kv_lens = pt.kv_lens.data_as<const int32_t>();
   p.kv_lens_stride = pt.kv_lens.stride(0);
@@ -168,6 +172,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   if (pl.requests == 0) return;
 
   DeviceGuard guard(q.device().index, kWhere);
+  p.status = device_status(q.device().index, kWhere);
   const dim3 grid(pl.num_splits, static_cast<unsigned>(hkv * pl.row_tiles), pl.requests);
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);

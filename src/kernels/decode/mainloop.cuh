@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -24,15 +25,19 @@ namespace hopattn::kernels::decode {
 // ------------------------------------------------------------------------------ loads
 
 // Page of one key of a tile, held by lane l < 16 of warp w for key 16w + l. Looked up one
-// iteration before its copies are issued, so the page-table latency hides behind a tile's math.
+// iteration before its copies are issued, so the page-table latency hides behind a tile's math:
+// the page id is checked against the pool where it is used (issue_tile), not here, where the
+// check would wait for the load.
 struct PageRef {
-  int page;  // < 0: no key (past the segment end, or no such tile): the copies zero-fill
+  int page;  // kNoKey: no key (past the segment end, or no such tile); else the table's entry
   int slot;
 };
+// Any int is a page-table entry (-1 included), so "no key" is one no table holds in practice.
+constexpr int kNoKey = INT_MIN;
 
 __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& cs, int k, int warp,
                                               int lane) {
-  PageRef ref{-1, 0};
+  PageRef ref{kNoKey, 0};
   if (k < cs.tile_count && lane < kLoadTokensPerWarp) {
     const TileInfo t = tile_info(cs, k);
     const int key = t.start + warp * kLoadTokensPerWarp + lane;
@@ -45,6 +50,15 @@ __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& 
     }
   }
   return ref;
+}
+
+// After the main loop's last barrier: a bad page id the CTA met, if any, into the device status
+// word (one thread). The request is the CTA's (its beams share it).
+__device__ __forceinline__ void report_bad_page(const Params& p, const CtaShared& cs) {
+  if (threadIdx.x == 0 && cs.bad_claimed != 0u) {
+    record_bad_index(p, StatusIndex::kPage, static_cast<int>(blockIdx.z), -1, cs.bad_page,
+                     p.num_pages);
+  }
 }
 
 // 64-bit shuffle of a pointer from lane `from`.
@@ -60,16 +74,22 @@ __device__ __forceinline__ const char* shfl_ptr(const char* ptr, int from) {
 // done once per key, not once per piece: lane l < 16 turns its key's (page, slot) into the 64-bit
 // K and V row addresses, and each copy shuffles the two addresses of its row and adds the lane's
 // fixed piece offset (a row's kChunks pieces divide 32, so lane l always copies piece
-// l % kChunks, of row j * 32 / kChunks + l / kChunks in copy j). Missing keys: a ballot bit
-// (zero-fill, the source then the cache base).
+// l % kChunks, of row j * 32 / kChunks + l / kChunks in copy j). Missing keys and bad page ids:
+// a ballot bit (zero-fill, the source then the cache base).
 template <class T>
-__device__ __forceinline__ void issue_tile(const Params& p, char* stage, const PageRef& ref,
-                                           const char* k_head, const char* v_head, int warp,
-                                           int lane) {
+__device__ __forceinline__ void issue_tile(const Params& p, CtaShared& cs, char* stage,
+                                           const PageRef& ref, const char* k_head,
+                                           const char* v_head, int warp, int lane) {
   constexpr int kChunks = T::kChunksPerRow;
   static_assert(32 % kChunks == 0, "a row's pieces divide a warp");
   constexpr int kRowsPerCopy = 32 / kChunks;
-  const bool own = ref.page >= 0;
+  // One compare (kNoKey fails it too): a page id outside the pool is never read, its key is
+  // zero-filled, and the CTA notes it in shared memory (any one of them; report_bad_page).
+  const bool own = static_cast<uint32_t>(ref.page) < static_cast<uint32_t>(p.num_pages);
+  if (!own && ref.page != kNoKey) {
+    cs.bad_page = ref.page;
+    cs.bad_claimed = 1u;
+  }
   const int64_t page = own ? ref.page : 0;
   const char* k_row =
       own ? k_head + page * p.k_page_stride + ref.slot * p.k_slot_stride : p.k_cache;

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/common/device_status.cuh"
 #include "kernels/common/fast_divisor.hpp"
 #include "kernels/common/host_device.hpp"
 #include "kernels/common/math_constants.hpp"
@@ -45,6 +46,7 @@ struct Params {
   int64_t v_page_stride, v_slot_stride, v_head_stride;
   int page_size;
   FastDivisor page_div;  // FastDivisor::of(page_size): the page of a key, once per tile and lane
+  int num_pages;         // pages of the pool: a page id outside [0, num_pages) is never read
 
   // Page list of page-table row b: block_table[b][i] or indices[indptr[b] + i].
   const int32_t* block_table;  // null: CSR
@@ -54,6 +56,7 @@ struct Params {
   int64_t indptr_stride;
   const int32_t* indices;
   int64_t indices_stride;
+  int64_t num_indices;  // CSR: page_indptr's offsets must lie in [0, num_indices]
   const int32_t* kv_lens;
   int64_t kv_lens_stride;
 
@@ -90,7 +93,17 @@ struct Params {
   float* partial_lse;  // [problems][splits][rows_per_cta], log2 domain, sink excluded
   // The last CTA of each problem to finish (counted here) merges its splits.
   uint32_t* semaphores;
+
+  // The device status word: the first bad device-resident index is recorded there (null: not
+  // recorded, as in the CPU tests).
+  DeviceStatus* status;
 };
+
+// The first bad index this kernel meets (device_status.cuh).
+HOPATTN_HOST_DEVICE void record_bad_index(const Params& p, StatusIndex what, int row, int position,
+                                          int64_t value, int64_t bound) {
+  record_violation(p.status, status_tag(StatusFamily::kDecode, what), row, position, value, bound);
+}
 
 // ------------------------------------------------------------------------------ CTA setup
 
@@ -119,6 +132,10 @@ struct CtaShared {
   // Conservative bounds over the CTA's rows: a 16-key block inside them needs no mask.
   int full_lo, full_hi, draft_min;
   uint32_t is_last;
+  // A bad page id the CTA met (any one; reported after the main loop): noted in shared memory
+  // so that the main loop's cold path costs no registers.
+  uint32_t bad_claimed;
+  int bad_page;
   uint32_t q_absmax[kWarps];       // per warp: largest |q| bit pattern (bf16 q over an 8-bit cache)
   RowMask rows[kMaxRowsPerCta];    // visibility of each CTA row (read by masked blocks only)
   float row_lse2[kMaxRowsPerCta];  // log2-domain lse without the sink
@@ -130,14 +147,25 @@ HOPATTN_HOST_DEVICE int min_i64_to_int(int64_t a, int64_t b) {
   return static_cast<int>(m > INT_MAX ? INT_MAX : (m < INT_MIN ? INT_MIN : m));
 }
 
-// Tokens row b's page list can address; kv_lens beyond it (invalid input) are clamped, so the
-// kernel never reads past the page list.
+// Tokens page-table row `row` reads, checked against its page list (invalid input is recorded):
+// CSR offsets outside page_indices (or decreasing) leave the row no pages, and a kv_len beyond
+// what its pages hold is clamped, so the kernel never reads past the page list.
 HOPATTN_HOST_DEVICE int kv_len_of(const Params& p, int row) {
   const int64_t len = p.kv_lens[row * p.kv_lens_stride];
-  const int64_t pages = p.block_table != nullptr ? p.max_pages
-                                                 : int64_t(p.indptr[(row + 1) * p.indptr_stride]) -
-                                                       p.indptr[row * p.indptr_stride];
+  int64_t pages = p.max_pages;
+  if (p.block_table == nullptr) {
+    const int64_t first = p.indptr[row * p.indptr_stride];
+    const int64_t last = p.indptr[(row + 1) * p.indptr_stride];
+    const bool last_ok = in_closed_range(last, p.num_indices);
+    if (!last_ok || !in_closed_range(first, last)) {  // together: 0 <= first <= last <= size
+      record_bad_index(p, StatusIndex::kPageIndptr, row, last_ok ? row : row + 1,
+                       last_ok ? first : last, p.num_indices);
+      return 0;
+    }
+    pages = last - first;
+  }
   const int64_t cap = pages * p.page_size;
+  if (!in_closed_range(len, cap)) record_bad_index(p, StatusIndex::kKvLen, row, -1, len, cap);
   return len < 0 ? 0 : min_i64_to_int(len, cap);
 }
 
@@ -178,6 +206,9 @@ HOPATTN_HOST_DEVICE void setup_cta(const Params& p, CtaShared& cs, int request, 
     add_segment(request, window_first_key(p, cs.kv_len[0]), cs.kv_len[0], -1);
   } else {
     int shared = p.shared_kv_lens[request * p.shared_stride];
+    if (!in_closed_range(shared, shortest)) {
+      record_bad_index(p, StatusIndex::kSharedKvLen, request, -1, shared, shortest);
+    }
     shared = larger(0, smaller(shared, shortest));
     int lo = INT_MAX;
     for (int w = cs.beam_lo; w <= cs.beam_hi; ++w)
@@ -190,6 +221,7 @@ HOPATTN_HOST_DEVICE void setup_cta(const Params& p, CtaShared& cs, int request, 
   }
   cs.num_segments = n;
   cs.seg_first_tile[n] = tiles;
+  cs.bad_claimed = 0;
   const int64_t begin = int64_t(split) * tiles / p.num_splits;
   const int64_t end = int64_t(split + 1) * tiles / p.num_splits;
   cs.tile_begin = static_cast<int>(begin);

@@ -6,6 +6,7 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/device_status_host.hpp"
 #include "kernels/common/math_constants.hpp"
 #include "kernels/merge/launch.hpp"
 #include "kernels/mla/launch.hpp"
@@ -40,6 +41,7 @@ void set_pages(MlaParams& p, const PageTable& pt) {
     p.page_indptr_stride = pt.indptr.stride(0);
     p.page_indices = pt.indices.data_as<const int32_t>();
     p.page_col_stride = pt.indices.stride(0);
+    p.num_indices = pt.indices.size(0);
   }
   p.kv_lens = pt.kv_lens.data_as<const int32_t>();
   p.kv_lens_stride = pt.kv_lens.stride(0);
@@ -117,6 +119,7 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   }
 
   DeviceGuard guard(device, kWhere);
+  p.status = device_status(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(pl.row_tiles), static_cast<unsigned>(pl.num_splits),
                   static_cast<unsigned>(batch));

@@ -15,8 +15,10 @@
 // logits and to the output instead. Rows not to be read are zeros the same way.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
+#include "kernels/common/device_status.cuh"
 #include "kernels/mla/tile.cuh"
 #include "kernels/mla/traits.cuh"
 #include "ptx/cp_async.cuh"
@@ -37,32 +39,60 @@ struct MlaLoader {
     int count;
   };
 
-  __device__ static PageList page_list(const MlaParams& p, int b) {
+  // CSR offsets outside page_indices (or decreasing) leave the request no pages (recorded).
+  __device__ static PageList page_list(const MlaParams& p, int b, uint32_t tid) {
     if (p.block_table != nullptr) return {p.block_table + b * p.block_table_stride, p.max_pages};
     const int begin = p.page_indptr[b * p.page_indptr_stride];
-    return {p.page_indices + begin * p.page_col_stride,
-            p.page_indptr[(b + 1) * p.page_indptr_stride] - begin};
+    const int end = p.page_indptr[(b + 1) * p.page_indptr_stride];
+    const bool end_ok = in_closed_range(end, p.num_indices);
+    if (!end_ok || !in_closed_range(begin, end)) {  // together: 0 <= begin <= end <= size
+      if (tid == 0) {
+        record_violation(p.status, status_tag(StatusFamily::kMla, StatusIndex::kPageIndptr), b,
+                         end_ok ? b : b + 1, end_ok ? begin : end, p.num_indices);
+      }
+      return {p.page_indices, 0};
+    }
+    return {p.page_indices + begin * p.page_col_stride, end - begin};
   }
+
+  // A kv_len beyond the tokens of the request's page list: its keys past the list are read as
+  // zeros (fetch_page); recorded once.
+  __device__ static void check_kv_len(const MlaParams& p, const PageList& list, int b) {
+    const int64_t len = p.kv_lens[b * p.kv_lens_stride];
+    const int64_t cap = int64_t{list.count} * p.page_size;
+    if (!in_closed_range(len, cap)) {
+      record_violation(p.status, status_tag(StatusFamily::kMla, StatusIndex::kKvLen), b, -1, len,
+                       cap);
+    }
+  }
+
+  // fetch_page's "no key here" (a page-table entry is any int, -1 included).
+  static constexpr int kNoKey = INT_MIN;
 
   // Threads 0..kBlockKeys-1, key `first + tid` of a block: its page-table entry is fetched one
   // block ahead (fetch_page), so that the global load's latency overlaps the previous block's
   // copies; row_entry then makes the table entry, (page, slot), or page -1 for a key not to be
-  // read. An index outside the page table or a page id outside the pool is never dereferenced.
+  // read. An index outside the page table or a page id outside the pool is never dereferenced
+  // (the latter is recorded).
   __device__ static int fetch_page(const MlaParams& p, const PageList& list, int first, int key_end,
                                    int tid) {
     const int key = first + tid;
-    if (tid >= kBlockKeys || key >= key_end) return -1;
+    if (tid >= kBlockKeys || key >= key_end) return kNoKey;
     const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
-    return index < list.count ? list.pages[index * p.page_col_stride] : -1;
+    return index < list.count ? list.pages[index * p.page_col_stride] : kNoKey;
   }
 
   __device__ static void write_row_entry(const MlaParams& p, int2* table, int first, int page,
-                                         int tid) {
+                                         int request, int tid) {
     if (tid >= kBlockKeys) return;
     const int key = first + tid;
     const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
-    table[tid] = page >= 0 && page < p.num_pages ? make_int2(page, key - index * p.page_size)
-                                                 : make_int2(-1, 0);
+    const bool ok = static_cast<uint32_t>(page) < static_cast<uint32_t>(p.num_pages);
+    if (!ok && page != kNoKey) {
+      record_violation(p.status, status_tag(StatusFamily::kMla, StatusIndex::kPage), request, index,
+                       page, p.num_pages);
+    }
+    table[tid] = ok ? make_int2(page, key - index * p.page_size) : make_int2(-1, 0);
   }
 
   // Lane mapping of both copy paths: 8 lanes a row, 16 rows a pass over the 128 threads, so
@@ -188,15 +218,17 @@ struct MlaLoader {
   // The producer warpgroup's whole part of a tile.
   __device__ static void run(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t) {
     const uint32_t tid = threadIdx.x % 128;
-    const PageList list = page_list(p, t.batch);
+    const PageList list = page_list(p, t.batch, tid);
+    if (tid == 0) check_kv_len(p, list, t.batch);
     const int key0 = t.block_begin * kBlockKeys;
-    int page = t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : -1;
+    int page =
+        t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
     for (int n = 0; n < t.num_blocks; ++n) {
       const uint32_t stage = n % Traits::kStages;
       const uint32_t phase = (n / Traits::kStages) & 1;
       int2* table = sm.row_table(n & 1);
       const int first = key0 + n * kBlockKeys;
-      write_row_entry(p, table, first, page, static_cast<int>(tid));
+      write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
       ptx::named_barrier_sync(kProducer, 128);
       // The next block's page-table entries are in flight while this block is copied.
       if (n + 1 < t.num_blocks) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/device_status.cuh"
 #include "kernels/mla/traits.cuh"
 
 namespace hopattn::kernels::mla {
@@ -41,15 +42,25 @@ struct Tile {
 };
 
 // Lengths come from the device (cu_seqlens_q, kv_lens). A CTA past its request's rows has
-// rows = 0 and does nothing. Split s covers KV blocks [s * chunk, (s + 1) * chunk) of the
-// request's own length, so that every split of a long request carries the same work.
+// rows = 0 and does nothing; so has every CTA of a request whose cu_seqlens_q entries leave
+// [0, total_q] or decrease (recorded once, by its first CTA). Split s covers KV blocks [s * chunk,
+// (s + 1) * chunk) of the request's own length, so that every split of a long request carries the
+// same work.
 __device__ __forceinline__ Tile make_tile(const MlaParams& p) {
   Tile t;
   t.row_tile = static_cast<int>(blockIdx.x);
   t.split = static_cast<int>(blockIdx.y);
   t.batch = static_cast<int>(blockIdx.z);
-  t.q_begin = p.cu_seqlens_q[t.batch * p.cu_seqlens_stride];
-  t.q_len = p.cu_seqlens_q[(t.batch + 1) * p.cu_seqlens_stride] - t.q_begin;
+  const int q_begin = p.cu_seqlens_q[t.batch * p.cu_seqlens_stride];
+  const int q_end = p.cu_seqlens_q[(t.batch + 1) * p.cu_seqlens_stride];
+  const bool end_ok = in_closed_range(q_end, p.total_q);
+  const bool q_ok = end_ok && in_closed_range(q_begin, q_end);  // 0 <= begin <= end <= total_q
+  if (!q_ok && threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) {
+    record_violation(p.status, status_tag(StatusFamily::kMla, StatusIndex::kCuSeqlensQ), t.batch,
+                     end_ok ? t.batch : t.batch + 1, end_ok ? q_begin : q_end, p.total_q);
+  }
+  t.q_begin = q_ok ? q_begin : 0;
+  t.q_len = q_ok ? q_end - q_begin : 0;
   t.kv_len = max(p.kv_lens[t.batch * p.kv_lens_stride], 0);
   const int request_rows = t.q_len * p.heads;
   t.rows = max(min(request_rows - t.row_tile * kTileRows, kTileRows), 0);

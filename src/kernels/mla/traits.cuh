@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/device_status.hpp"
 #include "kernels/common/fast_divisor.hpp"
 #include "plan/mla_tiles.hpp"
 
@@ -110,7 +111,8 @@ struct MlaParams {
   const int* page_indptr;   // CSR [B + 1]
   int64_t page_indptr_stride;
   const int* page_indices;
-  const int* kv_lens;  // [B]
+  int64_t num_indices;  // CSR: page_indptr's offsets must lie in [0, num_indices]
+  const int* kv_lens;   // [B]
   int64_t kv_lens_stride;
   const int* cu_seqlens_q;  // [B + 1]
   int64_t cu_seqlens_stride;
@@ -128,6 +130,9 @@ struct MlaParams {
   float* partial_o;    // [splits, total_q, H, 512]
   float* partial_lse;  // [splits, total_q, H]
   int64_t total_q;
+  // The device status word: the first bad device-resident index (page id, kv_len, page_indptr
+  // or cu_seqlens_q entry) is recorded there (device_status.cuh).
+  DeviceStatus* status;
 };
 
 }  // namespace hopattn::kernels::mla

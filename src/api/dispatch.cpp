@@ -27,6 +27,18 @@ namespace {
                              family, " yet), got CUDA tensors"));
 }
 
+// Runs `gpu` (a call into the GPU kernels) in a CUDA build; in a build without CUDA, raises
+// kNotImplemented for `entry` (gpu's body then never runs nor links).
+template <class Gpu>
+void run_gpu(const char* entry, const Gpu& gpu) {
+#ifdef HOPATTN_WITH_CUDA
+  gpu();
+#else
+  (void)gpu;
+  no_gpu_kernel(entry);
+#endif
+}
+
 }  // namespace
 
 namespace internal {
@@ -35,15 +47,10 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::fwd::LaunchOptions& launch) {
   validate::attention_fwd(args, opts);
   if (args.q.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    if (debug::enabled()) debug::check_device_values(args, opts, stream);
-    kernels::fwd::run(args, opts, stream, launch);
-    return;
-#else
-    (void)stream;
-    (void)launch;
-    no_gpu_kernel("attention_fwd");
-#endif
+    return run_gpu("attention_fwd", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
+      kernels::fwd::run(args, opts, stream, launch);
+    });
   }
   reference::attention_fwd(args, opts);
 }
@@ -52,15 +59,10 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::bwd::LaunchOptions& launch) {
   validate::attention_bwd(args, opts);
   if (args.fwd.q.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    if (debug::enabled()) debug::check_device_values(args, opts, stream);
-    kernels::bwd::run(args, opts, stream, launch);
-    return;
-#else
-    (void)stream;
-    (void)launch;
-    no_gpu_kernel("attention_bwd");
-#endif
+    return run_gpu("attention_bwd", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
+      kernels::bwd::run(args, opts, stream, launch);
+    });
   }
   reference::attention_bwd(args, opts);
 }
@@ -93,14 +95,10 @@ size_t decode_workspace_size(const DecodeArgs& args, const DecodeOptions& opts) 
 void decode(const DecodeArgs& args, const DecodeOptions& opts, Stream stream) {
   validate::decode(args, opts);
   if (args.q.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    if (debug::enabled()) debug::check_device_values(args, opts, stream);
-    kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("decode");
-#endif
+    return run_gpu("decode", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
+      kernels::decode::launch(args, opts, kernels::decode::device_plan(args, opts), stream);
+    });
   }
   reference::decode(args, opts);
 }
@@ -115,14 +113,10 @@ size_t mla_workspace_size(const MlaArgs& args, const MlaOptions& opts) {
 void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream) {
   validate::mla(args, opts);
   if (args.q_nope.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    if (debug::enabled()) debug::check_device_values(args, opts, stream);
-    kernels::mla::launch(args, opts, stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("mla");
-#endif
+    return run_gpu("mla", [&] {
+      if (debug::enabled()) debug::check_device_values(args, opts, stream);
+      kernels::mla::launch(args, opts, stream);
+    });
   }
   reference::mla(args, opts);
 }
@@ -130,13 +124,7 @@ void mla(const MlaArgs& args, const MlaOptions& opts, Stream stream) {
 void merge_states(const MergeArgs& args, Stream stream) {
   validate::merge_states(args);
   if (args.o_a.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::merge::launch_merge_states(args, stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("merge_states");
-#endif
+    return run_gpu("merge_states", [&] { kernels::merge::launch_merge_states(args, stream); });
   }
   reference::merge_states(args);
 }
@@ -144,13 +132,7 @@ void merge_states(const MergeArgs& args, Stream stream) {
 void merge_states_n(const MergeNArgs& args, Stream stream) {
   validate::merge_states_n(args);
   if (args.o.is_cuda()) {
-#ifdef HOPATTN_WITH_CUDA
-    kernels::merge::launch_merge_states_n(args, stream);
-    return;
-#else
-    (void)stream;
-    no_gpu_kernel("merge_states_n");
-#endif
+    return run_gpu("merge_states_n", [&] { kernels::merge::launch_merge_states_n(args, stream); });
   }
   reference::merge_states_n(args);
 }

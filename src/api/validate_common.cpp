@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/dims_string.hpp"
 #include "common/element_access.hpp"
 #include "reference/kv_locator.hpp"
 
@@ -146,13 +147,7 @@ bool Shape::matches(const TensorView& t) const {
   return true;
 }
 
-std::string Shape::str() const {
-  std::ostringstream os;
-  os << '[';
-  for (int i = 0; i < rank_; ++i) os << (i ? ", " : "") << dims_[i];
-  os << ']';
-  return os.str();
-}
+std::string Shape::str() const { return dims_string(dims_.data(), rank_); }
 
 // ------------------------------------------------------------------------------------ DTypes
 

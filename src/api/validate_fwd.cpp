@@ -6,6 +6,7 @@
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
 #include "hopattn/api.hpp"
+#include "kernels/fwd/configs.hpp"
 
 namespace hopattn::validate {
 namespace {
@@ -33,11 +34,9 @@ void check_options(const Checker& c, const AttentionOptions& o) {
 void check_head_dims(const Checker& c, int64_t dqk, int64_t dv) {
   c.head_dims_in_range(dqk, dv);
   if (!c.on_cuda()) return;
-  const bool square = dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256);
-  const bool deepseek_prefill = dqk == 192 && dv == 128;  // 128 nope + 64 rope, v 128
-  if (!square && !deepseek_prefill) {
-    c.fail(ErrorKind::kNotImplemented, "head_dim",
-           "one of 64, 128, 256 or (Dqk 192, Dv 128) on CUDA", head_dims_string(dqk, dv));
+  if (!kernels::fwd::built_head_dims(dqk, dv)) {  // the table in kernels/fwd/configs.hpp
+    c.fail(ErrorKind::kNotImplemented, "head_dim", kernels::fwd::head_dims_choice() + " on CUDA",
+           head_dims_string(dqk, dv));
   }
 }
 

@@ -1,7 +1,6 @@
 #include "hopattn/tensor_view.hpp"
 
-#include <sstream>
-
+#include "common/dims_string.hpp"
 #include "common/dlpack_type.hpp"
 #include "hopattn/error.hpp"
 
@@ -73,13 +72,7 @@ int64_t TensorView::offset(std::initializer_list<int64_t> index) const {
   return off;
 }
 
-std::string TensorView::shape_string() const {
-  std::ostringstream os;
-  os << '[';
-  for (int i = 0; i < rank_; ++i) os << (i ? ", " : "") << shape_[i];
-  os << ']';
-  return os.str();
-}
+std::string TensorView::shape_string() const { return dims_string(shape_.data(), rank_); }
 
 namespace {
 

@@ -35,6 +35,16 @@ inline CUtensorMapDataType tensor_map_dtype_16bit(DType dtype) {
   return dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
 }
 
+// A rank-`rank` map of a 16-bit tensor at `base`; dims, strides and box are the caller's.
+inline TensorMapSpec tensor_map_spec_16bit(void* base, DType dtype, int rank) {
+  TensorMapSpec s;
+  s.base = base;
+  s.dtype = tensor_map_dtype_16bit(dtype);
+  s.element_bytes = 2;
+  s.rank = rank;
+  return s;
+}
+
 inline std::string describe(const TensorMapSpec& s) {
   std::ostringstream os;
   os << "rank " << s.rank << ", base " << s.base << ", dims [";

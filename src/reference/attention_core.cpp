@@ -152,6 +152,14 @@ double ProblemLayout::work() const {
   return w * double(hq_) * double(dqk_ + dv_);
 }
 
+std::vector<double> ProblemLayout::load_sinks(const TensorView& sinks) const {
+  std::vector<double> out;
+  if (sinks.defined()) {
+    for (int64_t h = 0; h < hq_; ++h) out.push_back(load_element(sinks, h * sinks.stride(0)));
+  }
+  return out;
+}
+
 KVLocator ProblemLayout::kv_locator(const TensorView& t) const {
   if (pages_.defined()) return KVLocator::paged(t, pages_);
   if (dense_kv_) return KVLocator::dense(t);

@@ -97,6 +97,8 @@ class ProblemLayout {
   LogitParams logit_params(const AttentionOptions& opts) const;
   // Multiply-adds of the forward over the whole batch (for parallel_for).
   double work() const;
+  // The attention sinks, one per q head (empty when `sinks` is undefined).
+  std::vector<double> load_sinks(const TensorView& sinks) const;
 
   // Addressing of a key-side tensor (k, v, dk, dv): they share the mode and the page table.
   KVLocator kv_locator(const TensorView& t) const;

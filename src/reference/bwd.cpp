@@ -75,12 +75,7 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
   const int64_t group = layout.num_q_heads() / hkv;
   const int64_t dqk = layout.dqk();
 
-  std::vector<double> sinks;
-  if (fwd.sinks.defined()) {
-    for (int64_t h = 0; h < layout.num_q_heads(); ++h) {
-      sinks.push_back(load_element(fwd.sinks, h * fwd.sinks.stride(0)));
-    }
-  }
+  const std::vector<double> sinks = layout.load_sinks(fwd.sinks);
 
   const int64_t num_tasks = layout.batch() * hkv;
   std::vector<KvHeadGrads> grads(num_tasks);

@@ -19,12 +19,7 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts) {
   const int64_t group = layout.num_q_heads() / hkv;
   const int64_t dv = layout.dv();
 
-  std::vector<double> sinks;
-  if (args.sinks.defined()) {
-    for (int64_t h = 0; h < layout.num_q_heads(); ++h) {
-      sinks.push_back(load_element(args.sinks, h * args.sinks.stride(0)));
-    }
-  }
+  const std::vector<double> sinks = layout.load_sinks(args.sinks);
 
   // One task per (request, kv head): its keys and values are gathered once for the whole group
   // of q heads that share them. Tasks write disjoint rows of out and lse.

@@ -9,26 +9,12 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/batch/launch.hpp"
-#include "kernels/batch/launch_kernel.cuh"
 #include "kernels/batch/merge.cuh"
+#include "kernels/batch/scheduler.cuh"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/fwd/configs.cuh"
 #include "kernels/fwd/prepare.hpp"
 #include "plan/batch_plan_layout.hpp"
-
-namespace hopattn::kernels::fwd {
-
-#define HOPATTN_BATCH_EXTERN(Traits)                                                            \
-  extern template cudaError_t launch_kernel<Traits, batch::WorkListScheduler>(const FwdParams&, \
-                                                                              int, cudaStream_t);
-HOPATTN_BATCH_EXTERN(FwdBf16Hd64)
-HOPATTN_BATCH_EXTERN(FwdFp16Hd64)
-HOPATTN_BATCH_EXTERN(FwdBf16Hd128)
-HOPATTN_BATCH_EXTERN(FwdFp16Hd128)
-HOPATTN_BATCH_EXTERN(FwdBf16Hd256)
-HOPATTN_BATCH_EXTERN(FwdFp16Hd256)
-#undef HOPATTN_BATCH_EXTERN
-
-}  // namespace hopattn::kernels::fwd
 
 namespace hopattn::kernels::batch {
 namespace {
@@ -107,16 +93,6 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   cuda_ok(cudaGetLastError(), "batch merge launch");
 }
 
-template <class Bf16, class Fp16>
-void run_dtype(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& step,
-               int device, cudaStream_t stream) {
-  if (a.q.dtype() == DType::kBF16) {
-    run_config<Bf16, __nv_bfloat16>(a, c, step, device, stream);
-  } else {
-    run_config<Fp16, __half>(a, c, step, device, stream);
-  }
-}
-
 }  // namespace
 
 bool stream_is_capturing(Stream stream) {
@@ -136,9 +112,9 @@ void check_supported(const BatchArgs& a, const BatchAttentionConfig& c) {
     unsupported("k_scale / v_scale other than 1 (they dequantize 8-bit caches, not built)");
   }
   const int dv = c.head_dim_v != 0 ? c.head_dim_v : c.head_dim;
-  if (c.head_dim != dv || (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)) {
+  if (!fwd::built_for_batch(c.head_dim, dv)) {
     unsupported(detail::concat("head dims (", c.head_dim, ", ", dv,
-                               "); built: (64, 64), (128, 128), (256, 256)"));
+                               "); built: ", fwd::built_head_dims_string(true)));
   }
   FwdArgs f = fwd_args(a, StepLaunch{});
   f.pages.layout = c.kv_layout;
@@ -151,14 +127,11 @@ void run(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& st
   const int device = a.q.device().index;
   DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  switch (c.head_dim) {
-    case 64:
-      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(a, c, step, device, s);
-    case 128:
-      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(a, c, step, device, s);
-    default:
-      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(a, c, step, device, s);
-  }
+  const int dv = c.head_dim_v != 0 ? c.head_dim_v : c.head_dim;
+  fwd::visit_config</*kBatchOnly=*/true>(c.head_dim, dv, a.q.dtype(), [&](auto config) {
+    using Traits = typename decltype(config)::type;
+    run_config<Traits, typename Traits::Elt>(a, c, step, device, s);
+  });
 }
 
 }  // namespace hopattn::kernels::batch

@@ -1,11 +1,9 @@
-// Explicit instantiations of the batch family's work-list fwd kernel, head dim 256.
+// Explicit instantiations of the batch family's work-list fwd kernel, head dim 256 (a row of
+// fwd/configs.hpp marked batch).
 #include "kernels/batch/launch_kernel.cuh"
 
 namespace hopattn::kernels::fwd {
 
-template cudaError_t launch_kernel<FwdBf16Hd256, batch::WorkListScheduler>(const FwdParams&, int,
-                                                                           cudaStream_t);
-template cudaError_t launch_kernel<FwdFp16Hd256, batch::WorkListScheduler>(const FwdParams&, int,
-                                                                           cudaStream_t);
+HOPATTN_BATCH_INSTANTIATE(256, 256);
 
 }  // namespace hopattn::kernels::fwd

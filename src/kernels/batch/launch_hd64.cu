@@ -1,11 +1,9 @@
-// Explicit instantiations of the batch family's work-list fwd kernel, head dim 64.
+// Explicit instantiations of the batch family's work-list fwd kernel, head dim 64 (a row of
+// fwd/configs.hpp marked batch).
 #include "kernels/batch/launch_kernel.cuh"
 
 namespace hopattn::kernels::fwd {
 
-template cudaError_t launch_kernel<FwdBf16Hd64, batch::WorkListScheduler>(const FwdParams&, int,
-                                                                          cudaStream_t);
-template cudaError_t launch_kernel<FwdFp16Hd64, batch::WorkListScheduler>(const FwdParams&, int,
-                                                                          cudaStream_t);
+HOPATTN_BATCH_INSTANTIATE(64, 64);
 
 }  // namespace hopattn::kernels::fwd

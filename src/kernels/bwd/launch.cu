@@ -16,6 +16,7 @@
 #include "kernels/common/cuda_host.hpp"
 #include "kernels/common/math_constants.hpp"
 #include "kernels/common/tma_views.hpp"
+#include "kernels/fwd/configs.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::bwd {
@@ -241,11 +242,10 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
   const FwdArgs& f = args.fwd;
   if (f.pages.defined()) unsupported("a paged KV cache is not implemented for the backward");
   const int64_t dqk = f.q.size(-1), dv = f.v.size(-1);
-  if (!built_head_dims(dqk, dv)) {
+  if (!fwd::built_head_dims(dqk, dv)) {  // the bwd kernels are built for the fwd's pairs
     unsupported(
         detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
-                       ") are not built for the backward; built: (64, 64), (128, 128), (192, 128), "
-                       "(256, 256)"));
+                       ") are not built for the backward; built: ", fwd::built_head_dims_string()));
   }
   if (f.q.dtype() != DType::kBF16 && f.q.dtype() != DType::kFP16) {
     unsupported(detail::concat("dtype ", f.q.dtype(), "; built: bf16, fp16"));

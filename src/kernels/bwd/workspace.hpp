@@ -132,6 +132,9 @@ struct BlockGeometry {
 
   // False when every query row < q_len of tile m sees every key of block n (the mask can be
   // skipped); rows past q_len need no mask (their lse_log2 is +inf).
+  // fwd/mask.cuh block_needs_mask states the same rule in int over a work tile's q positions
+  // (plus the KV-split bounds); it stays separate because no shared form kept this kernel's code
+  // byte for byte (see there). Change both together.
   HOPATTN_HOST_DEVICE bool needs_mask(int m, int n) const {
     const int64_t n_lo = int64_t{n} * block_n, n_hi = n_lo + block_n;  // exclusive
     if (n_hi > seqlen_k) return true;

@@ -1,6 +1,6 @@
 // Host side, shared by the kernel families' launchers: a q/k/v/o tensor as TMA sees it ([B, S, H,
-// D], varlen [total, H, D] as B = 1), its tiled tensor map, and the head dims the attention
-// kernels are built for. CUDA builds only (ptx/tensor_map.hpp).
+// D], varlen [total, H, D] as B = 1) and its tiled tensor map. CUDA builds only
+// (ptx/tensor_map.hpp).
 #pragma once
 
 #include <algorithm>
@@ -36,22 +36,13 @@ inline HeadMajorView head_major_view(const TensorView& t, bool varlen) {
 inline ptx::TensorMapSpec tma_spec(const TensorView& t, bool varlen, uint32_t box_rows,
                                    uint32_t box_heads = 1) {
   const HeadMajorView v = head_major_view(t, varlen);
-  ptx::TensorMapSpec s;
-  s.base = t.data();
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 4;
+  ptx::TensorMapSpec s = ptx::tensor_map_spec_16bit(t.data(), t.dtype(), 4);
   s.dims = {static_cast<uint64_t>(v.d), static_cast<uint64_t>(v.h), static_cast<uint64_t>(v.s),
             static_cast<uint64_t>(v.b)};
   s.strides = {0, static_cast<uint64_t>(v.stride_h) * 2, static_cast<uint64_t>(v.stride_s) * 2,
                static_cast<uint64_t>(std::max<int64_t>(v.stride_b, 8)) * 2};
   s.box = {64, box_heads, box_rows, 1};
   return s;
-}
-
-// (Dqk, Dv) pairs the fwd and bwd kernels are instantiated for (their launch_hd*.cu files).
-inline bool built_head_dims(int64_t dqk, int64_t dv) {
-  return (dqk == dv && (dqk == 64 || dqk == 128 || dqk == 256)) || (dqk == 192 && dv == 128);
 }
 
 }  // namespace hopattn::kernels

@@ -1,5 +1,6 @@
 // Host side of the fwd kernel: support checks, tensor maps, parameters, grid and the choice of
-// the configuration. The kernels themselves are instantiated in launch_hd*.cu.
+// the configuration (a row of configs.hpp's table). The kernels themselves are instantiated in
+// launch_hd*.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,23 +13,13 @@
 #include "kernels/common/device_status_host.hpp"
 #include "kernels/common/math_constants.hpp"
 #include "kernels/common/tma_views.hpp"
+#include "kernels/fwd/configs.cuh"
 #include "kernels/fwd/launch.hpp"
-#include "kernels/fwd/launch_kernel.cuh"
 #include "kernels/fwd/pack_gqa.hpp"
 #include "kernels/fwd/prepare.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
-
-extern template cudaError_t launch_kernel<FwdBf16Hd64>(const FwdParams&, int, cudaStream_t);
-extern template cudaError_t launch_kernel<FwdFp16Hd64>(const FwdParams&, int, cudaStream_t);
-extern template cudaError_t launch_kernel<FwdBf16Hd128>(const FwdParams&, int, cudaStream_t);
-extern template cudaError_t launch_kernel<FwdFp16Hd128>(const FwdParams&, int, cudaStream_t);
-extern template cudaError_t launch_kernel<FwdBf16Hd192x128>(const FwdParams&, int, cudaStream_t);
-extern template cudaError_t launch_kernel<FwdFp16Hd192x128>(const FwdParams&, int, cudaStream_t);
-extern template cudaError_t launch_kernel<FwdBf16Hd256>(const FwdParams&, int, cudaStream_t);
-extern template cudaError_t launch_kernel<FwdFp16Hd256>(const FwdParams&, int, cudaStream_t);
-
 namespace {
 
 [[noreturn]] void unsupported(const std::string& what) {
@@ -37,8 +28,8 @@ namespace {
 
 constexpr const char* kWhere = "hopattn.attention_fwd";
 // Every configuration's tile: 128 query rows, 64 per consumer warpgroup (traits.cuh).
-constexpr int kBlockM = FwdBf16Hd128::kBlockM;
-constexpr int kRowsPerConsumer = FwdBf16Hd128::kRowsPerConsumer;
+constexpr int kBlockM = FwdConfigTraits<__nv_bfloat16, 0>::kBlockM;
+constexpr int kRowsPerConsumer = FwdConfigTraits<__nv_bfloat16, 0>::kRowsPerConsumer;
 
 void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWhere, what); }
 
@@ -86,11 +77,7 @@ PoolView pool_view(const TensorView& t, KVLayout layout) {
 ptx::TensorMapSpec paged_spec(const TensorView& t, KVLayout layout, uint32_t box) {
   const PoolView v = pool_view(t, layout);
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
-  ptx::TensorMapSpec s;
-  s.base = t.data();
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 5;
+  ptx::TensorMapSpec s = ptx::tensor_map_spec_16bit(t.data(), t.dtype(), 5);
   const uint64_t slot_bytes = u(v.stride_slot) * 2, head_bytes = u(v.stride_head) * 2;
   if (layout == KVLayout::kNHD) {
     s.dims = {u(v.d), u(v.heads), box, u(v.page_size), u(v.pages)};
@@ -306,28 +293,8 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchO
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
 }
 
-template <class Bf16Config, class Fp16Config>
-void run_dtype(const FwdArgs& args, const AttentionOptions& opts, const LaunchOptions& launch,
-               int device, cudaStream_t stream) {
-  if (args.q.dtype() == DType::kBF16) {
-    run_config<Bf16Config>(args, opts, launch, device, stream);
-  } else {
-    run_config<Fp16Config>(args, opts, launch, device, stream);
-  }
-}
-
-int block_n_for(int64_t head_dim) {
-  switch (head_dim) {
-    case 64:
-      return FwdBf16Hd64::kBlockN;
-    case 128:
-      return FwdBf16Hd128::kBlockN;
-    case 192:
-      return FwdBf16Hd192x128::kBlockN;
-    default:
-      return FwdBf16Hd256::kBlockN;
-  }
-}
+// Keys per KV tile of the built pair (dqk, dv).
+int block_n_for(int64_t dqk, int64_t dv) { return kFwdConfigs[fwd_config_index(dqk, dv)].block_n; }
 
 }  // namespace
 
@@ -355,7 +322,7 @@ std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch) {
   check_supported(args, AttentionOptions{});
   DeviceGuard guard(args.q.device().index, kWhere);
   FwdParams p{};
-  const int block_n = block_n_for(args.q.size(-1));
+  const int block_n = block_n_for(args.q.size(-1), args.v.size(-1));
   if (is_paged(args)) {
     set_paged_source(args, block_n, launch, p);
   } else {
@@ -375,9 +342,8 @@ std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch) {
 void check_supported(const FwdArgs& args, const AttentionOptions&) {
   const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
   if (!built_head_dims(dqk, dv)) {
-    unsupported(
-        detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
-                       ") are not built; built: (64, 64), (128, 128), (192, 128), (256, 256)"));
+    unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
+                               ") are not built; built: ", built_head_dims_string()));
   }
   if (args.q.dtype() != DType::kBF16 && args.q.dtype() != DType::kFP16) {
     unsupported(detail::concat("dtype ", args.q.dtype(), "; built: bf16, fp16"));
@@ -417,16 +383,9 @@ void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
   const int device = args.q.device().index;
   DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  switch (args.q.size(-1)) {
-    case 64:
-      return run_dtype<FwdBf16Hd64, FwdFp16Hd64>(args, opts, launch, device, s);
-    case 128:
-      return run_dtype<FwdBf16Hd128, FwdFp16Hd128>(args, opts, launch, device, s);
-    case 192:
-      return run_dtype<FwdBf16Hd192x128, FwdFp16Hd192x128>(args, opts, launch, device, s);
-    default:
-      return run_dtype<FwdBf16Hd256, FwdFp16Hd256>(args, opts, launch, device, s);
-  }
+  visit_config(args.q.size(-1), args.v.size(-1), args.q.dtype(), [&](auto config) {
+    run_config<typename decltype(config)::type>(args, opts, launch, device, s);
+  });
 }
 
 }  // namespace hopattn::kernels::fwd

@@ -1,9 +1,8 @@
-// Explicit instantiations of the fwd kernel, head dims (Dqk 192, Dv 128).
+// Explicit instantiations of the fwd kernel, head dims (Dqk 192, Dv 128) (a row of configs.hpp).
 #include "kernels/fwd/launch_kernel.cuh"
 
 namespace hopattn::kernels::fwd {
 
-template cudaError_t launch_kernel<FwdBf16Hd192x128>(const FwdParams&, int, cudaStream_t);
-template cudaError_t launch_kernel<FwdFp16Hd192x128>(const FwdParams&, int, cudaStream_t);
+HOPATTN_FWD_INSTANTIATE(192, 128, LptTileScheduler);
 
 }  // namespace hopattn::kernels::fwd

@@ -157,6 +157,11 @@ __device__ __forceinline__ RowLimits row_limits(const FwdParams& p, const TileIn
 
 // True when some element of KV block n_block is hidden from some row of the tile: only such
 // blocks pay for the per-element mask.
+// bwd/workspace.hpp BlockGeometry::needs_mask states the same rule in int64_t over q tiles of
+// block_m rows. They stay two: every shared form tried (a template on the integer type in a
+// HOPATTN_HOST_DEVICE header, with the window read lazily and the last row behind a callable)
+// kept this kernel's code but changed the bwd kernel's (.nv_fatbin bytes), whose last row
+// min((m + 1) block_m, q_len) - 1 is computed between the two window tests. Change both together.
 template <class Traits>
 __device__ __forceinline__ bool block_needs_mask(const FwdParams& p, const TileInfo& t,
                                                  int n_block) {

@@ -51,11 +51,7 @@ void set_pages(MlaParams& p, const PageTable& pt) {
 // 64 columns x kBlockKeys slots x 1 page, 128B-swizzled.
 CUtensorMap pool_map(const TensorView& t) {
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
-  ptx::TensorMapSpec s;
-  s.base = t.data();
-  s.dtype = ptx::tensor_map_dtype_16bit(t.dtype());
-  s.element_bytes = 2;
-  s.rank = 3;
+  ptx::TensorMapSpec s = ptx::tensor_map_spec_16bit(t.data(), t.dtype(), 3);
   s.dims = {u(t.size(2)), u(t.size(1)), u(t.size(0))};
   s.strides = {0, u(t.stride(1)) * 2, u(t.stride(0)) * 2};
   s.box = {64, static_cast<uint32_t>(kBlockKeys), 1};

@@ -1,0 +1,76 @@
+// The fwd family's configuration table, in plain C++ (the validators and the CPU build read it):
+// one row per head-dim pair the CUDA kernels are built for, bf16 and fp16 each, with its KV tile.
+// The traits types and the dispatch (configs.cuh), the "not built" messages (launch.cu,
+// batch/launch.cu, bwd/launch.cu), the validator's head-dim rule (src/api/validate_fwd.cpp, hence
+// the support matrix), the backward's pairs and the batch family's rows derive from it. Adding a
+// head dim: a row here and a launch_hd*.cu file with its instantiation line (one head dim a file,
+// so that two cores build them in parallel; batch/launch_hd*.cu likewise for a batch row).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hopattn::kernels::fwd {
+
+struct FwdConfig {
+  int dqk, dv;
+  // Keys per KV tile: as long as the 227 KB of shared memory allow with `stages` stages.
+  int block_n;
+  int stages;
+  // O staged in Q's buffer: at 256 a separate 64 KB buffer would leave room for 48 keys only.
+  bool o_in_q;
+  // Run by the batch family too (its work lists over the same kernel).
+  bool batch;
+};
+
+inline constexpr FwdConfig kFwdConfigs[] = {
+    {64, 64, 128, 2, false, true},
+    {128, 128, 128, 2, false, true},
+    {192, 128, 112, 2, false, false},  // DeepSeek prefill: 128 nope + 64 rope, v 128
+    {256, 256, 80, 2, true, true},
+};
+inline constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / sizeof(FwdConfig));
+
+// Row of (dqk, dv) in kFwdConfigs, or -1 when that pair is not built.
+constexpr int fwd_config_index(int64_t dqk, int64_t dv) {
+  for (int i = 0; i < kNumFwdConfigs; ++i) {
+    if (kFwdConfigs[i].dqk == dqk && kFwdConfigs[i].dv == dv) return i;
+  }
+  return -1;
+}
+
+// Whether the fwd kernels are built for (dqk, dv) (the bwd kernels are built for the same pairs).
+constexpr bool built_head_dims(int64_t dqk, int64_t dv) { return fwd_config_index(dqk, dv) >= 0; }
+
+// Whether the batch family runs (dqk, dv).
+constexpr bool built_for_batch(int64_t dqk, int64_t dv) {
+  const int i = fwd_config_index(dqk, dv);
+  return i >= 0 && kFwdConfigs[i].batch;
+}
+
+// "(64, 64), (128, 128), ...": the built pairs (batch_only: the batch family's rows).
+inline std::string built_head_dims_string(bool batch_only = false) {
+  std::string s;
+  for (const FwdConfig& c : kFwdConfigs) {
+    if (batch_only && !c.batch) continue;
+    s += (s.empty() ? "(" : ", (") + std::to_string(c.dqk) + ", " + std::to_string(c.dv) + ")";
+  }
+  return s;
+}
+
+// "one of 64, 128, 256 or (Dqk 192, Dv 128)": the pairs for a validator's message, the equal
+// ones as one number.
+inline std::string head_dims_choice() {
+  std::string equal, other;
+  for (const FwdConfig& c : kFwdConfigs) {
+    if (c.dqk == c.dv) {
+      equal += (equal.empty() ? "" : ", ") + std::to_string(c.dqk);
+    } else {
+      other += (other.empty() ? "" : ", ") + std::string("(Dqk ") + std::to_string(c.dqk) +
+               ", Dv " + std::to_string(c.dv) + ")";
+    }
+  }
+  return "one of " + equal + (other.empty() ? "" : " or " + other);
+}
+
+}  // namespace hopattn::kernels::fwd

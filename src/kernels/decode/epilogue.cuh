@@ -15,6 +15,7 @@ namespace hopattn::kernels::decode {
 // log2(2^lse2 + 2^sink2): the sink joins the denominator only (DESIGN.md).
 __device__ __forceinline__ float add_sink(float lse2, float sink2) {
   const float mx = fmaxf(lse2, sink2);
+  if (mx == -INFINITY) return -INFINITY;  // no key and a -inf sink: empty (-inf - -inf is NaN)
   return mx + log2f(exp2f(lse2 - mx) + exp2f(sink2 - mx));
 }
 

@@ -339,8 +339,15 @@ std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch) {
   return "paged gather";
 }
 
-void check_supported(const FwdArgs& args, const AttentionOptions&) {
+void check_supported(const FwdArgs& args, const AttentionOptions& opts) {
   const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
+  // The online softmax keeps the running max of the raw logits, the right reference only for a
+  // positive scale (softmax.cuh); with a softcap the logits are tanh-bounded and any scale works.
+  if (opts.scale && *opts.scale < 0.f && !(opts.softcap > 0.f)) {
+    unsupported(detail::concat("scale ", *opts.scale,
+                               " without a softcap (the kernel takes a positive scale; the CPU "
+                               "reference any)"));
+  }
   if (!built_head_dims(dqk, dv)) {
     unsupported(detail::concat("head dims (Dqk ", dqk, ", Dv ", dv,
                                ") are not built; built: ", built_head_dims_string()));

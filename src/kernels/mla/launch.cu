@@ -68,6 +68,11 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   if (batch > 65535) {
     not_supported("at most 65535 requests", std::to_string(batch));
   }
+  // The online softmax keeps the running max of the raw logits, the right reference only for a
+  // positive scale (fwd/softmax.cuh); the CPU reference computes any scale.
+  if (o.scale && *o.scale < 0.f) {
+    not_supported("a scale >= 0 (the CPU reference takes any)", std::to_string(*o.scale));
+  }
   if (pl.num_splits > 1 &&
       (a.workspace.data == nullptr || a.workspace.bytes < pl.workspace_bytes)) {
     throw Error(ErrorKind::kValue,

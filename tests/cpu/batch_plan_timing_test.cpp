@@ -47,15 +47,18 @@ std::vector<Case> cases() {
          {2048, 2048, 6144, 10240}};
   for (int i = 0; i < 124; ++i) a.q.push_back(1), a.kv.push_back(4097);
   out.push_back(a);
+  Case c{"issue (c): 128 decodes at 8192", std::vector<int32_t>(128, 1),
+         std::vector<int32_t>(128, 8192)};
+  out.push_back(c);
   Case few{"8 decodes at 8k (splits fill the grid)", std::vector<int32_t>(8, 1),
            std::vector<int32_t>(8, 8193)};
   out.push_back(few);
   return out;
 }
 
-TEST(BatchPlanTiming, PrintsPlanHostTime) {
-  // Llama-3.1-8B attention on an H200 (132 SMs x 2 CTAs).
-  const BatchPlanLimits l = check::llama8b(264);
+void print_plan_times(int num_ctas) {
+  // Llama-3.1-8B attention on an H200 (132 SMs, num_ctas CTAs).
+  const BatchPlanLimits l = check::llama8b(num_ctas);
   BatchPlanner planner(l);
   check::Buffer buf(BatchPlanner::workspace_bytes(l));
   constexpr int kRepeats = 300;
@@ -72,11 +75,17 @@ TEST(BatchPlanTiming, PrintsPlanHostTime) {
     std::sort(us.begin(), us.end());
     const double mean_cta = static_cast<double>(info.total_cost) / l.num_ctas;
     std::printf(
-        "[ BatchPlanTiming ] %s: B %zu, %d items, %d merges, busiest CTA %.3f x mean; plan() "
-        "min %.1f us, median %.1f us\n",
-        c.name.c_str(), c.q.size(), info.num_items, info.num_merges,
+        "[ BatchPlanTiming ] %d CTAs, %s: B %zu, %d items, %d merges, busiest CTA %.3f x mean; "
+        "plan() min %.1f us, median %.1f us\n",
+        num_ctas, c.name.c_str(), c.q.size(), info.num_items, info.num_merges,
         static_cast<double>(info.max_cta_cost) / mean_cta, us.front(), us[kRepeats / 2]);
   }
+}
+
+// The launch's grid today (kBatchCtasPerSm = 1) and the two-CTAs-per-SM one the planner allows.
+TEST(BatchPlanTiming, PrintsPlanHostTime) {
+  print_plan_times(132);
+  print_plan_times(264);
 }
 
 }  // namespace

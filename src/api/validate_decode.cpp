@@ -5,6 +5,7 @@
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
 #include "hopattn/api.hpp"
+#include "kernels/decode/configs.hpp"
 #include "reference/kv_locator.hpp"
 
 namespace hopattn::validate {
@@ -27,11 +28,13 @@ void check_options(const Checker& c, const DecodeOptions& o, int64_t batch) {
             "0..256 (0 = chosen by the library)", o.num_splits);
 }
 
-// The decode kernels are built for one head dim shared by K and V; the CPU takes any in range.
+// The decode kernels are built for one head dim shared by K and V (the rows of
+// kernels/decode/configs.hpp); the CPU takes any in range.
 void check_head_dims(const Checker& c, int64_t d, int64_t dv) {
   c.head_dims_in_range(d, dv);
-  if (c.on_cuda() && !(d == dv && (d == 64 || d == 128 || d == 256))) {
-    c.fail(ErrorKind::kNotImplemented, "head_dim", "one of 64, 128, 256 on CUDA",
+  if (c.on_cuda() && !(d == dv && kernels::decode::built_head_dim(d))) {
+    c.fail(ErrorKind::kNotImplemented, "head_dim",
+           "one of " + kernels::decode::built_head_dims_string() + " on CUDA",
            head_dims_string(d, dv));
   }
 }

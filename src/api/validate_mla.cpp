@@ -4,6 +4,7 @@
 
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
+#include "kernels/mla/configs.hpp"
 #include "plan/mla_tiles.hpp"
 
 namespace hopattn::validate {
@@ -31,6 +32,12 @@ void mla(const MlaArgs& a, const MlaOptions& opts, DeviceValues values) {
           "[num_pages, page_size, 512]");
   c.tensor(a.kpe, "kpe", DTypes({a.ckv.dtype()}, "ckv's dtype"),
            {pool.num_pages, pool.page_size, kMlaRopeDim}, "[num_pages, page_size, 64] like ckv");
+  // The CUDA kernel's (q, cache) dtype pairs: the rows of kernels/mla/configs.hpp.
+  if (c.on_cuda() && !kernels::mla::built_config(a.q_nope.dtype(), a.ckv.dtype())) {
+    c.fail(ErrorKind::kNotImplemented, "ckv",
+           "(q_nope, ckv) dtypes among " + kernels::mla::built_configs_string() + " on CUDA",
+           detail::concat("(", dtype_name(a.q_nope.dtype()), ", ", dtype_name(a.ckv.dtype()), ")"));
+  }
   c.require(opts.num_splits >= 0 && opts.num_splits <= plan::mla::kMaxSplits, ErrorKind::kValue,
             "num_splits", "0..128 (0 = chosen by the library)", opts.num_splits);
   if (!(std::isfinite(a.kv_scale) && a.kv_scale > 0.f)) {

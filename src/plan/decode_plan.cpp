@@ -31,12 +31,18 @@ int ctas_per_sm(int rows_per_cta) {
 }
 
 int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
-  if (config == 3) return ctas_per_sm<128, 2, 3>(rows_per_cta);
-  if (head_dim == 64)
-    return kv_bytes == 2 ? ctas_per_sm<64, 2>(rows_per_cta) : ctas_per_sm<64, 1>(rows_per_cta);
-  if (head_dim == 128)
-    return kv_bytes == 2 ? ctas_per_sm<128, 2>(rows_per_cta) : ctas_per_sm<128, 1>(rows_per_cta);
-  return kv_bytes == 2 ? ctas_per_sm<256, 2>(rows_per_cta) : ctas_per_sm<256, 1>(rows_per_cta);
+  int n = 1;
+  kernels::decode::visit_head_dim(head_dim, [&](auto d) {
+    constexpr int kD = decltype(d)::value;
+    if constexpr (kernels::decode::has_three_cta_variant(kD, true, KvFormat::kNative16)) {
+      if (config == 3) {
+        n = ctas_per_sm<kD, 2, 3>(rows_per_cta);
+        return;
+      }
+    }
+    n = kv_bytes == 2 ? ctas_per_sm<kD, 2>(rows_per_cta) : ctas_per_sm<kD, 1>(rows_per_cta);
+  });
+  return n;
 }
 
 // The instantiation's configuration: 3 where it exists and three CTAs of this row count fit an
@@ -44,7 +50,7 @@ int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
 int kernel_config(int head_dim, bool bf16, bool native16, int rows_per_cta) {
   const KvFormat format = native16 ? KvFormat::kNative16 : KvFormat::kE4M3;
   if (!kernels::decode::has_three_cta_variant(head_dim, bf16, format)) return 2;
-  return ctas_per_sm<128, 2, 3>(rows_per_cta) == 3 ? 3 : 2;
+  return ctas_per_sm(head_dim, 2, rows_per_cta, 3) == 3 ? 3 : 2;
 }
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -67,7 +73,9 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
                 detail::concat("hopattn.decode: expected Hq a multiple of Hkv, got Hq = ", hq,
                                ", Hkv = ", hkv));
   }
-  if (d != 64 && d != 128 && d != 256) not_supported("head_dim 64, 128 or 256", std::to_string(d));
+  if (!tile::built_head_dim(d)) {
+    not_supported("head_dim " + tile::built_head_dims_string(" or "), std::to_string(d));
+  }
 
   DecodePlan pl;
   pl.beam_width = a.shared_kv_lens.defined() ? std::max(1, o.beam_width) : 1;

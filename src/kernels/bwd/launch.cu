@@ -1,6 +1,6 @@
 // Host side of the bwd family: support checks, workspace carving, tensor maps, parameters and the
 // launches of the three stages (memset + preprocess, main kernel, postprocess). The main kernels
-// are instantiated in launch_hd*.cu.
+// are instantiated per row of ../fwd/configs.hpp in launch_hd*.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,8 +9,8 @@
 #include <string>
 
 #include "hopattn/error.hpp"
+#include "kernels/bwd/configs.cuh"
 #include "kernels/bwd/launch.hpp"
-#include "kernels/bwd/launch_kernel.cuh"
 #include "kernels/bwd/postprocess.cuh"
 #include "kernels/bwd/preprocess.cuh"
 #include "kernels/common/cuda_host.hpp"
@@ -20,15 +20,6 @@
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::bwd {
-
-extern template cudaError_t launch_kernel<BwdBf16Hd64>(const BwdParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<BwdFp16Hd64>(const BwdParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<BwdBf16Hd128>(const BwdParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<BwdFp16Hd128>(const BwdParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<BwdBf16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<BwdFp16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<BwdBf16Hd256>(const BwdParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<BwdFp16Hd256>(const BwdParams&, dim3, cudaStream_t);
 
 namespace {
 
@@ -221,21 +212,6 @@ void zero_tail(const TensorView& t, const Problem& pr, cudaStream_t stream) {
   cuda_ok(cudaGetLastError(), "bwd zero-tail launch");
 }
 
-template <class Hd64, class Hd128, class Hd192x128, class Hd256>
-void run_config(const BwdArgs& args, const AttentionOptions& opts, const Problem& pr,
-                cudaStream_t stream) {
-  switch (pr.dqk) {
-    case 64:
-      return run_main<Hd64>(args, opts, pr, stream);
-    case 128:
-      return run_main<Hd128>(args, opts, pr, stream);
-    case 192:
-      return run_main<Hd192x128>(args, opts, pr, stream);
-    default:
-      return run_main<Hd256>(args, opts, pr, stream);
-  }
-}
-
 }  // namespace
 
 void check_supported(const BwdArgs& args, const AttentionOptions&) {
@@ -311,11 +287,8 @@ void run(const BwdArgs& args, const AttentionOptions& opts, Stream stream,
   // A launch per KV block of every request; without keys there is no dK/dV row to write and dQ
   // stays zero.
   if (pr.k_rows > 0 && pr.max_seqlen_k > 0) {
-    if (bf16) {
-      run_config<BwdBf16Hd64, BwdBf16Hd128, BwdBf16Hd192x128, BwdBf16Hd256>(args, opts, pr, s);
-    } else {
-      run_config<BwdFp16Hd64, BwdFp16Hd128, BwdFp16Hd192x128, BwdFp16Hd256>(args, opts, pr, s);
-    }
+    visit_config(pr.dqk, pr.dv, f.q.dtype(),
+                 [&](auto traits) { run_main<decltype(traits)>(args, opts, pr, s); });
   }
   if (bf16) {
     run_rows<__nv_bfloat16>(args, pr, false, s);

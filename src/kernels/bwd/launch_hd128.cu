@@ -1,9 +1,8 @@
-// Explicit instantiations of the main bwd kernel, head dim 128.
+// Explicit instantiations of the main bwd kernel, head dim 128 (a row of ../fwd/configs.hpp).
 #include "kernels/bwd/launch_kernel.cuh"
 
 namespace hopattn::kernels::bwd {
 
-template cudaError_t launch_kernel<BwdBf16Hd128>(const BwdParams&, dim3, cudaStream_t);
-template cudaError_t launch_kernel<BwdFp16Hd128>(const BwdParams&, dim3, cudaStream_t);
+HOPATTN_BWD_INSTANTIATE(128, 128);
 
 }  // namespace hopattn::kernels::bwd

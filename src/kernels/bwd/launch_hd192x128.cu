@@ -1,9 +1,9 @@
-// Explicit instantiations of the main bwd kernel, head dims (Dqk 192, Dv 128).
+// Explicit instantiations of the main bwd kernel, head dims (Dqk 192, Dv 128) (a row of
+// ../fwd/configs.hpp).
 #include "kernels/bwd/launch_kernel.cuh"
 
 namespace hopattn::kernels::bwd {
 
-template cudaError_t launch_kernel<BwdBf16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
-template cudaError_t launch_kernel<BwdFp16Hd192x128>(const BwdParams&, dim3, cudaStream_t);
+HOPATTN_BWD_INSTANTIATE(192, 128);
 
 }  // namespace hopattn::kernels::bwd

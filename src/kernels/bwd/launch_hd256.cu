@@ -1,9 +1,8 @@
-// Explicit instantiations of the main bwd kernel, head dim 256.
+// Explicit instantiations of the main bwd kernel, head dim 256 (a row of ../fwd/configs.hpp).
 #include "kernels/bwd/launch_kernel.cuh"
 
 namespace hopattn::kernels::bwd {
 
-template cudaError_t launch_kernel<BwdBf16Hd256>(const BwdParams&, dim3, cudaStream_t);
-template cudaError_t launch_kernel<BwdFp16Hd256>(const BwdParams&, dim3, cudaStream_t);
+HOPATTN_BWD_INSTANTIATE(256, 256);
 
 }  // namespace hopattn::kernels::bwd

@@ -1,9 +1,8 @@
-// Explicit instantiations of the main bwd kernel, head dim 64.
+// Explicit instantiations of the main bwd kernel, head dim 64 (a row of ../fwd/configs.hpp).
 #include "kernels/bwd/launch_kernel.cuh"
 
 namespace hopattn::kernels::bwd {
 
-template cudaError_t launch_kernel<BwdBf16Hd64>(const BwdParams&, dim3, cudaStream_t);
-template cudaError_t launch_kernel<BwdFp16Hd64>(const BwdParams&, dim3, cudaStream_t);
+HOPATTN_BWD_INSTANTIATE(64, 64);
 
 }  // namespace hopattn::kernels::bwd

@@ -1,17 +1,16 @@
-// Launch of one main bwd kernel configuration; explicitly instantiated once per configuration in
-// the launch_hd*.cu files (one line each) so that configurations compile in parallel, and declared
-// extern in launch.cu.
+// Definition of the main bwd kernel's launch (declared in configs.cuh), for the files that
+// instantiate it: launch_hd*.cu, one row of ../fwd/configs.hpp each so that configurations
+// compile in parallel.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "kernels/bwd/configs.cuh"
 #include "kernels/bwd/kernel.cuh"
 #include "kernels/bwd/traits.cuh"
 
 namespace hopattn::kernels::bwd {
 
-// Returns the launch error (cudaSuccess when queued). grid: 1-D, KV blocks x Hkv x B CTAs
-// (BwdParams::order maps blockIdx.x to one).
 template <class Traits>
 cudaError_t launch_kernel(const BwdParams& params, dim3 grid, cudaStream_t stream) {
   const auto kernel = bwd_kernel<Traits>;
@@ -22,16 +21,14 @@ cudaError_t launch_kernel(const BwdParams& params, dim3 grid, cudaStream_t strea
   return cudaGetLastError();
 }
 
-// The configurations hopattn builds, bf16 and fp16 each, all with 64-row q tiles: (Dqk, Dv) =
-// (64, 64) and (128, 128) split by keys (128-key KV blocks), (192, 128) and (256, 256) split by
-// columns (64-key KV blocks); traits.cuh derives each one's registers and shared memory.
-using BwdBf16Hd128 = BwdTraits<__nv_bfloat16, 128>;
-using BwdFp16Hd128 = BwdTraits<__half, 128>;
-using BwdBf16Hd64 = BwdTraits<__nv_bfloat16, 64>;
-using BwdFp16Hd64 = BwdTraits<__half, 64>;
-using BwdBf16Hd192x128 = BwdTraits<__nv_bfloat16, 192, 128>;
-using BwdFp16Hd192x128 = BwdTraits<__half, 192, 128>;
-using BwdBf16Hd256 = BwdTraits<__nv_bfloat16, 256>;
-using BwdFp16Hd256 = BwdTraits<__half, 256>;
-
 }  // namespace hopattn::kernels::bwd
+
+// Instantiates the launch of the table's row (kDqk, kDv) in bf16 and fp16 (in namespace
+// hopattn::kernels::bwd). The rows, bf16 and fp16 each, all with 64-row q tiles: (64, 64) and
+// (128, 128) split by keys (128-key KV blocks), (192, 128) and (256, 256) split by columns (64-key
+// KV blocks); traits.cuh derives each one's registers and shared memory.
+#define HOPATTN_BWD_INSTANTIATE(kDqk, kDv)                                                       \
+  template cudaError_t launch_kernel<BwdBuilt<__nv_bfloat16, kDqk, kDv>>(const BwdParams&, dim3, \
+                                                                         cudaStream_t);          \
+  template cudaError_t launch_kernel<BwdBuilt<__half, kDqk, kDv>>(const BwdParams&, dim3,        \
+                                                                  cudaStream_t)

@@ -1,7 +1,8 @@
-// Decode kernels of head dim 256: bf16/fp16 q x {native 16-bit, e4m3, e5m2, int8} KV.
+// Decode kernels of head dim 256 (a row of configs.hpp): bf16/fp16 q x every KV format.
 #include "kernels/decode/launch_kernel.cuh"
 
 namespace hopattn::kernels::decode {
-template cudaError_t launch_for_head_dim<256>(const Params&, bool, KvFormat, int, dim3,
-                                              cudaStream_t);
+
+HOPATTN_DECODE_INSTANTIATE(256);
+
 }  // namespace hopattn::kernels::decode

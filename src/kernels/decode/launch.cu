@@ -1,7 +1,7 @@
 // Host side of the decode kernel: TensorViews -> Params and the launch, following the launch plan
 // of src/plan/decode_plan.hpp (CTA shape, split count, workspace layout) for the device's SM
-// count. The kernels themselves are instantiated per head dim in hd64.cu / hd128.cu / hd256.cu, so
-// a 2-core build compiles them in parallel.
+// count. The kernels themselves are instantiated per row of configs.hpp in hd<D>.cu, so a 2-core
+// build compiles them in parallel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,17 +11,10 @@
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
 #include "kernels/common/device_status_host.hpp"
+#include "kernels/decode/configs.cuh"
 #include "kernels/decode/launch.hpp"
-#include "kernels/decode/launch_kernel.cuh"
 
 namespace hopattn::kernels::decode {
-
-extern template cudaError_t launch_for_head_dim<64>(const Params&, bool, KvFormat, int, dim3,
-                                                    cudaStream_t);
-extern template cudaError_t launch_for_head_dim<128>(const Params&, bool, KvFormat, int, dim3,
-                                                     cudaStream_t);
-extern template cudaError_t launch_for_head_dim<256>(const Params&, bool, KvFormat, int, dim3,
-                                                     cudaStream_t);
 
 namespace {
 
@@ -34,18 +27,13 @@ void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(stat
               detail::concat("hopattn.decode (GPU): expected ", what, ", got ", given));
 }
 
+// The row of configs.hpp's kKvFormats whose cache dtype (with q's) is kv.
 KvFormat kv_format(DType q, DType kv) {
-  switch (kv) {
-    case DType::kFP8E4M3:
-      return KvFormat::kE4M3;
-    case DType::kFP8E5M2:
-      return KvFormat::kE5M2;
-    case DType::kInt8:
-      return KvFormat::kInt8;
-    default:
-      if (kv != q) not_supported("a 16-bit KV cache of q's dtype", dtype_name(kv));
-      return KvFormat::kNative16;
+  for (const KvFormat f : kKvFormats) {
+    if (f != KvFormat::kNative16 && kv_format_dtype(f, q) == kv) return f;
   }
+  if (kv != q) not_supported("a 16-bit KV cache of q's dtype", dtype_name(kv));
+  return KvFormat::kNative16;
 }
 
 // cp.async copies 16-byte pieces: rows (and the base) must be 16-byte aligned.
@@ -177,19 +165,10 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t status = cudaErrorInvalidValue;
-  switch (d) {
-    case 64:
-      status = launch_for_head_dim<64>(p, bf16, format, pl.config, grid, s);
-      break;
-    case 128:
-      status = launch_for_head_dim<128>(p, bf16, format, pl.config, grid, s);
-      break;
-    case 256:
-      status = launch_for_head_dim<256>(p, bf16, format, pl.config, grid, s);
-      break;
-    default:
-      not_supported("head_dim 64, 128 or 256", std::to_string(d));
-  }
+  const bool built = visit_head_dim(d, [&](auto head_dim) {
+    status = launch_for_head_dim<decltype(head_dim)::value>(p, bf16, format, pl.config, grid, s);
+  });
+  if (!built) not_supported("head_dim " + built_head_dims_string(" or "), std::to_string(d));
   check_cuda(status, "kernel launch");
 }
 

@@ -1,6 +1,6 @@
 // Host launch of one decode kernel instantiation, and the dispatch over q dtype and KV format of
-// one head dim; explicitly instantiated in hd<D>.cu (one head dim each, so two cores build them in
-// parallel) and declared extern in launch.cu.
+// one head dim (declared in configs.cuh), for the files that instantiate it: hd<D>.cu, one row of
+// configs.hpp each so that two cores build them in parallel.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/decode/configs.cuh"
 #include "kernels/decode/kernel.cuh"
 
 namespace hopattn::kernels::decode {
@@ -35,29 +36,25 @@ cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int kHeadDim, class Elt>
+// The kernel of the KV format kKvFormats[kIndex] if it is `format`, else the next row's.
+template <int kHeadDim, class Elt, int kIndex = 0>
 cudaError_t launch_for_format(const Params& p, KvFormat format, dim3 grid, cudaStream_t stream,
                               int ctas_per_sm) {
-  switch (format) {
-    case KvFormat::kNative16:
-      if constexpr (has_three_cta_variant(kHeadDim, std::is_same_v<Elt, __nv_bfloat16>,
-                                          KvFormat::kNative16)) {
-        if (ctas_per_sm == 3) {
-          return launch_variant<kHeadDim, Elt, KvFormat::kNative16, 3>(p, grid, stream);
-        }
+  if constexpr (kIndex == kNumKvFormats) {
+    return cudaErrorInvalidValue;
+  } else {
+    constexpr KvFormat kFormat = kKvFormats[kIndex];
+    if (format == kFormat) {
+      if constexpr (has_three_cta_variant(kHeadDim, std::is_same_v<Elt, __nv_bfloat16>, kFormat)) {
+        if (ctas_per_sm == 3) return launch_variant<kHeadDim, Elt, kFormat, 3>(p, grid, stream);
       }
-      return launch_variant<kHeadDim, Elt, KvFormat::kNative16>(p, grid, stream);
-    case KvFormat::kE4M3:
-      return launch_variant<kHeadDim, Elt, KvFormat::kE4M3>(p, grid, stream);
-    case KvFormat::kE5M2:
-      return launch_variant<kHeadDim, Elt, KvFormat::kE5M2>(p, grid, stream);
-    case KvFormat::kInt8:
-      return launch_variant<kHeadDim, Elt, KvFormat::kInt8>(p, grid, stream);
+      return launch_variant<kHeadDim, Elt, kFormat>(p, grid, stream);
+    }
+    // After this row's kernels, so that they are instantiated (and laid out) in the table's order.
+    return launch_for_format<kHeadDim, Elt, kIndex + 1>(p, format, grid, stream, ctas_per_sm);
   }
-  return cudaErrorInvalidValue;
 }
 
-// Every (q dtype, KV format) kernel of one head dim; explicitly instantiated in hd<D>.cu.
 template <int kHeadDim>
 cudaError_t launch_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas_per_sm,
                                 dim3 grid, cudaStream_t stream) {
@@ -66,3 +63,10 @@ cudaError_t launch_for_head_dim(const Params& p, bool bf16, KvFormat format, int
 }
 
 }  // namespace hopattn::kernels::decode
+
+// Instantiates every kernel of the table's head dim kHeadDim (in namespace
+// hopattn::kernels::decode).
+#define HOPATTN_DECODE_INSTANTIATE(kHeadDim)                                                   \
+  static_assert(built_head_dim(kHeadDim), "not a row of decode/configs.hpp");                  \
+  template cudaError_t launch_for_head_dim<kHeadDim>(const Params&, bool, KvFormat, int, dim3, \
+                                                     cudaStream_t)

@@ -1,10 +1,13 @@
 // Tile configuration and shared-memory plan of the decode kernel: the one place both the kernel
-// and the host planner (src/plan/decode_plan.cpp) read them. Plain constexpr C++ without CUDA
+// and the host planner (src/plan/decode_plan.cpp) read them (the head dims and KV formats built
+// are configs.hpp's table). Plain constexpr C++ without CUDA
 // headers, so the planner and the CPU tests include it as well.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/decode/configs.hpp"
 
 namespace hopattn::kernels::decode {
 
@@ -28,23 +31,12 @@ inline constexpr int kSmemPerBlockMax = 227 * 1024;
 static_assert(kLoadTokensPerWarp == 16, "each warp gathers 16 token rows per tile");
 static_assert(kTileTokens == kWarps * kBlockTokens, "one 16-token block per warp and row tile");
 
-// How the KV cache stores its values. kNative16 = q's own 16-bit type (no conversion).
-enum class KvFormat : uint8_t { kNative16, kE4M3, kE5M2, kInt8 };
-
-constexpr int kv_format_bytes(KvFormat f) { return f == KvFormat::kNative16 ? 2 : 1; }
-
-// Whether a (head dim, q dtype, KV format) has the three-CTAs-per-SM instantiation: only D = 128
-// bf16 over a bf16 cache (the benchmarked case), one extra kernel for the 2-core CI build.
-constexpr bool has_three_cta_variant(int head_dim, bool bf16, KvFormat format) {
-  return head_dim == 128 && bf16 && format == KvFormat::kNative16;
-}
-
 // One instantiation's geometry. Row = one token's K (or V) vector of one KV head. kCtasPerSm:
 // 2 (the default: ~96 KB of ring, registers unbounded up to 255) or 3 (a ~64 KB ring and at most
 // 168 registers, so three CTAs share an SM: 12 warps instead of 8 to hide latency with).
 template <int kHeadDim, int kKvBytes, int kCtasPerSm = 2>
 struct Traits {
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dim 64/128/256");
+  static_assert(built_head_dim(kHeadDim), "a head dim of configs.hpp");
   static_assert(kKvBytes == 1 || kKvBytes == 2, "8- or 16-bit KV");
 
   static constexpr int kHeadDimValue = kHeadDim;

@@ -1,5 +1,8 @@
+// The MLA kernel, bf16 q over a bf16 cache (a row of configs.hpp).
 #include "kernels/mla/launch_kernel.cuh"
 
 namespace hopattn::kernels::mla {
-template cudaError_t launch_kernel<MlaBf16>(const MlaParams&, dim3, cudaStream_t);
+
+HOPATTN_MLA_INSTANTIATE(DType::kBF16, false);
+
 }  // namespace hopattn::kernels::mla

@@ -1,5 +1,8 @@
+// The MLA kernel, bf16 q over an fp8 e4m3 cache (a row of configs.hpp).
 #include "kernels/mla/launch_kernel.cuh"
 
 namespace hopattn::kernels::mla {
-template cudaError_t launch_kernel<MlaBf16Fp8>(const MlaParams&, dim3, cudaStream_t);
+
+HOPATTN_MLA_INSTANTIATE(DType::kBF16, true);
+
 }  // namespace hopattn::kernels::mla

@@ -1,5 +1,8 @@
+// The MLA kernel, fp16 q over an fp8 e4m3 cache (a row of configs.hpp).
 #include "kernels/mla/launch_kernel.cuh"
 
 namespace hopattn::kernels::mla {
-template cudaError_t launch_kernel<MlaFp16Fp8>(const MlaParams&, dim3, cudaStream_t);
+
+HOPATTN_MLA_INSTANTIATE(DType::kFP16, true);
+
 }  // namespace hopattn::kernels::mla

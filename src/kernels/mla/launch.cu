@@ -9,16 +9,11 @@
 #include "kernels/common/device_status_host.hpp"
 #include "kernels/common/math_constants.hpp"
 #include "kernels/merge/launch.hpp"
+#include "kernels/mla/configs.cuh"
 #include "kernels/mla/launch.hpp"
-#include "kernels/mla/launch_kernel.cuh"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::mla {
-
-extern template cudaError_t launch_kernel<MlaBf16>(const MlaParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<MlaFp16>(const MlaParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<MlaBf16Fp8>(const MlaParams&, dim3, cudaStream_t);
-extern template cudaError_t launch_kernel<MlaFp16Fp8>(const MlaParams&, dim3, cudaStream_t);
 
 namespace {
 
@@ -128,11 +123,15 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(pl.row_tiles), static_cast<unsigned>(pl.num_splits),
                   static_cast<unsigned>(batch));
-  const bool bf16 = a.q_nope.dtype() == DType::kBF16;
-  const bool fp8 = a.ckv.dtype() == DType::kFP8E4M3;
-  const cudaError_t status =
-      fp8 ? (bf16 ? launch_kernel<MlaBf16Fp8>(p, grid, s) : launch_kernel<MlaFp16Fp8>(p, grid, s))
-          : (bf16 ? launch_kernel<MlaBf16>(p, grid, s) : launch_kernel<MlaFp16>(p, grid, s));
+  cudaError_t status = cudaErrorInvalidValue;
+  const bool built = visit_config(a.q_nope.dtype(), a.ckv.dtype(), [&](auto config) {
+    status = launch_kernel<typename decltype(config)::type>(p, grid, s);
+  });
+  if (!built) {
+    not_supported(
+        detail::concat("(q_nope, ckv) dtypes among ", built_configs_string()),
+        detail::concat("(", dtype_name(a.q_nope.dtype()), ", ", dtype_name(a.ckv.dtype()), ")"));
+  }
   throw_if_cuda_error(status, kWhere, "kernel launch");
   if (pl.num_splits == 1) return;
 

@@ -1,16 +1,15 @@
-// Launch of one MLA kernel configuration; explicitly instantiated in the kernel_*.cu files (one
-// configuration each, so that a 2-core build compiles them in parallel) and declared extern in
-// launch.cu.
+// Definition of the MLA kernel's launch (declared in configs.cuh), for the files that instantiate
+// it: kernel_*.cu, one row of configs.hpp each so that a 2-core build compiles them in parallel.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "kernels/mla/configs.cuh"
 #include "kernels/mla/kernel.cuh"
 #include "kernels/mla/traits.cuh"
 
 namespace hopattn::kernels::mla {
 
-// Returns the launch error (cudaSuccess when queued).
 template <class Traits>
 cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t stream) {
   const auto kernel = mla_kernel<Traits>;
@@ -21,9 +20,9 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
   return cudaGetLastError();
 }
 
-using MlaBf16 = MlaTraits<__nv_bfloat16>;
-using MlaFp16 = MlaTraits<__half>;
-using MlaBf16Fp8 = MlaTraits<__nv_bfloat16, true>;
-using MlaFp16Fp8 = MlaTraits<__half, true>;
-
 }  // namespace hopattn::kernels::mla
+
+// Instantiates the launch of the table's row (q dtype kQ, fp8 cache or not) (in namespace
+// hopattn::kernels::mla).
+#define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache) \
+  template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3, cudaStream_t)

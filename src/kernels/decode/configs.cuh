@@ -1,0 +1,21 @@
+// The decode configurations' launch: the declaration of launch_for_head_dim (every q dtype and KV
+// format of one row of configs.hpp's table), defined in launch_kernel.cuh and explicitly
+// instantiated per row in hd<D>.cu; callers see the declaration only, so that no extern list
+// repeats the table, and dispatch over the rows with configs.hpp's visit_head_dim.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/decode/configs.hpp"
+#include "kernels/decode/schedule.cuh"
+
+namespace hopattn::kernels::decode {
+
+// Launches the kernel of head dim kHeadDim (a row of configs.hpp) for q in bf16 (else fp16) over
+// a cache in `format`, with `ctas_per_sm` = 3 where that variant is built; returns the launch
+// error (cudaSuccess when queued).
+template <int kHeadDim>
+cudaError_t launch_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas_per_sm,
+                                dim3 grid, cudaStream_t stream);
+
+}  // namespace hopattn::kernels::decode

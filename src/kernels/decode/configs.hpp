@@ -1,0 +1,99 @@
+// The decode family's configuration table, in plain C++ (the validator, the planner and the CPU
+// build read it): one row per head dim the CUDA kernels are built for (K and V of that one head
+// dim), each with bf16 and fp16 q over every KV format of kKvFormats. The traits (traits.hpp's
+// head-dim check and has_three_cta_variant), the instantiations (hd*.cu), the dispatch
+// (configs.cuh's visit_head_dim, launch.cu), the planner's head-dim rule and messages
+// (src/plan/decode_plan.cpp) and the validator's (src/api/validate_decode.cpp, hence the support
+// matrix) derive from it. Adding a head dim: a row here and an hd<D>.cu file with its
+// instantiation line (one head dim a file, so that two cores build them in parallel).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "hopattn/dtype.hpp"
+
+namespace hopattn::kernels::decode {
+
+// How the KV cache stores its values. kNative16 = q's own 16-bit type (no conversion).
+enum class KvFormat : uint8_t { kNative16, kE4M3, kE5M2, kInt8 };
+
+constexpr int kv_format_bytes(KvFormat f) { return f == KvFormat::kNative16 ? 2 : 1; }
+
+// The KV formats every head dim is built for, in dispatch order: q's own 16-bit type, then the
+// 8-bit codes dequantized by k_scale / v_scale.
+inline constexpr KvFormat kKvFormats[] = {KvFormat::kNative16, KvFormat::kE4M3, KvFormat::kE5M2,
+                                          KvFormat::kInt8};
+inline constexpr int kNumKvFormats = static_cast<int>(sizeof(kKvFormats) / sizeof(KvFormat));
+
+// The cache dtype of a KV format with q of dtype `q`.
+constexpr DType kv_format_dtype(KvFormat f, DType q) {
+  switch (f) {
+    case KvFormat::kE4M3:
+      return DType::kFP8E4M3;
+    case KvFormat::kE5M2:
+      return DType::kFP8E5M2;
+    case KvFormat::kInt8:
+      return DType::kInt8;
+    default:
+      return q;
+  }
+}
+
+struct DecodeConfig {
+  int head_dim;
+  // Also built with three CTAs per SM (traits.hpp) for bf16 q over a bf16 cache: the benchmarked
+  // case only, one extra kernel for the 2-core CI build.
+  bool three_ctas;
+};
+
+inline constexpr DecodeConfig kDecodeConfigs[] = {
+    {64, false},
+    {128, true},
+    {256, false},
+};
+inline constexpr int kNumDecodeConfigs =
+    static_cast<int>(sizeof(kDecodeConfigs) / sizeof(DecodeConfig));
+
+// Row of head dim `d` in kDecodeConfigs, or -1 when it is not built.
+constexpr int decode_config_index(int64_t d) {
+  for (int i = 0; i < kNumDecodeConfigs; ++i) {
+    if (kDecodeConfigs[i].head_dim == d) return i;
+  }
+  return -1;
+}
+
+// Whether the decode kernels are built for head dim `d` (of K and V both).
+constexpr bool built_head_dim(int64_t d) { return decode_config_index(d) >= 0; }
+
+// Whether a (head dim, q dtype, KV format) has the three-CTAs-per-SM instantiation.
+constexpr bool has_three_cta_variant(int head_dim, bool bf16, KvFormat format) {
+  const int i = decode_config_index(head_dim);
+  return i >= 0 && kDecodeConfigs[i].three_ctas && bf16 && format == KvFormat::kNative16;
+}
+
+// "64, 128, 256" (last = ", ") or "64, 128 or 256" (last = " or "): the built head dims.
+inline std::string built_head_dims_string(const char* last = ", ") {
+  std::string s;
+  for (int i = 0; i < kNumDecodeConfigs; ++i) {
+    s += (i == 0 ? "" : (i + 1 == kNumDecodeConfigs ? last : ", ")) +
+         std::to_string(kDecodeConfigs[i].head_dim);
+  }
+  return s;
+}
+
+// Calls f(std::integral_constant<int, D>{}) for the row of head dim d; false, calling nothing,
+// when d is not built.
+template <int kIndex = 0, class F>
+bool visit_head_dim(int64_t d, F&& f) {
+  if constexpr (kIndex == kNumDecodeConfigs) {
+    return false;
+  } else {
+    if (kDecodeConfigs[kIndex].head_dim != d) return visit_head_dim<kIndex + 1>(d, f);
+    f(std::integral_constant<int, kDecodeConfigs[kIndex].head_dim>{});
+    return true;
+  }
+}
+
+}  // namespace hopattn::kernels::decode

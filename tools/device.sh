@@ -12,22 +12,25 @@
 #     sanitize   compute-sanitizer memcheck and racecheck over a subset of the GPU tests
 #     bench      the CLI tour, then per-family benchmarks
 #     ceilings   copy/read/write bandwidth and bf16/fp8 GEMM rate of this GPU
+#     fuzz       the seeded fuzzer's cases on CUDA against the CPU reference
+#                (hopattn_gpu_fuzz_tests --seconds=$FUZZ_SECONDS, default 60; tests/fuzz/README.md)
 #     python     pip install the package with its GPU kernels, then the Python suite on CUDA
 #     peers      the peer benchmarks (PyTorch SDPA cuDNN/flash, flex): bench/peers/*_peers.py
 #                (fwd, bwd, decode), then bench/peers/host_overhead.py (host cost of eager
 #                calls); PEERS_ARGS (e.g. --quick) is passed to each *_peers.py; needs the
 #                python step's install
-#     all        build test sanitize bench ceilings (default)
+#     all        build test sanitize fuzz bench ceilings (default)
 #
 # Every step after `build` builds first when it has not run yet (a no-op on a built tree). A
 # failed build stops the run; any other failing step is recorded and the next one runs. Each step
 # writes $OUT/<step>.log (OUT defaults to out/device); a summary table (step, status, seconds) is
 # printed last and written to $OUT/summary.txt. Exit code: 0 when every step passed.
 #
-# Environment: OUT, JOBS (default nproc), BUILD_TARGETS (default: the GPU tests, the CLI and the
-# ceilings program), MEMCHECK_FILTER / RACECHECK_FILTER (gtest filters),
-# <STEP>_TIMEOUT in seconds (BUILD_TIMEOUT, TEST_TIMEOUT, SANITIZE_TIMEOUT, BENCH_TIMEOUT,
-# CEILINGS_TIMEOUT, PYTHON_TIMEOUT, PEERS_TIMEOUT), GTEST_SRC (prepare: default /usr/src/googletest).
+# Environment: OUT, JOBS (default nproc), BUILD_TARGETS (default: the GPU tests, the GPU fuzz
+# run, the CLI and the ceilings program), FUZZ_SECONDS, MEMCHECK_FILTER / RACECHECK_FILTER
+# (gtest filters), <STEP>_TIMEOUT in seconds (BUILD_TIMEOUT, TEST_TIMEOUT, SANITIZE_TIMEOUT,
+# FUZZ_TIMEOUT, BENCH_TIMEOUT, CEILINGS_TIMEOUT, PYTHON_TIMEOUT, PEERS_TIMEOUT), GTEST_SRC
+# (prepare: default /usr/src/googletest).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,14 +45,14 @@ CLI=$BUILD_DIR/bench/hopattn
 # and 6 s for the first versions of these): the naive reference's grid, the single-shape kernel
 # tests, the kernel grids of decode and merge and the PTX unit tests under memcheck; the naive
 # grid and a few single-tile tests of each kernel under racecheck.
-MEMCHECK_FILTER=${MEMCHECK_FILTER:-'Grid/Naive*:FwdKernel.*:BwdKernel.*:FwdPaged.*:FwdOutOfRangeRows.*:Ptx*:Grid/DecodeKernel.*:Grid/MergeKernel.*:Grid/MlaKernel.*/b1_q1*:Grid/MlaKernel.*/b17_*:Grid/MlaKernel.*/fp8_b17_*-BwdKernel.M_*:BwdKernel.N_*:BwdKernel.O_*'}
+MEMCHECK_FILTER=${MEMCHECK_FILTER:-'Safety*:Grid/Naive*:FwdKernel.*:BwdKernel.*:FwdPaged.*:FwdOutOfRangeRows.*:Ptx*:Grid/DecodeKernel.*:Grid/MergeKernel.*:Grid/MlaKernel.*/b1_q1*:Grid/MlaKernel.*/b17_*:Grid/MlaKernel.*/fp8_b17_*-BwdKernel.M_*:BwdKernel.N_*:BwdKernel.O_*'}
 RACECHECK_FILTER=${RACECHECK_FILTER:-'Grid/Naive*:FwdKernel.SingleTile:FwdKernel.Sinks:BwdKernel.A_SingleTile:BwdKernel.C_SingleTileCausalAndShort:BwdKernel.L_SingleTileWideHeadDims:FwdPaged.OtherPageSizes:PtxPipeline.*:Grid/MergeKernel.*:Grid/MlaKernel.*/b1_q1_h16_kv113_p16:Grid/MlaKernel.*/b17_q1_h16_p16_split7:Grid/MlaKernel.*/fp8_b17_q1_h16_p16'}
 
 SUMMARY=()
 BUILD_STATUS=""  # "", ok or failed
 
 usage() {
-  sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 print_summary() {
@@ -149,7 +152,8 @@ step_build() {
     cmake --preset default -DHOPATTN_CUDA=ON -DHOPATTN_GPU_TESTS=ON "${gtest[@]}" || rc=$?
   if [[ $rc -eq 0 ]]; then
     # Only what the device steps run (the CPU tests are CI's): a shorter build on a cold machine.
-    local wanted=${BUILD_TARGETS:-hopattn_gpu_tests hopattn_cli hopattn_ceilings} targets=() t
+    local wanted=${BUILD_TARGETS:-hopattn_gpu_tests hopattn_gpu_fuzz_tests hopattn_cli hopattn_ceilings}
+    local targets=() t
     local available
     available=$(cmake --build "$BUILD_DIR" --target help 2>/dev/null || true)
     for t in $wanted; do
@@ -235,6 +239,13 @@ step_peers() {
   return "$rc"
 }
 
+step_fuzz() {
+  local log=$OUT_DIR/fuzz.log
+  : >"$log"
+  run_part fuzz "$log" "${FUZZ_TIMEOUT:-300}" \
+    "$BUILD_DIR/tests/hopattn_gpu_fuzz_tests" --seconds="${FUZZ_SECONDS:-60}"
+}
+
 step_ceilings() {
   local log=$OUT_DIR/ceilings.log
   : >"$log"
@@ -244,17 +255,17 @@ step_ceilings() {
 main() {
   local steps=("$@") failed=0 step
   [[ ${#steps[@]} -gt 0 ]] || steps=(all)
-  if [[ " ${steps[*]} " == *" all "* ]]; then steps=(build test sanitize bench ceilings); fi
+  if [[ " ${steps[*]} " == *" all "* ]]; then steps=(build test sanitize fuzz bench ceilings); fi
   for step in "${steps[@]}"; do
     case $step in
-      prepare | build | test | sanitize | bench | ceilings | python | peers) ;;
+      prepare | build | test | sanitize | fuzz | bench | ceilings | python | peers) ;;
       -h | --help | help)
         usage
         exit 0
         ;;
       *)
-        echo "device.sh: unknown step '$step' (expected prepare, build, test, sanitize, bench," \
-          "ceilings, python, peers or all)" >&2
+        echo "device.sh: unknown step '$step' (expected prepare, build, test, sanitize, fuzz," \
+          "bench, ceilings, python, peers or all)" >&2
         exit 2
         ;;
     esac

@@ -52,7 +52,7 @@ SUMMARY=()
 BUILD_STATUS=""  # "", ok or failed
 
 usage() {
-  sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 print_summary() {

@@ -11,8 +11,8 @@ namespace hopattn::kernels {
 namespace {
 
 TEST(PerDeviceCache, EveryDeviceGetsItsOwnValue) {
-  PerDeviceCache cache;
-  constexpr int kProbed = PerDeviceCache::kDevices + 70;
+  PerDeviceCache<> cache;
+  constexpr int kProbed = PerDeviceCache<>::kDevices + 70;
   std::vector<int> queries(kProbed, 0);
   for (int round = 0; round < 3; ++round) {
     for (int device = 0; device < kProbed; ++device) {
@@ -24,12 +24,12 @@ TEST(PerDeviceCache, EveryDeviceGetsItsOwnValue) {
     }
   }
   for (int device = 0; device < kProbed; ++device) {
-    EXPECT_EQ(queries[device], device < PerDeviceCache::kDevices ? 1 : 3) << "device " << device;
+    EXPECT_EQ(queries[device], device < PerDeviceCache<>::kDevices ? 1 : 3) << "device " << device;
   }
 }
 
 TEST(PerDeviceCache, NegativeDevicesAreNeverCached) {
-  PerDeviceCache cache;
+  PerDeviceCache<> cache;
   int queries = 0;
   for (int i = 0; i < 2; ++i) EXPECT_EQ(cache.get(-1, [&] { return ++queries; }), i + 1);
   EXPECT_EQ(cache.get(0, [] { return 7; }), 7);

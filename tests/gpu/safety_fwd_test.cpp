@@ -81,7 +81,7 @@ TEST_F(SafetyFwd, KvLenPastItsPagesIsReported) {
 }
 
 TEST_F(SafetyFwd, CsrOffsetPastPageIndicesIsReported) {
-  expect_reported(paged(16, true), BadIndex::kCsrIndptr, "page_indptr");
+  expect_reported(paged(16, true), BadIndex::kCsrIndptr, "page_indptr entry 2");
 }
 
 TEST_F(SafetyFwd, CuSeqlensPastTheRowsAreReported) {

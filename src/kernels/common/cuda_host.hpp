@@ -44,7 +44,7 @@ class DeviceGuard {
 
 // SM count of `device`, queried once per device (an attribute read; no synchronization).
 inline int sm_count(int device, const char* where) {
-  static PerDeviceCache cache;
+  static PerDeviceCache<> cache;
   return cache.get(device, [&] {
     int n = 0;
     throw_if_cuda_error(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), where,

@@ -1,10 +1,10 @@
 // The device status word and its host side (device_status_host.hpp).
 #include <cuda_runtime.h>
 
-#include <array>
 #include <atomic>
 
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/device_cache.hpp"
 #include "kernels/common/device_status_host.hpp"
 
 namespace hopattn::kernels {
@@ -13,8 +13,7 @@ namespace {
 // One per device (each device holds its own copy of a module's globals).
 __device__ DeviceStatus g_device_status;
 
-constexpr int kCachedDevices = PerDeviceCache::kDevices;
-std::array<std::atomic<DeviceStatus*>, kCachedDevices> g_status_address{};
+PerDeviceCache<DeviceStatus*> g_status_address;
 // Whether any launch asked for a status word: before that nothing can have been recorded, and
 // check_errors returns without a CUDA call (so it also runs where there is no device).
 std::atomic<bool> g_launched{false};
@@ -40,21 +39,14 @@ int device_of(cudaStream_t stream, const char* where) {
 }  // namespace
 
 DeviceStatus* device_status(int device, const char* where) {
-  const bool cached = device >= 0 && device < kCachedDevices;
-  if (cached) {
-    DeviceStatus* known =
-        g_status_address[static_cast<size_t>(device)].load(std::memory_order_relaxed);
-    if (known != nullptr) return known;
-  }
-  DeviceGuard guard(device, where);
-  void* address = nullptr;
-  throw_if_cuda_error(cudaGetSymbolAddress(&address, g_device_status), where,
-                      "cudaGetSymbolAddress(device status)");
-  auto* status = static_cast<DeviceStatus*>(address);
-  if (cached)
-    g_status_address[static_cast<size_t>(device)].store(status, std::memory_order_relaxed);
-  g_launched.store(true, std::memory_order_relaxed);
-  return status;
+  return g_status_address.get(device, [&] {
+    DeviceGuard guard(device, where);
+    void* address = nullptr;
+    throw_if_cuda_error(cudaGetSymbolAddress(&address, g_device_status), where,
+                        "cudaGetSymbolAddress(device status)");
+    g_launched.store(true, std::memory_order_relaxed);
+    return static_cast<DeviceStatus*>(address);
+  });
 }
 
 void check_device_status(Stream stream) {

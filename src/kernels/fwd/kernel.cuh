@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(sm.v_empty(s), Traits::kConsumerThreads);
       ptx::mbarrier_init(sm.job_full(s), 1);
     }
-    for (int w = 0; w < 4; ++w) *sm.bad_page_note(w) = make_int2(0, 0);
+    for (int w = 0; w < Traits::kProducerWarps; ++w) *sm.bad_page_note(w) = make_int2(0, 0);
   }
   __syncthreads();
   const int warpgroup = ptx::warpgroup_index();

@@ -60,9 +60,9 @@ __device__ __forceinline__ void report_index(const FwdParams& p, StatusIndex ind
   }
 }
 
-// [lo, hi) of a varlen request from its cu_seqlens entries, clamped into [0, total]: a bad pair
-// (outside the rows, or backwards) can then address no row outside the tensor. kReport: the
-// consumers' instance records it.
+// [lo, hi) of request b from an offsets array (cu_seqlens, CSR page_indptr), clamped into
+// [0, total]: a bad pair (outside the array it indexes, or backwards) can then address nothing
+// outside it. kReport: the consumers' instance records it.
 template <bool kReport>
 __device__ __forceinline__ void varlen_range(const FwdParams& p, const int* cu, int total, int b,
                                              StatusIndex index, int& row, int& len) {
@@ -75,9 +75,9 @@ __device__ __forceinline__ void varlen_range(const FwdParams& p, const int* cu, 
   }
 }
 
-// Paged: the first of request b's entries in page_indices (CSR), clamped into the array; with a
-// block table, 0. A kv_len is then clamped to the tokens its list can hold, so that no page-list
-// entry past the list (or the array) is read.
+// Paged CSR: the first of request b's entries in page_indices, clamped into the array as
+// varlen_range clamps it (the loader's page_list). A kv_len is clamped to the tokens its list can
+// hold, so that no page-list entry past the list (or the array) is read.
 __device__ __forceinline__ int csr_first(const FwdParams& p, int b) {
   return min(max(p.kv.page_indptr[b], 0), p.kv.num_page_indices);
 }
@@ -94,16 +94,10 @@ __device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const Wor
     if (p.kv.kv_lens != nullptr) {  // paged: keys are addressed through the page list
       t.row_k = 0;
       int pages = p.kv.pages_per_row;
-      if (p.kv.block_table == nullptr) {
-        const int first = csr_first(p, w.batch);
-        const int end = min(max(p.kv.page_indptr[w.batch + 1], first), p.kv.num_page_indices);
-        pages = end - first;
-        if (kReport &&
-            !(in_closed_range(p.kv.page_indptr[w.batch + 1], p.kv.num_page_indices) &&
-              in_closed_range(p.kv.page_indptr[w.batch], p.kv.page_indptr[w.batch + 1]))) {
-          report_index<kReport>(p, StatusIndex::kPageIndptr, w.batch, -1,
-                                p.kv.page_indptr[w.batch + 1], p.kv.num_page_indices);
-        }
+      if (p.kv.block_table == nullptr) {  // CSR: the request's range of page_indices
+        int first;
+        varlen_range<kReport>(p, p.kv.page_indptr, p.kv.num_page_indices, w.batch,
+                              StatusIndex::kPageIndptr, first, pages);
       }
       const int kv_len = p.kv.kv_lens[w.batch];
       const int capacity = pages * p.kv.page_size;

@@ -99,7 +99,8 @@ struct FwdTraits {
   static constexpr uint32_t kJobBytes = 16;
   // A bad page id a producer warp met: one 8-byte note per producer warp (kv_loader.cuh).
   static constexpr uint32_t kNoteOffset = kJobOffset + kStages * kJobBytes;
-  static constexpr uint32_t kNoteBytes = 4 * 8;
+  static constexpr int kProducerWarps = 4;
+  static constexpr uint32_t kNoteBytes = kProducerWarps * 8;
   static constexpr uint32_t kSmemBytes = kNoteOffset + kNoteBytes;
   // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;

@@ -9,7 +9,8 @@
 #     build      configure (cmake --preset default, CUDA required, GPU tests registered with
 #                ctest) and build on every core
 #     test       ctest -L gpu: every GPU test, with its output
-#     sanitize   compute-sanitizer memcheck and racecheck over a subset of the GPU tests
+#     sanitize   compute-sanitizer memcheck, racecheck, initcheck and synccheck over subsets of
+#                the GPU tests
 #     bench      the CLI tour, then per-family benchmarks
 #     ceilings   copy/read/write bandwidth and bf16/fp8 GEMM rate of this GPU
 #     fuzz       the seeded fuzzer's cases on CUDA against the CPU reference
@@ -27,10 +28,10 @@
 # printed last and written to $OUT/summary.txt. Exit code: 0 when every step passed.
 #
 # Environment: OUT, JOBS (default nproc), BUILD_TARGETS (default: the GPU tests, the GPU fuzz
-# run, the CLI and the ceilings program), FUZZ_SECONDS, MEMCHECK_FILTER / RACECHECK_FILTER
-# (gtest filters), <STEP>_TIMEOUT in seconds (BUILD_TIMEOUT, TEST_TIMEOUT, SANITIZE_TIMEOUT,
-# FUZZ_TIMEOUT, BENCH_TIMEOUT, CEILINGS_TIMEOUT, PYTHON_TIMEOUT, PEERS_TIMEOUT), GTEST_SRC
-# (prepare: default /usr/src/googletest).
+# run, the CLI and the ceilings program), FUZZ_SECONDS, MEMCHECK_FILTER / RACECHECK_FILTER /
+# INITCHECK_FILTER / SYNCCHECK_FILTER (gtest filters), <STEP>_TIMEOUT in seconds (BUILD_TIMEOUT,
+# TEST_TIMEOUT, SANITIZE_TIMEOUT, FUZZ_TIMEOUT, BENCH_TIMEOUT, CEILINGS_TIMEOUT, PYTHON_TIMEOUT,
+# PEERS_TIMEOUT), GTEST_SRC (prepare: default /usr/src/googletest).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,11 +49,16 @@ CLI=$BUILD_DIR/bench/hopattn
 MEMCHECK_FILTER=${MEMCHECK_FILTER:-'Safety*:Grid/Naive*:FwdKernel.*:BwdKernel.*:FwdPaged.*:FwdOutOfRangeRows.*:Ptx*:Grid/DecodeKernel.*:Grid/MergeKernel.*:Grid/MlaKernel.*/b1_q1*:Grid/MlaKernel.*/b17_*:Grid/MlaKernel.*/fp8_b17_*-BwdKernel.M_*:BwdKernel.N_*:BwdKernel.O_*'}
 RACECHECK_FILTER=${RACECHECK_FILTER:-'Grid/Naive*:FwdKernel.SingleTile:FwdKernel.Sinks:BwdKernel.A_SingleTile:BwdKernel.C_SingleTileCausalAndShort:BwdKernel.L_SingleTileWideHeadDims:FwdPaged.OtherPageSizes:PtxPipeline.*:Grid/MergeKernel.*:Grid/MlaKernel.*/b1_q1_h16_kv113_p16:Grid/MlaKernel.*/b17_q1_h16_p16_split7:Grid/MlaKernel.*/fp8_b17_q1_h16_p16'}
 
+# initcheck (reads of uninitialized global memory) and synccheck (barrier misuse) on one or two
+# small cases of every kernel: both tools slow a kernel down more than memcheck does.
+INITCHECK_FILTER=${INITCHECK_FILTER:-'FwdKernel.SingleTile:FwdOutOfRangeRows.VarlenNeighbourNaNInf:FwdPaged.OtherPageSizes:BwdKernel.A_SingleTile:BwdKernel.I_VarlenOddLengths:Grid/DecodeKernel.MatchesReference/q_bf16_kv_bf16_per_tensor:Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_tensor:Grid/MlaKernel.*/b17_q1_h16_p16_split7:Grid/MlaKernel.*/fp8_b17_q1_h16_p16:Grid/MergeKernel.*:BatchKernel.MixedPrefillAndDecodesBf16:SafetyBwd.*'}
+SYNCCHECK_FILTER=${SYNCCHECK_FILTER:-$INITCHECK_FILTER}
+
 SUMMARY=()
 BUILD_STATUS=""  # "", ok or failed
 
 usage() {
-  sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 print_summary() {
@@ -194,6 +200,12 @@ step_sanitize() {
   run_part sanitize:racecheck "$log" "${SANITIZE_TIMEOUT:-300}" \
     "$sanitizer" --tool racecheck --error-exitcode 99 --print-limit 20 \
     "$GPU_TESTS" --gtest_filter="$RACECHECK_FILTER" || rc=$?
+  run_part sanitize:initcheck "$log" "${SANITIZE_TIMEOUT:-300}" \
+    "$sanitizer" --tool initcheck --error-exitcode 99 --print-limit 20 \
+    "$GPU_TESTS" --gtest_filter="$INITCHECK_FILTER" || rc=$?
+  run_part sanitize:synccheck "$log" "${SANITIZE_TIMEOUT:-300}" \
+    "$sanitizer" --tool synccheck --error-exitcode 99 --print-limit 20 \
+    "$GPU_TESTS" --gtest_filter="$SYNCCHECK_FILTER" || rc=$?
   return "$rc"
 }
 

@@ -44,6 +44,23 @@ __device__ __forceinline__ void st_shared_v4(uint32_t addr, uint4 v) {
                : "memory");
 }
 
+// Zeroes rows [row_begin, rows) of `panels` shared-memory panels of 128-byte rows (a tile of
+// 64 16-bit columns a panel, `panel_bytes` apart), each thread `tid` of `threads` taking every
+// threads-th 16-byte piece. A row of a 128B-swizzled panel stays in its 128 bytes, so this holds
+// for any swizzle. The caller fences (fence.proxy.async before wgmma reads) and synchronizes.
+template <int kPanels>
+__device__ __forceinline__ void zero_panel_rows(uint32_t base, uint32_t panel_bytes, int row_begin,
+                                                int rows, int tid, int threads) {
+  constexpr int kChunks = 128 / 16;  // 16-byte pieces of a row
+#pragma unroll 1
+  for (int c = row_begin * kChunks + tid; c < rows * kChunks; c += threads) {
+#pragma unroll
+    for (int i = 0; i < kPanels; ++i) {
+      st_shared_v4(base + i * panel_bytes + static_cast<uint32_t>(c) * 16, make_uint4(0, 0, 0, 0));
+    }
+  }
+}
+
 // PTX ISA "ld" (ld.shared.v2.b32).
 __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
   uint2 v;

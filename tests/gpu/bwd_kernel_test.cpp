@@ -101,16 +101,7 @@ struct Gpu {
   DeviceBuffer<uint8_t> workspace;
   size_t workspace_bytes = 0;
 
-  BwdArgs args(bool device) {
-    BwdArgs a;
-    a.fwd = pb.fwd_args(device);
-    a.dout = pb.dout->view(device);
-    a.dq = pb.dq->view(device);
-    a.dk = pb.dk->view(device);
-    a.dv = pb.dv->view(device);
-    if (pb.dsinks) a.dsinks = pb.dsinks->view(device);
-    return a;
-  }
+  BwdArgs args(bool device) { return pb.bwd_args(device); }
 
   explicit Gpu(Problem& p) : pb(p) {
     workspace_bytes = attention_bwd_workspace_size(args(true), pb.c.opts);

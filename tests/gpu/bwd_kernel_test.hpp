@@ -189,6 +189,18 @@ struct Problem {
     return a;
   }
 
+  // The backward's arguments over this problem's tensors (no workspace).
+  BwdArgs bwd_args(bool device) const {
+    BwdArgs a;
+    a.fwd = fwd_args(device);
+    a.dout = dout->view(device);
+    a.dq = dq->view(device);
+    a.dk = dk->view(device);
+    a.dv = dv->view(device);
+    if (dsinks) a.dsinks = dsinks->view(device);
+    return a;
+  }
+
   // Element offset of (request b, position i, head h, dim d) in a query- or key-side tensor of
   // `dim` columns (default Dqk).
   int64_t offset(bool kv, int b, int i, int h, int d, int heads, int dim = 0) const {

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "hopattn/api.hpp"
+
 namespace hopattn::testing {
 
 std::string cuda_device_problem() {
@@ -28,6 +30,15 @@ std::string cuda_device_problem() {
            std::to_string(prop.major) + std::to_string(prop.minor);
   }
   return {};
+}
+
+void DeviceStatusTest::SetUp() {
+  const std::string why = cuda_device_problem();
+  if (!why.empty()) GTEST_SKIP() << why;
+  try {
+    check_errors();
+  } catch (const Error&) {
+  }
 }
 
 TestTensor padded_tensor(DType dtype, std::vector<int64_t> shape, int64_t pad) {

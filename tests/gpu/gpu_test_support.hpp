@@ -30,6 +30,13 @@ class GpuTestWithParam : public ::testing::TestWithParam<Param> {
   }
 };
 
+// A test of the device status word (the safety contract): skips without a usable device, and
+// starts with no record (one left by an earlier test is not this test's).
+class DeviceStatusTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+};
+
 // Host storage plus the view a test passes: the whole storage, or a strided view into it (padded
 // rows leave gaps that nothing may read or write). Undefined view = tensor absent.
 struct TestTensor {

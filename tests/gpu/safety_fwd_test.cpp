@@ -21,17 +21,7 @@ namespace {
 using fwd_check::BadIndex;
 using fwd_check::FwdCase;
 
-class SafetyFwd : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string why = cuda_device_problem();
-    if (!why.empty()) GTEST_SKIP() << why;
-    try {
-      check_errors();  // a record left by an earlier test is not this test's
-    } catch (const Error&) {
-    }
-  }
-};
+class SafetyFwd : public DeviceStatusTest {};
 
 FwdCase paged(int page_size, bool csr) {
   FwdCase c = fwd_check::varlen_case(DType::kBF16, {5, 17}, {40, 70}, 2, 4, true);

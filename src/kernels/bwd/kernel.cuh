@@ -69,11 +69,14 @@ __device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const 
   const typename Mainloop::MmaThread t{wg};
   if (w.has_steps()) {
     ptx::mbarrier_wait_or_trap(sm.kv_full(), 0);
+    const bool varlen = p.seq.cu_seqlens_q != nullptr;
+    if (varlen) Mainloop::zero_key_tail(sm, w, t);
     typename Mainloop::Steps st;
     bool hung = false;
     for (int r = 0; r < p.group; ++r) {
       const int head = Traits::kDqFromRegisters ? w.kv_head * p.group + r : 0;  // dQ's tile
       for (int m = w.m_begin; m < w.m_end; ++m) {
+        if (varlen) Mainloop::zero_query_tail(sm, w, t, m, st);
         if constexpr (Traits::kDqFromRegisters) {
           if (Mainloop::template step<kSoftcap>(p, sm, w, t, head, m, st, acc)) hung = true;
         } else {

@@ -14,6 +14,7 @@
 #include "kernels/bwd/postprocess.cuh"
 #include "kernels/bwd/preprocess.cuh"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/device_status_host.hpp"
 #include "kernels/common/math_constants.hpp"
 #include "kernels/common/tma_views.hpp"
 #include "kernels/fwd/configs.hpp"
@@ -72,6 +73,9 @@ Problem make_problem(const BwdArgs& args, const AttentionOptions& opts,
   pr.dv = f.v.size(-1);
   pr.q_rows = q.b * q.s;
   pr.k_rows = k.b * k.s;
+  pr.seq.total_q = static_cast<int>(pr.q_rows);
+  pr.seq.total_k = static_cast<int>(pr.k_rows);
+  pr.seq.status = device_status(f.q.device().index, kWhere);
   if (pr.varlen) {
     pr.seq.batch = static_cast<int>(f.cu_seqlens_q.size(0) - 1);
     pr.seq.cu_seqlens_q = f.cu_seqlens_q.data_as<const int>();

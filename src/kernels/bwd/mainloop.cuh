@@ -467,6 +467,43 @@ struct BwdMainloop {
     }
   }
 
+  // Varlen: a block's or a tile's rows past its sequence's end hold the next sequence's rows (or
+  // whatever follows the last one), and a masked entry does not stop their NaN or Inf: dQ = dS K
+  // multiplies dS's zeros by K's rows, dK = dS^T Q and dV = P^T dO by Q's and dO's. Both MMA
+  // warpgroups zero those rows in shared memory once the TMA bytes landed, fence them for wgmma,
+  // and meet on kTailZeroed before either issues a GEMM that reads them. Dense tiles need none of
+  // this: TMA fills rows past S with zeros. The rows get lse_log2 = +inf and delta = 0
+  // (preprocess), so P^T and dS^T are exactly zero there.
+  template <int kPanels>
+  __device__ static void zero_rows(uint32_t base, uint32_t panel_bytes, int valid, int rows,
+                                   const MmaThread& t) {
+    ptx::zero_panel_rows<kPanels>(base, panel_bytes, valid, rows, t.wg * 128 + t.tid(),
+                                  Traits::kMmaThreads);
+  }
+  __device__ static void zero_key_tail(const SharedPlan<Traits>& sm, const CtaWork& w,
+                                       const MmaThread& t) {
+    const int valid = w.seq.seqlen_k - w.n_block * Traits::kBlockN;
+    if (valid >= Traits::kBlockN) return;
+    zero_rows<kQKPanels>(ptx::smem_address(sm.k()), Traits::kKVPanelBytes, valid, Traits::kBlockN,
+                         t);
+    zero_rows<kVPanels>(ptx::smem_address(sm.v()), Traits::kKVPanelBytes, valid, Traits::kBlockN,
+                        t);
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(kTailZeroed, Traits::kMmaThreads);
+  }
+  __device__ static void zero_query_tail(const SharedPlan<Traits>& sm, const CtaWork& w,
+                                         const MmaThread& t, int m, const Steps& st) {
+    const int valid = w.seq.seqlen_q - m * kM;
+    if (valid >= kM) return;
+    const uint32_t s = st.stage();
+    ptx::mbarrier_wait_or_trap(sm.q_full(s), st.phase());
+    ptx::mbarrier_wait_or_trap(sm.do_full(s), st.phase());
+    zero_rows<kQKPanels>(ptx::smem_address(sm.q(s)), Traits::kQPanelBytes, valid, kM, t);
+    zero_rows<kVPanels>(ptx::smem_address(sm.dout(s)), Traits::kQPanelBytes, valid, kM, t);
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(kTailZeroed, Traits::kMmaThreads);
+  }
+
   // One step (one q tile of one head) of an MMA warpgroup: dK and dV accumulate in registers.
   // Returns true if the deterministic turn (dQ from registers) timed out: the caller traps after
   // its loop (a trap inside the step makes ptxas serialize every wgmma and spill).

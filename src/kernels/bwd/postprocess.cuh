@@ -89,7 +89,9 @@ struct TailRows {
 };
 
 __global__ void zero_tail_rows_kernel(const __grid_constant__ TailRows t) {
-  const int first = t.cu_seqlens_k[t.batch];
+  // Clamped as seq_info clamps it (a bad entry past the rows leaves nothing to clear).
+  const int last = t.cu_seqlens_k[t.batch];
+  const int first = last < 0 ? 0 : (last > t.rows ? t.rows : last);
   const int64_t per_row = int64_t{t.heads} * t.dim;
   const int64_t count = (t.rows - first) * per_row;
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count;

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/device_status.hpp"
 #include "kernels/bwd/workspace.hpp"
+#include "kernels/common/offset_range.hpp"
 
 namespace hopattn::kernels::bwd {
 
@@ -21,7 +23,8 @@ enum NamedBarrier : uint32_t {
   kDsWritten = 1,
   kDsWrittenWg0 = 2,
   kDsWrittenWg1 = 3,
-  kDqAdded = 4,  // dQ from registers, deterministic: all 256 MMA threads' reductions fenced
+  kDqAdded = 4,     // dQ from registers, deterministic: all 256 MMA threads' reductions fenced
+  kTailZeroed = 5,  // varlen: rows past a sequence's end zeroed in a K/V block or a Q/dO stage
 };
 
 // Elt: __nv_bfloat16 or __half. kHeadDim = Dqk, kHeadDimV = Dv (multiples of 64: one 128-byte
@@ -231,7 +234,9 @@ struct SequenceParams {
   int seqlen_q = 0, seqlen_k = 0;     // dense lengths
   const int* cu_seqlens_q = nullptr;  // device int32 [B + 1]; null for dense
   const int* cu_seqlens_k = nullptr;
-  int max_seqlen_q = 0;  // grid bounds (dense: the lengths)
+  int total_q = 0, total_k = 0;    // varlen: the rows of q and of k, the bounds of cu_seqlens
+  int max_seqlen_q = 0;            // grid bounds (dense: the lengths)
+  DeviceStatus* status = nullptr;  // where a bad cu_seqlens entry is recorded
 };
 
 // Row layout of the workspace (workspace.hpp): sequence b's padded rows start at
@@ -292,14 +297,26 @@ struct SeqInfo {
   int64_t ws_row0;   // first padded workspace row of the sequence
 };
 
+// Varlen offsets are clamped where they are read (offset_range), the same way by every kernel;
+// kReport: thread 0 of the preprocess kernel's blocks records a bad pair.
+template <bool kReport = false>
 __device__ __forceinline__ SeqInfo seq_info(const SequenceParams& s, const WorkspaceParams& ws,
                                             int block_m, int b) {
   SeqInfo t;
   if (s.cu_seqlens_q != nullptr) {
-    t.row_q = s.cu_seqlens_q[b];
-    t.seqlen_q = s.cu_seqlens_q[b + 1] - t.row_q;
-    t.row_k = s.cu_seqlens_k[b];
-    t.seqlen_k = s.cu_seqlens_k[b + 1] - t.row_k;
+    const OffsetRange q = offset_range(s.cu_seqlens_q, s.total_q, b);
+    const OffsetRange k = offset_range(s.cu_seqlens_k, s.total_k, b);
+    if (kReport && threadIdx.x == 0 && !(q.ok && k.ok)) {
+      const OffsetRange& bad = q.ok ? k : q;
+      record_violation(s.status,
+                       status_tag(StatusFamily::kBwd,
+                                  q.ok ? StatusIndex::kCuSeqlensK : StatusIndex::kCuSeqlensQ),
+                       b, bad.position, bad.value, q.ok ? s.total_k : s.total_q);
+    }
+    t.row_q = q.row;
+    t.seqlen_q = q.len;
+    t.row_k = k.row;
+    t.seqlen_k = k.len;
     t.batch_coord = 0;
     t.ws_row0 = ((int64_t{t.row_q} + int64_t{b} * block_m) / block_m) * block_m;
   } else {

@@ -255,18 +255,12 @@ struct FwdMainloop {
                                      const Pipeline& kv, int n, int consumer) {
     const int valid = t.seqlen_k - n * Traits::kBlockN;
     if (valid >= Traits::kBlockN) return;
-    constexpr int kChunks = Traits::kRowBytes / 16;  // 16-byte pieces of a row in one panel
-    constexpr int kVPanels = Traits::kHeadDimV / Traits::kPanelCols;
+    static_assert(Traits::kRowBytes == 128, "zero_panel_rows takes 128-byte rows");
     const int ctid = consumer * 128 + static_cast<int>(threadIdx.x) % 128;
     ptx::mbarrier_wait_or_trap(sm.v_full(kv.stage()), kv.phase());
-    const uint32_t v = ptx::smem_address(sm.v(kv.stage()));
-#pragma unroll 1
-    for (int c = valid * kChunks + ctid; c < Traits::kBlockN * kChunks; c += kConsumerThreads) {
-#pragma unroll
-      for (int i = 0; i < kVPanels; ++i) {
-        ptx::st_shared_v4(v + i * Traits::kKVPanelBytes + c * 16, make_uint4(0, 0, 0, 0));
-      }
-    }
+    ptx::zero_panel_rows<Traits::kHeadDimV / Traits::kPanelCols>(
+        ptx::smem_address(sm.v(kv.stage())), Traits::kKVPanelBytes, valid, Traits::kBlockN, ctid,
+        kConsumerThreads);
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(kVTail, kConsumerThreads);
   }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/common/device_status.cuh"
+#include "kernels/common/offset_range.hpp"
 #include "kernels/fwd/traits.cuh"
 #include "kernels/fwd/work_tile.cuh"
 #include "plan/batch_tiles.hpp"
@@ -60,19 +61,15 @@ __device__ __forceinline__ void report_index(const FwdParams& p, StatusIndex ind
   }
 }
 
-// [lo, hi) of request b from an offsets array (cu_seqlens, CSR page_indptr), clamped into
-// [0, total]: a bad pair (outside the array it indexes, or backwards) can then address nothing
-// outside it. kReport: the consumers' instance records it.
+// [row, row + len) of request b from an offsets array (cu_seqlens, CSR page_indptr), clamped
+// (offset_range); kReport: the consumers' instance records a bad pair.
 template <bool kReport>
 __device__ __forceinline__ void varlen_range(const FwdParams& p, const int* cu, int total, int b,
                                              StatusIndex index, int& row, int& len) {
-  const int lo = cu[b], hi = cu[b + 1];
-  row = min(max(lo, 0), total);
-  len = min(max(hi, row), total) - row;
-  if (kReport && !(in_closed_range(hi, total) && in_closed_range(lo, hi))) {
-    const bool hi_ok = in_closed_range(hi, total);
-    report_index<kReport>(p, index, b, hi_ok ? b : b + 1, hi_ok ? lo : hi, total);
-  }
+  const OffsetRange r = offset_range(cu, total, b);
+  row = r.row;
+  len = r.len;
+  if (kReport && !r.ok) report_index<kReport>(p, index, b, r.position, r.value, total);
 }
 
 // Paged CSR: the first of request b's entries in page_indices, clamped into the array as

@@ -55,12 +55,12 @@ struct FwdTraits {
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = 128 + kConsumerThreads;
   // 384 threads at one block per SM start at 168 registers; the producer gives most of its
-  // share to the consumers. Head dim 256 (128 O, 40 S and 20 P registers a consumer thread)
-  // needs 240 for its consumers: 128 * 24 + 256 * 240 = 168 * 384, a producer of 24. Below it the
-  // consumers fit 232 without spills, and the producer's paged paths (a lane per page box, the
-  // page-table bound checks, 2026-12-01) get 32: 128 * 32 + 256 * 232 = 63488 <= 168 * 384.
-  static constexpr uint32_t kProducerRegisters = kHeadDimV > 128 ? 24 : 32;
-  static constexpr uint32_t kConsumerRegisters = kHeadDimV > 128 ? 240 : 232;
+  // share to the consumers: 128 * 24 + 256 * 240 = 168 * 384. Consumers at 232 (a producer of 32,
+  // spill-free paged paths) ran 4-10% slower on dense and paged shapes (H200, A/B in one run,
+  // 2026-12-01): the consumers' schedule wants the registers more than the producer's few
+  // spilled bytes cost.
+  static constexpr uint32_t kProducerRegisters = 24;
+  static constexpr uint32_t kConsumerRegisters = 240;
 
   // Register tiles of one consumer thread.
   static constexpr int kSRegs = kBlockN / 2;      // S = Q K^T accumulator, 64 x kBlockN

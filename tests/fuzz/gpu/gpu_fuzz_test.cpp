@@ -24,6 +24,8 @@
 
 #include "cuda_api.hpp"
 #include "fuzz/driver.hpp"
+#include "fuzz/generate.hpp"
+#include "fuzz/invalid.hpp"
 #include "gpu/hopper_test_util.hpp"
 
 namespace hopattn::fuzz {
@@ -51,6 +53,49 @@ TEST(GpuFuzz, Bwd) { gpu_fuzz(Family::kBwd); }
 TEST(GpuFuzz, Decode) { gpu_fuzz(Family::kDecode); }
 TEST(GpuFuzz, Mla) { gpu_fuzz(Family::kMla); }
 TEST(GpuFuzz, Merge) { gpu_fuzz(Family::kMerge); }
+
+// Cases the GPU run once failed on (shrunk, and where it helps the original draw), each of which
+// must pass on CUDA against the CPU reference.
+::testing::AssertionResult gpu_passes(const std::string& line) {
+  Case c = parse(line);
+  legalize(c);
+  const Report r = check_case(c, cuda_api(), public_api(), Tolerance::kernel_vs_reference());
+  if (r.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << describe(c) << "\n"
+                                       << kind_name(r.kind) << ": " << r.detail;
+}
+
+// bwd varlen: K, V, Q and dO rows past a sequence's end (here NaN pad rows after the last
+// request) reached dQ = dS K, dK = dS^T Q and dV = P^T dO as 0 x NaN.
+TEST(GpuFuzzRegression, BwdVarlenRowsPastTheEndAreZeros) {
+  const std::string why = testing::hopper::gpu_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* line : {
+           "bwd seed=87 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=fp16 "
+           "pad_rows=2",
+           "bwd seed=64 layout=varlen hq=1 hkv=1 dqk=192 dv=128 q_lens=1 kv_lens=1 dtype=fp16 "
+           "pad_rows=1",
+           "bwd seed=87 layout=varlen hq=8 hkv=4 dqk=128 dv=128 q_lens=8,9,11,15,12 "
+           "kv_lens=10,9,15,15,12 dtype=fp16 causal=1 deterministic=1 pad_rows=2 packed_kv=1",
+           "bwd seed=64 layout=varlen hq=4 hkv=4 dqk=192 dv=128 q_lens=17,25,3,12 "
+           "kv_lens=31,1,31,34 dtype=fp16 window=3,1 scale=0.100000001 deterministic=1 pad_rows=1",
+           "bwd seed=5 layout=varlen hq=2 hkv=1 dqk=256 dv=256 q_lens=70,0,3 kv_lens=130,9,1 "
+           "dtype=bf16 causal=1 softcap=20 pad_rows=3",
+       }) {
+    EXPECT_TRUE(gpu_passes(line)) << line;
+  }
+}
+
+// decode with a -inf sink and no visible key: lse was NaN (the sink's -inf minus a -inf max).
+TEST(GpuFuzzRegression, DecodeMinusInfSinkWithoutKeys) {
+  const std::string why = testing::hopper::gpu_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* line :
+       {"decode seed=6 batch=3 head_dim=128 kv_lens=0,0,0 sinks=1 no_sink_head0=1",
+        "decode seed=7 batch=2 head_dim=128 kv_lens=0,37 sinks=1 no_sink_head0=1 num_splits=3"}) {
+    EXPECT_TRUE(gpu_passes(line)) << line;
+  }
+}
 
 }  // namespace
 }  // namespace hopattn::fuzz

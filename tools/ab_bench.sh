@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A/B timing of two builds of the hopattn CLI on the same shapes, in one run on one card:
+#
+#   tools/ab_bench.sh CLI_A CLI_B ROUNDS FAMILY "ARGS" ["ARGS" ...]
+#
+# For each ARGS line (flags of `hopattn bench FAMILY`), runs A and B alternately ROUNDS times
+# (A B A B ...: slow drifts of clock or temperature hit both alike) and prints one line per
+# shape: A's and B's medians over the rounds and B / A. Each call prints the median of its own
+# timed iterations; the check is skipped (both builds pass their tests separately).
+set -euo pipefail
+[[ $# -ge 5 ]] || { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+a=$1 b=$2 rounds=$3 family=$4
+shift 4
+
+time_of() {  # time_of CLI ARGS: the first row's time in us (the CSV's time_ms column x 1000)
+  local csv
+  # shellcheck disable=SC2086  # ARGS is a list of flags
+  csv=$("$1" bench "$family" $2 --csv --no-check)
+  awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "time_ms") c = i; next }
+           c && NR == 2 { print $c * 1000; exit }' <<<"$csv"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+printf '%-70s %10s %10s %7s\n' "shape ($family)" "A us" "B us" "B/A"
+for args in "$@"; do
+  ta=() tb=()
+  for ((r = 0; r < rounds; ++r)); do
+    ta+=("$(time_of "$a" "$args")")
+    tb+=("$(time_of "$b" "$args")")
+  done
+  ma=$(printf '%s\n' "${ta[@]}" | median)
+  mb=$(printf '%s\n' "${tb[@]}" | median)
+  printf '%-70s %10.1f %10.1f %7.3f\n' "$args" "$ma" "$mb" "$(awk -v a="$ma" -v b="$mb" 'BEGIN { print b / a }')"
+done

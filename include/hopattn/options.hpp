@@ -69,7 +69,10 @@ struct FwdArgs {
 };
 
 struct BwdArgs {
-  FwdArgs fwd;        // the forward's inputs, with out and lse as produced by it (inputs here)
+  // The forward's inputs, with out and lse as produced by it (inputs here). The gradients are
+  // computed from these out and lse (p = exp(s - lse), D = rowsum(dout * out)) on every device:
+  // with the merged out and lse of a split forward, a call on one key block gives its share.
+  FwdArgs fwd;
   TensorView dout;    // out's shape and dtype
   TensorView dq;      // output: q's shape and dtype
   TensorView dk, dv;  // output: k's / v's shape and dtype (GQA: summed over each q-head group)

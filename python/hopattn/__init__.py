@@ -127,11 +127,11 @@ def debug(enabled=None):
 
 
 def __getattr__(name):
-    # `hopattn.torch` without importing torch at `import hopattn` time.
-    if name == "torch":
+    # `hopattn.torch` and `hopattn.distributed` without importing torch at `import hopattn` time.
+    if name in ("torch", "distributed"):
         import importlib
 
-        return importlib.import_module("hopattn.torch")
+        return importlib.import_module("hopattn." + name)
     raise AttributeError(f"module 'hopattn' has no attribute {name!r}")
 
 
@@ -340,7 +340,11 @@ def attention_backward(
 
     ``dout`` has out's shape and dtype; ``out`` and ``lse`` are what the forward returned; every
     keyword means what it means in :func:`attention` and must match the forward call. With GQA,
-    dk/dv are summed over each KV head's group of q heads.
+    dk/dv are summed over each KV head's group of q heads. The gradients are computed from the
+    given ``out`` and ``lse`` (probabilities exp(s - lse), D = rowsum(dout * out)) on every
+    device, as FlashAttention's backward does: handed the merged out and lse of a forward split
+    over key blocks, a call on one block returns that block's share of the gradients (context
+    parallel: :mod:`hopattn.distributed`).
 
     Returns ``(dq, dk, dv, dsinks)``: dq/dk/dv with q's/k's/v's shapes and dtypes; dsinks
     float32 [Hq] when ``sinks`` is given, else None. ``dq=``/``dk=``/``dv=``/``dsinks=`` write

@@ -65,25 +65,21 @@ void head_forward_block(const HeadShape& shape, const LogitParams& params, const
 
 void head_backward(const HeadShape& shape, const LogitParams& params, const double* q,
                    const double* k, const double* v, const double* sink, const double* dout,
-                   double* dq, double* dk, double* dv, double* dsink) {
-  std::vector<double> s, p, o(shape.dv);
+                   const double* saved_out, const double* saved_lse, double* dq, double* dk,
+                   double* dv, double* dsink) {
+  std::vector<double> s, p;
   for (int64_t i = 0; i < shape.q_len; ++i) {
     const KeyRange range = visible_keys(i, shape, params);
     const double* qi = q + i * shape.dqk;
     const double* doi = dout + i * shape.dv;
     double* dqi = dq + i * shape.dqk;
     std::fill(dqi, dqi + shape.dqk, 0.0);
+    const double lse = saved_lse[i];
+    if (lse == kNegInf) continue;  // the forward saw nothing here: the row has no inputs
     row_logits(shape, params, qi, k, 0, range, s);
-    p = s;
-    const double lse = softmax_row(p.data(), range.size(), sink);
-    if (lse == kNegInf) continue;  // nothing visible, no sink: the row has no inputs
-
-    // D_i = dO_i . O_i, with O_i recomputed in double (not the rounded stored output).
-    std::fill(o.begin(), o.end(), 0.0);
-    for (int64_t j = range.lo; j < range.hi; ++j) {
-      for (int64_t d = 0; d < shape.dv; ++d) o[d] += p[j - range.lo] * v[j * shape.dv + d];
-    }
-    const double delta = dot(doi, o.data(), shape.dv);
+    p.resize(s.size());
+    for (size_t j = 0; j < s.size(); ++j) p[j] = std::exp(s[j] - lse);
+    const double delta = dot(doi, saved_out + i * shape.dv, shape.dv);
 
     for (int64_t j = range.lo; j < range.hi; ++j) {
       const double pj = p[j - range.lo];

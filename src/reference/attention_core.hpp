@@ -62,14 +62,18 @@ void head_forward_block(const HeadShape& shape, const LogitParams& params, const
                         const double* q, const double* k, const double* v, const double* sink,
                         double* out, double* lse);
 
-// Backward of one head for the loss whose gradient with respect to `out` is dout [q_len, dv].
-// Probabilities, lse and out are recomputed here from q, k, v, so the result is the exact
-// gradient of the forward above. dq [q_len, dqk] is overwritten; dk [kv_len, dqk],
+// Backward of one head for the loss whose gradient with respect to `out` is dout [q_len, dv],
+// from the forward's saved statistics, as the GPU kernels compute it: p_j = exp(s_j - lse_i)
+// with the saved lse [q_len] and D_i = dO_i . out_i with the saved out [q_len, dv]. For the
+// forward's own out and lse this is the gradient of the forward above (up to their storage
+// rounding); for the merged out and lse of a split forward (context parallel, split-KV) it is
+// this key block's share of the gradients. dq [q_len, dqk] is overwritten; dk [kv_len, dqk],
 // dv [kv_len, dv] and *dsink (when both sink and dsink are non-null) are accumulated into (+=),
-// which is what GQA groups and shared pages need.
+// which is what GQA groups and shared pages need. A row with lse = -inf has no gradient.
 void head_backward(const HeadShape& shape, const LogitParams& params, const double* q,
                    const double* k, const double* v, const double* sink, const double* dout,
-                   double* dq, double* dk, double* dv, double* dsink);
+                   const double* saved_out, const double* saved_lse, double* dq, double* dk,
+                   double* dv, double* dsink);
 
 // Runs fn(task) for every task in [0, n): on the host's threads (parallel_for) when `total_work`
 // (multiply-adds, roughly) pays for starting them, else serially on the calling thread.

@@ -1,9 +1,9 @@
 // CPU reference of the bwd family.
 //
-// Choice of inputs: the forward's `out` and `lse` are not read. Probabilities, lse and
-// D = rowsum(dO * O) are recomputed in double from q, k, v (head_backward), so dq, dk, dv and
-// dsinks are the exact gradient of the stored-precision inputs. A GPU kernel that uses the
-// rounded stored out/lse differs from this by their rounding, which its tolerance covers.
+// Choice of inputs: as the GPU kernels, from the forward's saved `out` and `lse` (head_backward):
+// probabilities p = exp(s - lse) and D = rowsum(dO * out), in double. With the forward's own out
+// and lse that is its gradient up to their storage rounding; with the merged out and lse of a
+// split forward each key block's call gives that block's share (hopattn.distributed's ring).
 //
 // dk and dv are zeroed whole (unused pages, padding rows) and then accumulated, so pages shared
 // between requests and GQA groups sum; dq rows past cu_seqlens_q[B] are left untouched, like out.
@@ -88,16 +88,20 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts) {
     g.dv.assign(shape.kv_len * shape.dv, 0.0);
     g.dsinks.assign(group, 0.0);
     if (shape.q_len == 0) return;
-    std::vector<double> k, v, q, dout, dq(shape.q_len * dqk);
+    std::vector<double> k, v, q, dout, out, lse(shape.q_len), dq(shape.q_len * dqk);
     layout.gather_kv(k_loc, b, kv_head, k);
     layout.gather_kv(v_loc, b, kv_head, v);
     for (int64_t r = 0; r < group; ++r) {
       const int64_t h = kv_head * group + r;
       layout.gather_q(fwd.q, b, h, q);
       layout.gather_q(args.dout, b, h, dout);
+      layout.gather_q(fwd.out, b, h, out);
+      for (int64_t i = 0; i < shape.q_len; ++i) {
+        lse[i] = load_element(fwd.lse, layout.lse_offset(fwd.lse, b, i, h));
+      }
       head_backward(shape, params, q.data(), k.data(), v.data(),
-                    sinks.empty() ? nullptr : &sinks[h], dout.data(), dq.data(), g.dk.data(),
-                    g.dv.data(), &g.dsinks[r]);
+                    sinks.empty() ? nullptr : &sinks[h], dout.data(), out.data(), lse.data(),
+                    dq.data(), g.dk.data(), g.dv.data(), &g.dsinks[r]);
       for (int64_t i = 0; i < shape.q_len; ++i) {
         for (int64_t d = 0; d < dqk; ++d) {
           store_element(args.dq, layout.q_offset(args.dq, b, i, h, d), dq[i * dqk + d]);

@@ -125,33 +125,45 @@ inline Forward forward(const Config& c, const Request& r, const std::vector<doub
   return f;
 }
 
-// Gradients of L = sum(out * dout):
-//   dV = P^T dO, dP = dO V^T, D = rowsum(dO * O), dS = P * (dP - D),
+// Gradients of L = sum(out * dout), from the forward's saved statistics as the library defines
+// them (attention_backward reads the out and lse it is given):
+//   P = exp(S - lse), dV = P^T dO, dP = dO V^T, D = rowsum(dO * out), dS = P * (dP - D),
 //   dX = dS * (1 - tanh^2(X / softcap)), dQ = scale dX K, dK = scale dX^T Q,
-//   dsink = -sum_i (e^sink / Z_i) D_i.
-inline Backward backward(const Config& c, const Request& r, const std::vector<double>& sinks) {
+//   dsink = -sum_i e^(sink - lse_i) D_i.
+// `saved`: the out and lse the backward is handed (as stored: rounded to their dtypes); null:
+// this formula's own forward in double (the exact gradient). A row with lse = -inf has none.
+inline Backward backward(const Config& c, const Request& r, const std::vector<double>& sinks,
+                         const Forward* saved = nullptr) {
   Backward b;
   b.dq.assign(r.q.size(), 0.0);
   b.dk.assign(r.k.size(), 0.0);
   b.dv.assign(r.v.size(), 0.0);
   b.dsinks.assign(c.hq, 0.0);
+  const Forward own = saved == nullptr ? forward(c, r, sinks) : Forward{};
+  const Forward& f = saved == nullptr ? own : *saved;
   for (int64_t h = 0; h < c.hq; ++h) {
     const int64_t g = h / (c.hq / c.hkv);
     const HeadMatrices m = head_matrices(c, r, h, sinks);
     for (int64_t i = 0; i < r.q_len; ++i) {
+      const double lse = f.lse[i * c.hq + h];
+      if (lse == -std::numeric_limits<double>::infinity()) continue;
       double delta = 0.0;
-      for (int64_t d = 0; d < c.dv; ++d) delta += dout_at(c, r, i, h, d) * m.o[i][d];
-      if (!sinks.empty() && m.z[i] != 0.0) b.dsinks[h] -= std::exp(sinks[h]) / m.z[i] * delta;
+      for (int64_t d = 0; d < c.dv; ++d) {
+        delta += dout_at(c, r, i, h, d) * f.out[(i * c.hq + h) * c.dv + d];
+      }
+      if (!sinks.empty()) b.dsinks[h] -= std::exp(sinks[h] - lse) * delta;
       for (int64_t j = 0; j < r.kv_len; ++j) {
         if (!m.mask[i][j]) continue;  // no such pair: no gradient flows through it
+        const double x = m.x[i][j];
+        const double p = std::exp((c.softcap > 0 ? c.softcap * std::tanh(x / c.softcap) : x) - lse);
         double dp = 0.0;
         for (int64_t d = 0; d < c.dv; ++d) {
           dp += dout_at(c, r, i, h, d) * v_at(c, r, j, g, d);
-          b.dv[(j * c.hkv + g) * c.dv + d] += m.p[i][j] * dout_at(c, r, i, h, d);
+          b.dv[(j * c.hkv + g) * c.dv + d] += p * dout_at(c, r, i, h, d);
         }
-        double dx = m.p[i][j] * (dp - delta);
+        double dx = p * (dp - delta);
         if (c.softcap > 0) {
-          const double t = std::tanh(m.x[i][j] / c.softcap);
+          const double t = std::tanh(x / c.softcap);
           dx *= 1.0 - t * t;
         }
         for (int64_t d = 0; d < c.dqk; ++d) {

@@ -17,6 +17,7 @@ namespace {
 
 struct Grads {
   std::vector<textbook::Backward> requests;
+  std::vector<textbook::Forward> saved;  // the out and lse the backward was handed, as stored
   std::vector<double> dsinks;
 };
 
@@ -28,7 +29,10 @@ Grads run_reference(const Problem& p, const AttentionOptions& opts, const BuildO
   reference::attention_fwd(t.fwd, opts);
   reference::attention_bwd(t.bwd, opts);
   Grads g;
-  for (int64_t b = 0; b < t.batch(); ++b) g.requests.push_back(t.read_backward(b));
+  for (int64_t b = 0; b < t.batch(); ++b) {
+    g.requests.push_back(t.read_backward(b));
+    g.saved.push_back(t.read_forward(b));
+  }
   g.dsinks = t.read_dsinks();
   if (dk_pool) *dk_pool = Bundle::read_all4(t.bwd.dk);
   if (dv_pool) *dv_pool = Bundle::read_all4(t.bwd.dv);
@@ -41,7 +45,7 @@ Grads run_reference(const Problem& p, const AttentionOptions& opts, const BuildO
   const textbook::Config cfg = naive_config(p.spec, naive_opts);
   std::vector<double> dsinks(p.sinks.empty() ? 0 : p.spec.hq, 0.0);
   for (size_t b = 0; b < p.requests.size(); ++b) {
-    const textbook::Backward want = textbook::backward(cfg, p.requests[b], p.sinks);
+    const textbook::Backward want = textbook::backward(cfg, p.requests[b], p.sinks, &got.saved[b]);
     for (size_t h = 0; h < dsinks.size(); ++h) dsinks[h] += want.dsinks[h];
     const std::string req = " of request " + std::to_string(b);
     const DType dt = p.spec.dtype;
@@ -111,9 +115,11 @@ TEST(ReferenceBwd, ComparisonDetectsWrongOptions) {
   EXPECT_FALSE(
       matches_naive(p, right, wrong([](auto& o) { o.softcap *= 1.02f; }), Layout::kVarlen));
   EXPECT_FALSE(matches_naive(p, right, wrong([](auto& o) { o.scale = 0.251f; }), Layout::kVarlen));
-  // Sinks: the naive gradients without them (empty list = none).
+  // Sinks: the naive gradients without them (empty list = none), from a forward without them.
   const Grads got = run_reference(p, right, {Layout::kVarlen});
-  const auto want = textbook::backward(naive_config(s, right), p.requests[0], {});
+  const textbook::Config no_sinks = naive_config(s, right);
+  const textbook::Forward plain = textbook::forward(no_sinks, p.requests[0], {});
+  const auto want = textbook::backward(no_sinks, p.requests[0], {}, &plain);
   EXPECT_FALSE(textbook::close_in_dtype(got.requests[0].dq, want.dq, s.dtype, "dq"));
 }
 
@@ -161,8 +167,11 @@ TEST(ReferenceBwd, CoreMatchesFiniteDifferences) {
     };
     std::vector<double> dq(q.size(), 7.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
     double dsink = 0.0;
+    std::vector<double> out(sh.q_len * sh.dv), lse(sh.q_len);
+    reference::head_forward(sh, c.params, q.data(), k.data(), v.data(), sink_ptr, out.data(),
+                            lse.data());
     reference::head_backward(sh, c.params, q.data(), k.data(), v.data(), sink_ptr, dout.data(),
-                             dq.data(), dk.data(), dv.data(), &dsink);
+                             out.data(), lse.data(), dq.data(), dk.data(), dv.data(), &dsink);
     // h = 1e-5: truncation ~h^2 and cancellation ~1e-16 / h are both far below the tolerance.
     const double h = 1e-5;
     auto check = [&](std::vector<double>& x, const std::vector<double>& grad, const char* what) {

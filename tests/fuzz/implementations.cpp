@@ -163,7 +163,11 @@ Outputs naive_attn(HostProblem& p) {
   for (const textbook::Request& r : prob.requests) {
     fwd.push_back(textbook::forward(cfg, r, prob.sinks));
     if (!bwd) continue;
-    grads.push_back(textbook::backward(cfg, r, prob.sinks));
+    // The backward is handed the forward's out and lse as stored (out in q's dtype, lse fp32).
+    textbook::Forward saved = fwd.back();
+    for (double& x : saved.out) x = testing::fwd_bwd::round_to(prob.spec.dtype, x);
+    for (double& x : saved.lse) x = testing::fwd_bwd::round_to(DType::kFP32, x);
+    grads.push_back(textbook::backward(cfg, r, prob.sinks, &saved));
     for (size_t h = 0; h < dsinks.size(); ++h) dsinks[h] += grads.back().dsinks[h];
   }
   // Nothing writes the unowned rows: every element keeps its poison.

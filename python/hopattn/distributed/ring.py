@@ -84,20 +84,25 @@ class RingConfig:
         return r if self.group is None else dist.get_global_rank(self.group, r)
 
 
-def _exchange(cfg, tensors, send_to, recv_from):
-    """Posts the send of ``tensors`` and the receive of same-shaped ones; returns (received,
-    requests)."""
-    received = [torch.empty_like(t) for t in tensors]
-    ops = []
-    for t, r in zip(tensors, received):
-        ops.append(dist.P2POp(dist.isend, t.contiguous(), cfg.peer(send_to), cfg.group))
-        ops.append(dist.P2POp(dist.irecv, r, cfg.peer(recv_from), cfg.group))
-    return received, dist.batch_isend_irecv(ops)
+class _Exchange:
+    """Posted sends of ``tensors`` to the member ``send_to`` places on and receives of
+    same-shaped ones from ``recv_from``; ``wait()`` returns the received tensors. The sent
+    tensors are referenced until then (NCCL reads them on its own stream)."""
 
+    def __init__(self, cfg, tensors, send_to, recv_from):
+        self.sent = [t.contiguous() for t in tensors]
+        self.received = [torch.empty_like(t) for t in self.sent]
+        ops = []
+        for t, r in zip(self.sent, self.received):
+            ops.append(dist.P2POp(dist.isend, t, cfg.peer(send_to), cfg.group))
+            ops.append(dist.P2POp(dist.irecv, r, cfg.peer(recv_from), cfg.group))
+        self.requests = dist.batch_isend_irecv(ops)
 
-def _wait(requests):
-    for r in requests:
-        r.wait()
+    def wait(self):
+        for r in self.requests:
+            r.wait()
+        self.sent = None
+        return self.received
 
 
 def ring_forward(cfg, q, k, v, sinks):
@@ -107,9 +112,7 @@ def ring_forward(cfg, q, k, v, sinks):
     acc_lse = torch.full((t, hq), float("-inf"), dtype=torch.float32, device=q.device)
     held_k, held_v = k, v
     for step in range(cfg.steps):
-        pending = None
-        if step + 1 < cfg.steps:
-            pending = _exchange(cfg, [held_k, held_v], 1, -1)
+        pending = _Exchange(cfg, [held_k, held_v], 1, -1) if step + 1 < cfg.steps else None
         for call in cfg.calls[step]:
             o, lse = hopattn.attention(
                 q.index_select(0, call.q_index),
@@ -123,8 +126,7 @@ def ring_forward(cfg, q, k, v, sinks):
             acc_o.index_copy_(0, call.q_index, o_new)
             acc_lse.index_copy_(0, call.q_index, lse_new)
         if pending is not None:
-            (held_k, held_v), requests = pending
-            _wait(requests)
+            held_k, held_v = pending.wait()
     return acc_o.to(q.dtype), acc_lse
 
 
@@ -136,11 +138,9 @@ def ring_backward(cfg, dout, q, k, v, out, lse, sinks):
     held_k, held_v = k, v
     held_dk = torch.zeros(k.shape, dtype=f32, device=q.device)
     held_dv = torch.zeros(v.shape, dtype=f32, device=q.device)
-    grads_in_flight = None  # (received accumulators, requests) of the held shard
+    grads_in_flight = None  # the held shard's accumulators, on their way from the previous rank
     for step in range(cfg.steps):
-        pending = None
-        if step + 1 < cfg.steps:
-            pending = _exchange(cfg, [held_k, held_v], 1, -1)
+        pending = _Exchange(cfg, [held_k, held_v], 1, -1) if step + 1 < cfg.steps else None
         results = []
         for call in cfg.calls[step]:
             results.append(
@@ -159,8 +159,7 @@ def ring_backward(cfg, dout, q, k, v, out, lse, sinks):
                 )
             )
         if grads_in_flight is not None:
-            (held_dk, held_dv), requests = grads_in_flight
-            _wait(requests)
+            held_dk, held_dv = grads_in_flight.wait()
         for call, (gq, gk, gv, gs) in results:
             dq.index_add_(0, call.q_index, gq.float())
             held_dk.index_add_(0, call.k_index, gk.float())
@@ -168,14 +167,12 @@ def ring_backward(cfg, dout, q, k, v, out, lse, sinks):
             if gs is not None:
                 dsinks += gs.float()
         if pending is not None:
-            (held_k, held_v), requests = pending
-            _wait(requests)
-            grads_in_flight = _exchange(cfg, [held_dk, held_dv], 1, -1)
+            held_k, held_v = pending.wait()
+            grads_in_flight = _Exchange(cfg, [held_dk, held_dv], 1, -1)
     # The held accumulators belong to rank (rank - (steps - 1)); ours is (steps - 1) ranks ahead.
     last = cfg.steps - 1
     if last > 0:
-        (held_dk, held_dv), requests = _exchange(cfg, [held_dk, held_dv], -last, last)
-        _wait(requests)
+        held_dk, held_dv = _Exchange(cfg, [held_dk, held_dv], -last, last).wait()
     return dq.to(q.dtype), held_dk.to(k.dtype), held_dv.to(v.dtype), dsinks
 
 

@@ -35,8 +35,10 @@
 
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "arguments.hpp"
@@ -218,13 +220,33 @@ bool fwd_args(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   return true;
 }
 
+// torch 2.15 holds autograd nodes in c10::intrusive_ptr, earlier versions in std::shared_ptr
+// (deleted through deleteNode, which unlinks long graphs without deep recursion). The branch not
+// taken is a discarded template branch, so either torch compiles this.
+template <class N>
+auto make_node() {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, N>) {
+    return c10::make_intrusive<N>();
+  } else {
+    return std::shared_ptr<N>(new N(), [](N* n) { deleteNode(n); });  // found by ADL
+  }
+}
+template <class N>
+auto node_ptr(N* n) {
+  if constexpr (std::is_base_of_v<c10::intrusive_ptr_target, N>) {
+    return c10::intrusive_ptr<torch::autograd::Node>::reclaim_copy(n);
+  } else {
+    return n->shared_from_this();
+  }
+}
+
 class AttentionBackward final : public torch::autograd::Node {
  public:
   std::string name() const override { return "hopattn::attention_fwd_backward"; }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     const at::Tensor q = q_.unpack(), k = k_.unpack(), v = v_.unpack();
-    const at::Tensor out = out_.unpack(shared_from_this()), lse = lse_;
+    const at::Tensor out = out_.unpack(node_ptr<torch::autograd::Node>(this)), lse = lse_;
     const at::Tensor sinks = sinks_.unpack();
     at::Tensor dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(out);
     at::Tensor dq = at::empty(q.sizes(), q.options());
@@ -318,8 +340,7 @@ PyObject* attention(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (out_given || lse_given) {
     bump(out_given, lse_given);
   } else if (grad) {
-    auto node =
-        std::shared_ptr<AttentionBackward>(new AttentionBackward(), torch::autograd::deleteNode);
+    auto node = make_node<AttentionBackward>();
     const at::Tensor no_sinks;
     node->set_next_edges(
         torch::autograd::collect_next_edges(*q, *k, *v, sinks ? *sinks : no_sinks));

@@ -111,9 +111,7 @@ class DecodeWorkload final : public Workload {
     o.window = s.window;
     o.softcap = s.softcap;
     reference::attention_fwd(a, o);
-    const ErrorStats e_out = compare_views(out_.host(), out.host());
-    const ErrorStats e_lse = compare_views(lse_.host(), lse.host());
-    return judge(e_out, &e_lse, tolerance());
+    return judge_out_lse(out_.host(), out.host(), lse_.host(), lse.host(), tolerance());
   }
 
   Check check_gpu() override {

@@ -83,4 +83,11 @@ Check judge(const ErrorStats& out, const ErrorStats* lse, double out_rel_l2) {
   return c;
 }
 
+Check judge_out_lse(const TensorView& out, const TensorView& want_out, const TensorView& lse,
+                    const TensorView& want_lse, double out_rel_l2) {
+  const ErrorStats e_out = compare_views(out, want_out);
+  const ErrorStats e_lse = compare_views(lse, want_lse);
+  return judge(e_out, &e_lse, out_rel_l2);
+}
+
 }  // namespace hopattn::cli

@@ -29,4 +29,9 @@ struct Check {
 // LSE: within 1e-3 (DESIGN.md); an undefined lse (bwd) is not checked.
 Check judge(const ErrorStats& out, const ErrorStats* lse, double out_rel_l2 = 1e-2);
 
+// judge() of a forward-like result (out and lse, each against the view it is checked against):
+// the one verdict the fwd, decode, mla, merge and batch checks give their outputs.
+Check judge_out_lse(const TensorView& out, const TensorView& want_out, const TensorView& lse,
+                    const TensorView& want_lse, double out_rel_l2 = 1e-2);
+
 }  // namespace hopattn::cli

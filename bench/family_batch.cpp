@@ -111,9 +111,7 @@ class BatchWorkload final : public Workload {
     c.num_kv_heads = s_.kv_heads;
     c.head_dim = s_.head_dim;
     c.page_size = s_.page_size;
-    c.causal = s_.causal;
-    c.window = s_.window;
-    c.softcap = s_.softcap;
+    set_mask(c, s_);
     c.max_batch = std::max<int>(1, static_cast<int>(kv_.size()));
     c.max_tokens = std::max(1, cu_.back());
     if (device) c.device = {DeviceType::kCUDA, 0};
@@ -207,9 +205,7 @@ class BatchWorkload final : public Workload {
     a.out = out.host();
     a.lse = lse.host();
     reference::attention_fwd(a, fwd_options());
-    const ErrorStats e_out = compare_views(out_.host(), out.host());
-    const ErrorStats e_lse = compare_views(lse_.host(), lse.host());
-    return judge(e_out, &e_lse);
+    return judge_out_lse(out_.host(), out.host(), lse_.host(), lse.host());
   }
 
   Check check_gpu() override {
@@ -267,17 +263,13 @@ class BatchWorkload final : public Workload {
 
   AttentionOptions fwd_options() const {
     AttentionOptions o;
-    o.causal = s_.causal;
-    o.window = s_.window;
-    o.softcap = s_.softcap;
+    set_mask(o, s_);
     return o;
   }
 
   DecodeOptions decode_options() const {
     DecodeOptions o;
-    o.causal = s_.causal;
-    o.window = s_.window;
-    o.softcap = s_.softcap;
+    set_mask(o, s_);
     return o;
   }
 

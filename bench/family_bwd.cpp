@@ -17,9 +17,7 @@ namespace {
 class BwdWorkload final : public Workload {
  public:
   BwdWorkload(const Shape& s, uint64_t seed) : s_(s) {
-    opts_.causal = s.causal;
-    opts_.window = s.window;
-    opts_.softcap = s.softcap;
+    set_mask(opts_, s);
     opts_.deterministic = s.deterministic;
     const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim, Dv = s.dv();
     for (Tensor* t : {&q_, &dq_}) *t = Tensor(s.dtype, {B, Sq, s.q_heads, D});

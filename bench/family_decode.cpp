@@ -37,10 +37,8 @@ KvEncoding encoding(DType t) {
 class DecodeWorkload final : public Workload {
  public:
   DecodeWorkload(const Shape& s, uint64_t seed) : s_(s), enc_(encoding(s.kv_dtype)) {
-    opts_.causal = s.causal;
+    set_mask(opts_, s);
     opts_.num_splits = s.num_splits;
-    opts_.window = s.window;
-    opts_.softcap = s.softcap;
     const int64_t B = s.batch, D = s.head_dim;
     const int ps = s.page_size > 0 ? s.page_size : 16;
     const int64_t pages = ceil_div(s.kv_len, ps);
@@ -107,13 +105,9 @@ class DecodeWorkload final : public Workload {
     a.out = out.host();
     a.lse = lse.host();
     AttentionOptions o;
-    o.causal = s.causal;
-    o.window = s.window;
-    o.softcap = s.softcap;
+    set_mask(o, s);
     reference::attention_fwd(a, o);
-    const ErrorStats e_out = compare_views(out_.host(), out.host());
-    const ErrorStats e_lse = compare_views(lse_.host(), lse.host());
-    return judge(e_out, &e_lse, tolerance());
+    return judge_out_lse(out_.host(), out.host(), lse_.host(), lse.host(), tolerance());
   }
 
   Check check_gpu() override {

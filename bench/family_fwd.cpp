@@ -21,9 +21,7 @@ constexpr int64_t kCheckRows = 64;  // query rows of request 0 the GPU check rec
 class FwdWorkload final : public Workload {
  public:
   FwdWorkload(const Shape& s, uint64_t seed) : s_(s), seed_(seed) {
-    opts_.causal = s.causal;
-    opts_.window = s.window;
-    opts_.softcap = s.softcap;
+    set_mask(opts_, s);
     opts_.pack_gqa = s.pack_gqa;
     const int64_t B = s.batch, Sq = s.q_len, Sk = s.kv_len, D = s.head_dim, Dv = s.dv();
     if (paged()) {
@@ -124,9 +122,7 @@ class FwdWorkload final : public Workload {
     a.k = k.host();
     a.v = v.host();
     reference::attention_fwd(a, opts_);
-    const ErrorStats e_out = compare_views(out_.host(), out.host());
-    const ErrorStats e_lse = compare_views(lse_.host(), lse.host());
-    return judge(e_out, &e_lse);
+    return judge_out_lse(out_.host(), out.host(), lse_.host(), lse.host());
   }
 
   Check check_gpu() override {

@@ -1,4 +1,5 @@
-// Helpers the family workloads share: paged-cache tables, repeated KV heads, sub-problem views.
+// Helpers the family workloads share: the mask options, paged-cache tables, repeated KV heads,
+// sub-problem views.
 #pragma once
 
 #include <algorithm>
@@ -7,9 +8,20 @@
 #include <random>
 #include <vector>
 
+#include "shape.hpp"
 #include "tensor.hpp"
 
 namespace hopattn::cli {
+
+// Copies the row's mask (causal, window, softcap) into a family's options or config: the runs
+// and the checks of every workload (AttentionOptions, DecodeOptions, BatchAttentionConfig) then
+// take it from one place.
+template <class Options>
+void set_mask(Options& o, const Shape& s) {
+  o.causal = s.causal;
+  o.window = s.window;
+  o.softcap = s.softcap;
+}
 
 // cu_seqlens [B + 1] of B requests of `len` tokens each.
 inline Tensor uniform_cu_seqlens(int batch, int len) {

@@ -49,7 +49,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from peer_rows import import_flashinfer, publish, ratio, short
+from peer_rows import import_flashinfer, publish, ratio, require_cuda, short
 
 HQ, HKV, D, PAGE = 32, 8, 128, 16
 SCALE = D**-0.5
@@ -494,10 +494,7 @@ def main():
         dry_run(rows)
         return
 
-    import torch
-
-    if not torch.cuda.is_available():
-        sys.exit("batch_peers.py: needs a CUDA device")
+    require_cuda("batch_peers.py")
     from peer_torch import run_rows, setup_line
 
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=r"(?is).*deprecat")

@@ -33,7 +33,6 @@ hopattn with deterministic=True; "det / normal" is its speed over the normal mod
 """
 
 import argparse
-import sys
 
 from peer_rows import (
     Row,
@@ -42,6 +41,7 @@ from peer_rows import (
     llama_rows,
     publish,
     ratio,
+    require_cuda,
     short,
     sweep_rows,
     table,
@@ -210,8 +210,7 @@ def main():
 
     import hopattn
 
-    if not torch.cuda.is_available():
-        sys.exit("bwd_peers.py: needs a CUDA device")
+    require_cuda("bwd_peers.py")
     from peer_torch import run_rows, setup_line
 
     worst = check(torch, hopattn, F) if args.check else None

@@ -27,7 +27,6 @@ bf16 GEMM rate of the H200 this was written for.
 """
 
 import argparse
-import sys
 
 import torch
 from peer_rows import (
@@ -37,6 +36,7 @@ from peer_rows import (
     llama_rows,
     publish,
     ratio,
+    require_cuda,
     short,
     sweep_rows,
     table,
@@ -160,8 +160,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="6 rows, under a minute")
     add_head_dims_arg(parser)
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("fwd_peers.py: needs a CUDA device")
+    require_cuda("fwd_peers.py")
 
     rows = keep_head_dims(quick_rows() if args.quick else all_rows(), args.head_dims)
     elapsed = run_rows(rows, run_row)

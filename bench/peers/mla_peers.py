@@ -54,7 +54,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from peer_rows import import_flashinfer, publish, ratio, short
+from peer_rows import import_flashinfer, publish, ratio, require_cuda, short
 
 CKV, KPE, PAGE = 512, 64, 64
 QK = CKV + KPE
@@ -658,10 +658,7 @@ def main():
         dry_run(rows)
         return
 
-    import torch
-
-    if not torch.cuda.is_available():
-        sys.exit("mla_peers.py: needs a CUDA device")
+    require_cuda("mla_peers.py")
     from peer_torch import run_rows, setup_line
 
     # FlashInfer 0.7.4 flags the flat plan()/run() arguments of its README form as deprecated.

@@ -105,6 +105,15 @@ def short(err):
     return text if len(text) <= 90 else text[:87] + "..."
 
 
+def require_cuda(script):
+    """Exits with "`script`: needs a CUDA device" unless torch sees one. torch is imported here,
+    at the call, so that a script's --dry-run, which returns before it, runs without torch."""
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit(f"{script}: needs a CUDA device")
+
+
 def import_flashinfer():
     """(flashinfer, "") when the peer kit imports, else (None, why), with a note on stderr that
     the FlashInfer rows are skipped."""

@@ -79,6 +79,19 @@ def real(value, name):
     return float(value)
 
 
+def mask(causal, left, right, softcap, scale):
+    """The mask and scale keywords that attention, decode and BatchAttention share, normalized as
+    each of them passes them on: causal, window_left, window_right (from window_pair, which the
+    callers run first), softcap, scale."""
+    return dict(
+        causal=flag(causal, "causal"),
+        window_left=left,
+        window_right=right,
+        softcap=real(softcap, "softcap"),
+        scale=optional_float(scale, "scale"),
+    )
+
+
 def layout(kv_layout):
     if kv_layout not in _LAYOUTS:
         raise ValueError(f'kv_layout: expected "NHD" or "HND", got {kv_layout!r}')

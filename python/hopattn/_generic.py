@@ -88,6 +88,17 @@ def _drop_axis1(x):
     return shape[:1] + shape[2:]
 
 
+def _outputs(q, v, out, lse):
+    """The outputs of an attention-like call, the given ones as they are: out with q's shape and
+    dtype but v's last dim (the value head dim), lse float32 with q's shape without its last dim
+    (attention, decode and mla share this contract)."""
+    if out is None:
+        out = empty(q, (*_lead(q), _last(v)))
+    if lse is None:
+        lse = empty(q, _lead(q), dtype="float32")
+    return out, lse
+
+
 def _page_arg(block_table, indptr, indices):
     if indptr is not None or indices is not None:
         return (dl(indptr), dl(indices))
@@ -100,10 +111,7 @@ def _page_arg(block_table, indptr, indices):
 
 
 def attention(q, k, v, a, out=None, lse=None):
-    if out is None:
-        out = empty(q, (*_lead(q), _last(v)))
-    if lse is None:
-        lse = empty(q, _lead(q), dtype="float32")
+    out, lse = _outputs(q, v, out, lse)
     _C.attention_fwd(
         dl(q), dl(k), dl(v), dl(out), dl(lse), **_attention_kwargs(a), stream=stream_of(q)
     )
@@ -144,10 +152,7 @@ def _attention_kwargs(a):
 
 
 def decode(q, k_cache, v_cache, kv_lens, a, out=None, lse=None):
-    if out is None:
-        out = empty(q, (*_lead(q), _last(v_cache)))
-    if lse is None:
-        lse = empty(q, _lead(q), dtype="float32")
+    out, lse = _outputs(q, v_cache, out, lse)
     args = (
         dl(q),
         dl(k_cache),
@@ -187,10 +192,7 @@ def _decode_kwargs(a):
 
 
 def mla(q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, a, out=None, lse=None):
-    if out is None:
-        out = empty(q_nope, (*_lead(q_nope), _last(ckv)))
-    if lse is None:
-        lse = empty(q_nope, _lead(q_nope), dtype="float32")
+    out, lse = _outputs(q_nope, ckv, out, lse)
     args = (
         dl(q_nope),
         dl(q_pe),

@@ -43,8 +43,17 @@ def _ranges(values, probed):
     return ", ".join(parts)
 
 
-def _accepted(probe, values):
-    return [v for v in values if probe(v) is None]
+def _accepted_range(probe, values):
+    """The summary (_ranges) of the probed `values` that probe(value) accepts (returns None)."""
+    return _ranges([v for v in values if probe(v) is None], values)
+
+
+def _float_dtypes(probe):
+    """(the FLOAT_DTYPES that probe(dtype) accepts, the dtype the family's other probes use): the
+    first accepted, else bf16, so that the other probes still run and report their reasons.
+    `probe` names each dtype itself, so it never reads the base being found here."""
+    dtypes = [t for t in FLOAT_DTYPES if probe(t) is None]
+    return dtypes, dtypes[0] if dtypes else "bf16"
 
 
 def _features(probe, features):
@@ -88,9 +97,7 @@ def _attention(device, backward):
             deterministic,
         )
 
-    base = None
-    dtypes = [t for t in FLOAT_DTYPES if probe(dtype=t) is None]
-    base = dtypes[0] if dtypes else "bf16"
+    dtypes, base = _float_dtypes(lambda t: probe(dtype=t))
     pairs = [(a, b) for a, b in HEAD_DIM_PAIRS if probe(dqk=a, dv=b) is None]
     features = {
         "dense": {},
@@ -106,12 +113,10 @@ def _attention(device, backward):
         features["deterministic"] = dict(deterministic=True)
     return {
         "dtypes": dtypes,
-        "head_dims": _ranges(_accepted(lambda d: probe(dqk=d), HEAD_DIMS), HEAD_DIMS),
+        "head_dims": _accepted_range(lambda d: probe(dqk=d), HEAD_DIMS),
         "head_dim_pairs": "any" if len(pairs) == len(HEAD_DIM_PAIRS) else pairs,
-        "page_sizes": _ranges(
-            _accepted(lambda p: probe(mode="paged", page_size=p), PAGE_SIZES), PAGE_SIZES
-        ),
-        "gqa_ratios": _ranges(_accepted(lambda r: probe(hq=r, hkv=1), GQA_RATIOS), GQA_RATIOS),
+        "page_sizes": _accepted_range(lambda p: probe(mode="paged", page_size=p), PAGE_SIZES),
+        "gqa_ratios": _accepted_range(lambda r: probe(hq=r, hkv=1), GQA_RATIOS),
         "features": _features(probe, features),
     }
 
@@ -159,9 +164,7 @@ def _decode(device):
             num_splits,
         )
 
-    base = None
-    dtypes = [t for t in FLOAT_DTYPES if probe(q_dtype=t) is None]
-    base = dtypes[0] if dtypes else "bf16"
+    dtypes, base = _float_dtypes(lambda t: probe(q_dtype=t))
     kv = {q: [k for k in KV_DTYPES if probe(q_dtype=q, kv_dtype=k) is None] for q in dtypes}
     features = {
         "paged NHD": {},
@@ -177,11 +180,11 @@ def _decode(device):
     return {
         "dtypes": dtypes,
         "kv_dtypes": kv,
-        "head_dims": _ranges(_accepted(lambda d: probe(head_dim=d), HEAD_DIMS), HEAD_DIMS),
-        "page_sizes": _ranges(_accepted(lambda p: probe(page_size=p), PAGE_SIZES), PAGE_SIZES),
-        "gqa_ratios": _ranges(_accepted(lambda r: probe(hq=r, hkv=1), GQA_RATIOS), GQA_RATIOS),
-        "q_lens": _ranges(_accepted(lambda n: probe(q_len=n), Q_LENS), Q_LENS),
-        "num_splits": _ranges(_accepted(lambda n: probe(num_splits=n), SPLITS), SPLITS),
+        "head_dims": _accepted_range(lambda d: probe(head_dim=d), HEAD_DIMS),
+        "page_sizes": _accepted_range(lambda p: probe(page_size=p), PAGE_SIZES),
+        "gqa_ratios": _accepted_range(lambda r: probe(hq=r, hkv=1), GQA_RATIOS),
+        "q_lens": _accepted_range(lambda n: probe(q_len=n), Q_LENS),
+        "num_splits": _accepted_range(lambda n: probe(num_splits=n), SPLITS),
         "features": _features(probe, features),
     }
 
@@ -190,31 +193,24 @@ def _mla(device):
     def probe(dtype=None, heads=16, q_len=1, page_size=64, causal=True, kv_dtype=""):
         return _C.probe_mla(device, dtype or base, heads, q_len, page_size, causal, kv_dtype)
 
-    base = None
-    dtypes = [t for t in FLOAT_DTYPES if probe(dtype=t) is None]
-    base = dtypes[0] if dtypes else "bf16"
+    dtypes, base = _float_dtypes(lambda t: probe(dtype=t))
     kv = {q: [k for k in KV_DTYPES if probe(dtype=q, kv_dtype=k) is None] for q in dtypes}
     return {
         "dtypes": dtypes,
         "kv_dtypes": kv,
         "head_dims": f"{_C.MLA_LATENT_DIM} latent + {_C.MLA_ROPE_DIM} rope",
-        "page_sizes": _ranges(_accepted(lambda p: probe(page_size=p), PAGE_SIZES), PAGE_SIZES),
-        "q_lens": _ranges(_accepted(lambda n: probe(q_len=n), Q_LENS), Q_LENS),
+        "page_sizes": _accepted_range(lambda p: probe(page_size=p), PAGE_SIZES),
+        "q_lens": _accepted_range(lambda n: probe(q_len=n), Q_LENS),
         "features": _features(probe, {"causal": {}, "non-causal": dict(causal=False)}),
     }
 
 
 def _merge(device):
-    dtypes = [t for t in FLOAT_DTYPES if _C.probe_merge(device, t, 128, 2) is None]
-    base = dtypes[0] if dtypes else "bf16"
+    dtypes, base = _float_dtypes(lambda t: _C.probe_merge(device, t, 128, 2))
     return {
         "dtypes": dtypes,
-        "head_dims": _ranges(
-            _accepted(lambda d: _C.probe_merge(device, base, d, 2), HEAD_DIMS), HEAD_DIMS
-        ),
-        "n_states": _ranges(
-            _accepted(lambda n: _C.probe_merge(device, base, 128, n), MERGE_NS), MERGE_NS
-        ),
+        "head_dims": _accepted_range(lambda d: _C.probe_merge(device, base, d, 2), HEAD_DIMS),
+        "n_states": _accepted_range(lambda n: _C.probe_merge(device, base, 128, n), MERGE_NS),
     }
 
 

@@ -6,7 +6,7 @@ import torch
 from torch.utils.dlpack import to_dlpack
 
 from hopattn import _C
-from hopattn._torch.ops import Family, stream
+from hopattn._torch.ops import Family, run_on_stream, stream
 
 _F32 = torch.float32
 
@@ -23,10 +23,6 @@ OPTIONS = (
 # ---------------------------------------------------------------------------- forward
 def _fwd_shapes(q, k, v, *options):
     return (q, (*q.shape[:-1], v.shape[-1]), None), (q, q.shape[:-1], _F32)
-
-
-def _run_fwd(family, args, outs):
-    _C.attention_fwd(**family.kwargs(args, outs), stream=stream(args[0]))
 
 
 def _setup_context(ctx, inputs, output):
@@ -55,7 +51,7 @@ FWD = Family(
     f"Tensor q, Tensor k, Tensor v, {OPTIONS}",
     outputs=("out", "lse"),
     shapes=_fwd_shapes,
-    run=_run_fwd,
+    run=run_on_stream(_C.attention_fwd),
     autograd=(_setup_context, _backward),
 )
 _SINKS = FWD.names.index("sinks") - 3  # among the options

@@ -3,7 +3,7 @@
 import torch
 
 from hopattn import _C
-from hopattn._torch.ops import Family, stream
+from hopattn._torch.ops import Family, run_on_stream
 
 _F32 = torch.float32
 
@@ -12,16 +12,12 @@ def _merge_shapes(o_a, lse_a, o_b, lse_b):
     return (o_a, o_a.shape, None), (o_a, lse_a.shape, _F32)
 
 
-def _run_merge(family, args, outs):
-    _C.merge_states(**family.kwargs(args, outs), stream=stream(args[0]))
-
-
 MERGE = Family(
     "merge_states",
     "Tensor o_a, Tensor lse_a, Tensor o_b, Tensor lse_b",
     outputs=("out", "lse"),
     shapes=_merge_shapes,
-    run=_run_merge,
+    run=run_on_stream(_C.merge_states),
 )
 
 
@@ -29,14 +25,10 @@ def _merge_n_shapes(o, lse):
     return (o, (o.shape[0], *o.shape[2:]), None), (o, (lse.shape[0], *lse.shape[2:]), _F32)
 
 
-def _run_merge_n(family, args, outs):
-    _C.merge_states_n(**family.kwargs(args, outs), stream=stream(args[0]))
-
-
 MERGE_N = Family(
     "merge_states_n",
     "Tensor o, Tensor lse",
     outputs=("out", "lse_out"),
     shapes=_merge_n_shapes,
-    run=_run_merge_n,
+    run=run_on_stream(_C.merge_states_n),
 )

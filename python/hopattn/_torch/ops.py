@@ -274,6 +274,16 @@ def stream(t):
     return _compat.current_raw_stream(t.get_device()) if t.is_cuda else 0
 
 
+def run_on_stream(c_function):
+    """A Family `run` for a C++ call that takes nothing but the arguments and outputs by name and
+    the first argument's stream (attention_fwd, merge_states, merge_states_n)."""
+
+    def run(family, args, outs):
+        c_function(**family.kwargs(args, outs), stream=stream(args[0]))
+
+    return run
+
+
 def run_with_workspace(c_function, workspaces):
     """A Family `run` for a C++ call that takes a workspace from `workspaces` (a
     workspace.WorkspaceCache) on the first argument's stream: the call returns 0 when it ran,

@@ -340,4 +340,14 @@ Report check_case(const Case& c, const Implementation& a, const Implementation& 
   return c.corrupt.empty() ? run_pair(c, a, b, tol) : run_rejection(c, a);
 }
 
+::testing::AssertionResult line_passes(const std::string& line, const Implementation& a,
+                                       const Implementation& b, const Tolerance& tol) {
+  Case c = parse(line);
+  legalize(c);
+  const Report r = check_case(c, a, b, tol);
+  if (r.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << describe(c) << "\n"
+                                       << kind_name(r.kind) << ": " << r.detail;
+}
+
 }  // namespace hopattn::fuzz

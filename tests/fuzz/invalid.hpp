@@ -4,6 +4,8 @@
 // output untouched (DESIGN.md: "nothing is written to outputs"); anything else is a failure.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,5 +31,10 @@ Report run_rejection(const Case& c, const Implementation& api);
 // run_pair() for a valid case, run_rejection() for a corrupted one.
 Report check_case(const Case& c, const Implementation& a, const Implementation& b,
                   const Tolerance& tol);
+
+// check_case() of one printed case line (parsed, legalized) as a test assertion: what failed and
+// the case's full line when it does (the fixed regression lines of the CPU and GPU runs).
+::testing::AssertionResult line_passes(const std::string& line, const Implementation& a,
+                                       const Implementation& b, const Tolerance& tol);
 
 }  // namespace hopattn::fuzz

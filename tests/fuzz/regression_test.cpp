@@ -13,12 +13,7 @@ namespace hopattn::fuzz {
 namespace {
 
 ::testing::AssertionResult passes(const std::string& line) {
-  Case c = parse(line);
-  legalize(c);
-  const Report r = check_case(c, public_api(), naive_formulas(), Tolerance::reference_vs_naive());
-  if (r.ok()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << describe(c) << "\n"
-                                       << kind_name(r.kind) << ": " << r.detail;
+  return line_passes(line, public_api(), naive_formulas(), Tolerance::reference_vs_naive());
 }
 
 TEST(FuzzCase, TextFormRoundTrips) {

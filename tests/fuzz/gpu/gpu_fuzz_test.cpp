@@ -24,7 +24,6 @@
 
 #include "cuda_api.hpp"
 #include "fuzz/driver.hpp"
-#include "fuzz/generate.hpp"
 #include "fuzz/invalid.hpp"
 #include "gpu/hopper_test_util.hpp"
 
@@ -57,12 +56,7 @@ TEST(GpuFuzz, Merge) { gpu_fuzz(Family::kMerge); }
 // Cases the GPU run once failed on (shrunk, and where it helps the original draw), each of which
 // must pass on CUDA against the CPU reference.
 ::testing::AssertionResult gpu_passes(const std::string& line) {
-  Case c = parse(line);
-  legalize(c);
-  const Report r = check_case(c, cuda_api(), public_api(), Tolerance::kernel_vs_reference());
-  if (r.ok()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << describe(c) << "\n"
-                                       << kind_name(r.kind) << ": " << r.detail;
+  return line_passes(line, cuda_api(), public_api(), Tolerance::kernel_vs_reference());
 }
 
 // bwd varlen: K, V, Q and dO rows past a sequence's end (here NaN pad rows after the last

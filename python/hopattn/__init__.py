@@ -58,6 +58,16 @@ def _compiling():
     return False
 
 
+def _try_fast(name, anchor, *args):
+    """The eager fast path's result (hopattn._torch.fast: function ``name`` of the module for
+    ``anchor``'s tensor type), or NotImplemented: under torch.compile, without the extension, or
+    for a call it does not take (the generic path then runs and raises what it raises)."""
+    if _compiling():
+        return NotImplemented
+    fast = _FAST.get(type(anchor))
+    return NotImplemented if fast is None else getattr(fast, name)(*args)
+
+
 def built_with_cuda():
     """True when this build contains the GPU kernels (compiled with the CUDA toolkit)."""
     return _C.built_with_cuda()
@@ -264,16 +274,14 @@ def attention(
     torch tensors that require grad are differentiated through ``out`` (backward =
     :func:`attention_backward`); lse is returned as non-differentiable.
     """
-    if not _compiling():
-        fast = _FAST.get(type(q))
-        if fast is not None:
-            r = fast.attention(
-                q, k, v, causal, window, softcap, scale, sinks, cu_seqlens_q, cu_seqlens_k,
-                max_seqlen_q, max_seqlen_k, deterministic, page_table, kv_lens, kv_layout, out,
-                lse_out,
-            )  # fmt: skip
-            if r is not NotImplemented:
-                return r
+    r = _try_fast(
+        "attention", q,
+        q, k, v, causal, window, softcap, scale, sinks, cu_seqlens_q, cu_seqlens_k,
+        max_seqlen_q, max_seqlen_k, deterministic, page_table, kv_lens, kv_layout, out,
+        lse_out,
+    )  # fmt: skip
+    if r is not NotImplemented:
+        return r
     _require_tensors(q=q, k=k, v=v)
     _one_framework(
         "q",
@@ -430,16 +438,14 @@ def decode(
     Returns ``(out, lse)``: out [B, q_len, Hq, D] in q's dtype, lse float32 [B, q_len, Hq].
     ``out=`` / ``lse_out=`` write into caller buffers.
     """
-    if not _compiling():
-        fast = _FAST.get(type(q))
-        if fast is not None:
-            r = fast.decode(
-                q, k_cache, v_cache, kv_lens, page_table, causal, window, softcap, scale, sinks,
-                k_scale, v_scale, kv_layout, tree_mask, beam_width, shared_kv_lens, num_splits,
-                out, lse_out,
-            )  # fmt: skip
-            if r is not NotImplemented:
-                return r
+    r = _try_fast(
+        "decode", q,
+        q, k_cache, v_cache, kv_lens, page_table, causal, window, softcap, scale, sinks,
+        k_scale, v_scale, kv_layout, tree_mask, beam_width, shared_kv_lens, num_splits,
+        out, lse_out,
+    )  # fmt: skip
+    if r is not NotImplemented:
+        return r
     _require_tensors(q=q, k_cache=k_cache, v_cache=v_cache, kv_lens=kv_lens)
     _one_framework(
         "q",
@@ -512,15 +518,13 @@ def mla(
 
     Returns ``(out, lse)``: out [total_q, H, 512] in q_nope's dtype, lse float32 [total_q, H].
     """
-    if not _compiling():
-        fast = _FAST.get(type(q_nope))
-        if fast is not None:
-            r = fast.mla(
-                q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, page_table, causal, scale,
-                max_seqlen_q, kv_scale, num_splits, out, lse_out,
-            )  # fmt: skip
-            if r is not NotImplemented:
-                return r
+    r = _try_fast(
+        "mla", q_nope,
+        q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, page_table, causal, scale,
+        max_seqlen_q, kv_scale, num_splits, out, lse_out,
+    )  # fmt: skip
+    if r is not NotImplemented:
+        return r
     _require_tensors(
         q_nope=q_nope, q_pe=q_pe, ckv=ckv, kpe=kpe, cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens
     )
@@ -561,12 +565,9 @@ def merge_states(o_a, lse_a, o_b, lse_b, *, out=None, lse_out=None):
     Empty states (lse = -inf) contribute nothing; two empty states merge to an empty one
     (out 0, lse -inf). Returns ``(out, lse)`` with o_a's and lse_a's shapes.
     """
-    if not _compiling():
-        fast = _FAST.get(type(o_a))
-        if fast is not None:
-            r = fast.merge_states(o_a, lse_a, o_b, lse_b, out, lse_out)
-            if r is not NotImplemented:
-                return r
+    r = _try_fast("merge_states", o_a, o_a, lse_a, o_b, lse_b, out, lse_out)
+    if r is not NotImplemented:
+        return r
     _require_tensors(o_a=o_a, lse_a=lse_a, o_b=o_b, lse_b=lse_b)
     _one_framework("o_a", o_a, lse_a=lse_a, o_b=o_b, lse_b=lse_b, out=out, lse_out=lse_out)
     return _backend(o_a).merge_states(o_a, lse_a, o_b, lse_b, out=out, lse=lse_out)
@@ -578,12 +579,9 @@ def merge_states_n(o, lse, *, out=None, lse_out=None):
     ``o`` [T, n, H, D], ``lse`` float32 [T, n, H]. Returns ``(out, lse)``: out [T, H, D] in o's
     dtype, lse float32 [T, H].
     """
-    if not _compiling():
-        fast = _FAST.get(type(o))
-        if fast is not None:
-            r = fast.merge_states_n(o, lse, out, lse_out)
-            if r is not NotImplemented:
-                return r
+    r = _try_fast("merge_states_n", o, o, lse, out, lse_out)
+    if r is not NotImplemented:
+        return r
     _require_tensors(o=o, lse=lse)
     _one_framework("o", o, lse=lse, out=out, lse_out=lse_out)
     return _backend(o).merge_states_n(o, lse, out=out, lse_out=lse_out)

@@ -63,10 +63,7 @@ class RingConfig:
         self.group = group
         self.world = dist.get_world_size(group)
         self.rank = dist.get_rank(group)
-        self.seq_lens = list(seq_lens)
-        self.causal, self.window, self.softcap, self.scale = causal, window, softcap, scale
-        self.layout = layout
-        self.deterministic = deterministic
+        self.softcap, self.scale, self.deterministic = softcap, scale, deterministic
         self.steps = blocks.steps_needed(seq_lens, self.world, causal, window, layout)
         self.calls = [
             [

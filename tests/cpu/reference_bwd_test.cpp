@@ -45,10 +45,16 @@ Grads run_reference(const Problem& p, const AttentionOptions& opts, const BuildO
   const textbook::Config cfg = naive_config(p.spec, naive_opts);
   std::vector<double> dsinks(p.sinks.empty() ? 0 : p.spec.hq, 0.0);
   for (size_t b = 0; b < p.requests.size(); ++b) {
-    const textbook::Backward want = textbook::backward(cfg, p.requests[b], p.sinks, &got.saved[b]);
-    for (size_t h = 0; h < dsinks.size(); ++h) dsinks[h] += want.dsinks[h];
     const std::string req = " of request " + std::to_string(b);
     const DType dt = p.spec.dtype;
+    // The statistics the backward read are the forward's, independently: then the gradients.
+    const textbook::Forward fwd = textbook::forward(cfg, p.requests[b], p.sinks);
+    auto r_out = textbook::close_in_dtype(got.saved[b].out, fwd.out, dt, "out" + req);
+    if (!r_out) return r_out;
+    auto r_lse = textbook::close_in_dtype(got.saved[b].lse, fwd.lse, DType::kFP32, "lse" + req);
+    if (!r_lse) return r_lse;
+    const textbook::Backward want = textbook::backward(cfg, p.requests[b], p.sinks, &got.saved[b]);
+    for (size_t h = 0; h < dsinks.size(); ++h) dsinks[h] += want.dsinks[h];
     for (auto [got_g, want_g, name] : {std::make_tuple(&got.requests[b].dq, &want.dq, "dq"),
                                        std::make_tuple(&got.requests[b].dk, &want.dk, "dk"),
                                        std::make_tuple(&got.requests[b].dv, &want.dv, "dv")}) {

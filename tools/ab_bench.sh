@@ -13,11 +13,11 @@ a=$1 b=$2 rounds=$3 family=$4
 shift 4
 
 time_of() {  # time_of CLI ARGS: the first row's time in us (the CSV's time_ms column x 1000)
-  local csv
   # shellcheck disable=SC2086  # ARGS is a list of flags
-  csv=$("$1" bench "$family" $2 --csv --no-check)
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == "time_ms") c = i; next }
-           c && NR == 2 { print $c * 1000; exit }' <<<"$csv"
+  "$1" bench "$family" $2 --csv --no-check | python3 -c '
+import csv, sys
+row = next(csv.DictReader(sys.stdin))  # quoted fields (batch shapes) hold commas
+print(float(row["time_ms"]) * 1000)'
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

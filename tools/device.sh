@@ -194,18 +194,14 @@ step_sanitize() {
     record sanitize "FAILED (no compute-sanitizer)" 0
     return 1
   fi
-  run_part sanitize:memcheck "$log" "${SANITIZE_TIMEOUT:-300}" \
-    "$sanitizer" --tool memcheck --error-exitcode 99 --print-limit 20 \
-    "$GPU_TESTS" --gtest_filter="$MEMCHECK_FILTER" || rc=$?
-  run_part sanitize:racecheck "$log" "${SANITIZE_TIMEOUT:-300}" \
-    "$sanitizer" --tool racecheck --error-exitcode 99 --print-limit 20 \
-    "$GPU_TESTS" --gtest_filter="$RACECHECK_FILTER" || rc=$?
-  run_part sanitize:initcheck "$log" "${SANITIZE_TIMEOUT:-300}" \
-    "$sanitizer" --tool initcheck --error-exitcode 99 --print-limit 20 \
-    "$GPU_TESTS" --gtest_filter="$INITCHECK_FILTER" || rc=$?
-  run_part sanitize:synccheck "$log" "${SANITIZE_TIMEOUT:-300}" \
-    "$sanitizer" --tool synccheck --error-exitcode 99 --print-limit 20 \
-    "$GPU_TESTS" --gtest_filter="$SYNCCHECK_FILTER" || rc=$?
+  local tool filter
+  for tool in memcheck racecheck initcheck synccheck; do
+    filter=${tool^^}_FILTER  # MEMCHECK_FILTER, ...
+    filter=${!filter}
+    run_part "sanitize:$tool" "$log" "${SANITIZE_TIMEOUT:-300}" \
+      "$sanitizer" --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      "$GPU_TESTS" --gtest_filter="$filter" || rc=$?
+  done
   return "$rc"
 }
 

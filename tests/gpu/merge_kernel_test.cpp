@@ -54,6 +54,9 @@ std::vector<MergeCase> merge_cases() {
   add("n1_bf16_to_fp32", DType::kBF16, DType::kFP32, 128, 1, true);
   add("n2_fp16", DType::kFP16, DType::kFP16, 256, 2, true);
   add("n7_fp32_to_fp16", DType::kFP32, DType::kFP16, 128, 7, true);
+  // merge_few_kernel's bound (8 states in registers) and the general kernel just past it.
+  add("n8_bf16", DType::kBF16, DType::kBF16, 128, 8, true);
+  add("n9_fp16_d64", DType::kFP16, DType::kBF16, 64, 9, true);
   add("n40_bf16_d576", DType::kBF16, DType::kBF16, 576, 40, true);
   return cases;
 }

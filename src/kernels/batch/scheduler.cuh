@@ -48,7 +48,7 @@ class WorkListScheduler {
 
   // kReport: as make_tile_info's; the item's lengths were checked on the host when planned.
   template <class Traits, bool kReport = false>
-  __device__ TileInfo info(const FwdParams& p, const WorkTile& w) const {
+  __device__ TileInfo info(const FwdParams& p, const WorkTile& w, DeviceStatus* = nullptr) const {
     const plan::BatchWorkItem& item = p_.batch.items[index_];
     TileInfo t;
     t.row_q = item.q_start;

@@ -60,7 +60,7 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
   typename Mainloop::ConsumerState st;
   for (Scheduler sched(p); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();
-    const TileInfo t = sched.template info<Traits, /*kReport=*/true>(p, w);
+    const TileInfo t = sched.template info<Traits, /*kReport=*/true>(p, w, sm.index_note());
     if (!t.has_rows()) continue;
     float o[Traits::kORegs];
 #pragma unroll
@@ -88,6 +88,7 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
       Epilogue::store(p, sm, w, t, consumer, o, out_scale, lse);
     }
   }
+  report_index_note(p, sm.index_note());  // thread 128 only: the tile starts' note
   Epilogue::finish();
 }
 
@@ -112,6 +113,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(sm.job_full(s), 1);
     }
     for (int w = 0; w < Traits::kProducerWarps; ++w) *sm.bad_page_note(w) = make_int2(0, 0);
+    sm.index_note()->tag = 0u;
   }
   __syncthreads();
   const int warpgroup = ptx::warpgroup_index();

@@ -51,25 +51,41 @@ __device__ __forceinline__ void set_tile_range(const FwdParams& p, const WorkTil
   t.n_block_min = min(max(col_begin, 0) / Traits::kBlockN, t.n_block_max);
 }
 
-// The first consumer thread of the CTA records a bad device-resident index (kReport); nothing
-// else does, so that the producer warpgroup's 24 registers hold no call.
+// The first consumer thread of the CTA notes a bad device-resident index (kReport) in the CTA's
+// shared-memory note (SharedPlan::index_note; the first one is kept), and reports the note after
+// its last tile (report_index_note). No call at the tile start: a call there made ptxas
+// schedule the consumers' KV-block loop ~9% longer (936 -> 1024 instructions at hd128), and
+// nothing else reports, so that the producer warpgroup's 24 registers hold no call.
 template <bool kReport>
-__device__ __forceinline__ void report_index(const FwdParams& p, StatusIndex index, int request,
-                                             int position, int64_t value, int64_t bound) {
-  if (kReport && threadIdx.x == 128) {
-    record_violation(p.status, status_tag(p.status_family, index), request, position, value, bound);
+__device__ __forceinline__ void report_index(const FwdParams& p, DeviceStatus* note,
+                                             StatusIndex index, int request, int position,
+                                             int64_t value, int64_t bound) {
+  if (kReport && threadIdx.x == 128 && note->tag == 0u) {
+    note->tag = status_tag(p.status_family, index);
+    note->request = request;
+    note->position = position;
+    note->value = value;
+    note->bound = bound;
+  }
+}
+
+// Thread 128, after its last tile: the note into the status word.
+__device__ __forceinline__ void report_index_note(const FwdParams& p, const DeviceStatus* note) {
+  if (threadIdx.x == 128 && note->tag != 0u) {
+    record_violation(p.status, note->tag, note->request, note->position, note->value, note->bound);
   }
 }
 
 // [row, row + len) of request b from an offsets array (cu_seqlens, CSR page_indptr), clamped
 // (offset_range); kReport: the consumers' instance records a bad pair.
 template <bool kReport>
-__device__ __forceinline__ void varlen_range(const FwdParams& p, const int* cu, int total, int b,
-                                             StatusIndex index, int& row, int& len) {
+__device__ __forceinline__ void varlen_range(const FwdParams& p, DeviceStatus* note, const int* cu,
+                                             int total, int b, StatusIndex index, int& row,
+                                             int& len) {
   const OffsetRange r = offset_range(cu, total, b);
   row = r.row;
   len = r.len;
-  if (kReport && !r.ok) report_index<kReport>(p, index, b, r.position, r.value, total);
+  if (kReport && !r.ok) report_index<kReport>(p, note, index, b, r.position, r.value, total);
 }
 
 // Paged CSR: the first of request b's entries in page_indices, clamped into the array as
@@ -83,28 +99,29 @@ __device__ __forceinline__ int csr_first(const FwdParams& p, int b) {
 // producer and the consumers (the pipeline needs both to see one geometry): nothing is read or
 // written through a bad entry; the consumers' kReport instance records it.
 template <class Traits, bool kReport = false>
-__device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const WorkTile& w) {
+__device__ __forceinline__ TileInfo make_tile_info(const FwdParams& p, const WorkTile& w,
+                                                   DeviceStatus* note = nullptr) {
   TileInfo t;
   if (p.seq.cu_seqlens_q != nullptr) {
-    varlen_range<kReport>(p, p.seq.cu_seqlens_q, p.seq.total_q, w.batch, StatusIndex::kCuSeqlensQ,
-                          t.row_q, t.seqlen_q);
+    varlen_range<kReport>(p, note, p.seq.cu_seqlens_q, p.seq.total_q, w.batch,
+                          StatusIndex::kCuSeqlensQ, t.row_q, t.seqlen_q);
     if (p.kv.kv_lens != nullptr) {  // paged: keys are addressed through the page list
       t.row_k = 0;
       int pages = p.kv.pages_per_row;
       if (p.kv.block_table == nullptr) {  // CSR: the request's range of page_indices
         int first;
-        varlen_range<kReport>(p, p.kv.page_indptr, p.kv.num_page_indices, w.batch,
+        varlen_range<kReport>(p, note, p.kv.page_indptr, p.kv.num_page_indices, w.batch,
                               StatusIndex::kPageIndptr, first, pages);
       }
       const int kv_len = p.kv.kv_lens[w.batch];
       const int capacity = pages * p.kv.page_size;
       if (kReport && !in_closed_range(kv_len, capacity)) {
-        report_index<kReport>(p, StatusIndex::kKvLen, w.batch, -1, kv_len, capacity);
+        report_index<kReport>(p, note, StatusIndex::kKvLen, w.batch, -1, kv_len, capacity);
       }
       t.seqlen_k = min(max(kv_len, 0), capacity);
     } else {
-      varlen_range<kReport>(p, p.seq.cu_seqlens_k, p.seq.total_k, w.batch, StatusIndex::kCuSeqlensK,
-                            t.row_k, t.seqlen_k);
+      varlen_range<kReport>(p, note, p.seq.cu_seqlens_k, p.seq.total_k, w.batch,
+                            StatusIndex::kCuSeqlensK, t.row_k, t.seqlen_k);
     }
     t.batch_coord = 0;
   } else {

@@ -46,8 +46,9 @@ class LptTileScheduler {
   __device__ WorkTile tile() const { return tile_at(p_, state_ >> 1); }
   // The tile's geometry (mask.cuh), from the sequence lengths in FwdParams.
   template <class Traits, bool kReport = false>
-  __device__ TileInfo info(const FwdParams& p, const WorkTile& w) const {
-    return make_tile_info<Traits, kReport>(p, w);
+  __device__ TileInfo info(const FwdParams& p, const WorkTile& w,
+                           DeviceStatus* note = nullptr) const {
+    return make_tile_info<Traits, kReport>(p, w, note);
   }
 
   // The state after `state` for CTA `cta` (host-callable for tests): from the c-th tile of an even

@@ -101,7 +101,9 @@ struct FwdTraits {
   static constexpr uint32_t kNoteOffset = kJobOffset + kStages * kJobBytes;
   static constexpr int kProducerWarps = 4;
   static constexpr uint32_t kNoteBytes = kProducerWarps * 8;
-  static constexpr uint32_t kSmemBytes = kNoteOffset + kNoteBytes;
+  // A bad device-resident index the consumers met at a tile start (mask.cuh report_index).
+  static constexpr uint32_t kIndexNoteOffset = kNoteOffset + kNoteBytes;
+  static constexpr uint32_t kSmemBytes = kIndexNoteOffset + sizeof(DeviceStatus);
   // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
   static_assert(kSmemAlloc <= 227 * 1024, "fwd: shared-memory plan exceeds 227 KB");
@@ -148,6 +150,10 @@ struct SharedPlan {
   // Producer warp w's note of a bad page id: {request + 1, page id}, {0, 0} when none.
   __device__ int2* bad_page_note(int warp) const {
     return reinterpret_cast<int2*>(base + Traits::kNoteOffset) + warp;
+  }
+  // The consumers' note of a bad device-resident index (tag 0 when none).
+  __device__ DeviceStatus* index_note() const {
+    return reinterpret_cast<DeviceStatus*>(base + Traits::kIndexNoteOffset);
   }
 };
 

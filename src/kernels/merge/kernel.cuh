@@ -4,7 +4,8 @@
 // kernels: merge_vec_kernel (16-byte aligned rows, the usual case): one thread per four 16-byte
 // pieces of a row (one piece when the row does not split into fours), its first states' o loads
 // issued before the lse math so that bytes are in flight from the start; merge_kernel (any
-// layout): one warp per row, one element per load.
+// layout): one warp per row, one element per load; merge_few_kernel (16-byte rows, at most 8
+// states): every lse loaded once and every state's o in flight before the lse math.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -163,26 +164,58 @@ __device__ __forceinline__ const void* state_o(const Params& p, int k, int t, in
   return s.o;
 }
 
+// The row (t, h) of thread blockIdx.x * kVecThreads + threadIdx.x and its elements first_elt ..
+// + kElts - 1, for the 16-byte-row kernels (thread i: row i / (dim / kElts)); n states.
+template <int kElts>
+struct VecThread {
+  int t, h, first_elt, n;
+  bool valid;
+  __device__ explicit VecThread(const Params& p) {
+    const int groups = p.dim / kElts;  // threads per row
+    const int64_t i = int64_t(blockIdx.x) * kVecThreads + threadIdx.x;
+    const int64_t row = i / groups;
+    valid = row < int64_t(p.tokens) * p.heads;
+    first_elt = static_cast<int>(i - row * groups) * kElts;
+    t = static_cast<int>(row / p.heads), h = static_cast<int>(row % p.heads);
+    n = p.src[0].n + (p.num_sources > 1 ? p.src[1].n : 0);
+  }
+};
+
+// State k's kP 16-byte pieces of the thread's row.
+template <class In, int kP, int kElts>
+__device__ __forceinline__ void load_pieces(const Params& p, int k, const VecThread<kElts>& v,
+                                            uint4 (&raw)[kP]) {
+  int64_t base;
+  const In* o = static_cast<const In*>(state_o(p, k, v.t, v.h, base)) + base + v.first_elt;
+#pragma unroll
+  for (int j = 0; j < kP; ++j) raw[j] = __ldg(reinterpret_cast<const uint4*>(o + j * kVec<In>));
+}
+
+// A thread's kP pieces of row (t, h) from element first_elt on (NaN everywhere when `nan`).
+template <class Out, int kP, int kN>
+__device__ __forceinline__ void store_pieces(const Params& p, int t, int h, int first_elt, bool nan,
+                                             float (&acc)[kP][kN]) {
+  Out* out = static_cast<Out*>(p.out) + t * p.out_stride[0] + h * p.out_stride[1] + first_elt;
+#pragma unroll
+  for (int j = 0; j < kP; ++j) {
+    if (nan) {
+#pragma unroll
+      for (int e = 0; e < kN; ++e) acc[j][e] = NAN;
+    }
+    store_vec<Out, kN>(out + j * kN, acc[j]);
+  }
+}
+
 // Thread i: row i / (pieces / kP), pieces kP * (i % (pieces / kP)) .. + kP - 1 of it, kVec
 // elements each. Same arithmetic, in the same order, as merge_kernel.
 template <class In, class Out, int kP>
 __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
     merge_vec_kernel(const __grid_constant__ Params p) {
   constexpr int kN = kVec<In>;
-  const int groups = p.dim / (kN * kP);  // thread groups of kP pieces per row
-  const int64_t i = int64_t(blockIdx.x) * kVecThreads + threadIdx.x;
-  const int64_t row = i / groups;
-  if (row >= int64_t(p.tokens) * p.heads) return;
-  const int first_elt = static_cast<int>(i - row * groups) * kN * kP;
-  const int t = static_cast<int>(row / p.heads), h = static_cast<int>(row % p.heads);
-  const int n = p.src[0].n + (p.num_sources > 1 ? p.src[1].n : 0);
-
-  auto load_state = [&](int k, uint4(&raw)[kP]) {
-    int64_t base;
-    const In* o = static_cast<const In*>(state_o(p, k, t, h, base)) + base + first_elt;
-#pragma unroll
-    for (int j = 0; j < kP; ++j) raw[j] = __ldg(reinterpret_cast<const uint4*>(o + j * kN));
-  };
+  const VecThread<kN * kP> v(p);
+  if (!v.valid) return;
+  const int t = v.t, h = v.h, first_elt = v.first_elt, n = v.n;
+  auto load_state = [&](int k, uint4(&raw)[kP]) { load_pieces<In>(p, k, v, raw); };
 
   // The o of the first states does not depend on the weights: in flight during the lse math.
   uint4 first[kVecPrefetch][kP];
@@ -236,15 +269,66 @@ __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
       if (k + u < n) add(k + u, raw[u]);
     }
   }
-  Out* out = static_cast<Out*>(p.out) + t * p.out_stride[0] + h * p.out_stride[1] + first_elt;
+  store_pieces<Out>(p, t, h, first_elt, nan, acc);
+}
+
+// At most kStates states (n known to be <= kStates, e.g. merge_states' two): every lse loaded
+// once into registers and every state's o issued before the lse math, all loops unrolled over
+// compile-time state indices. The general kernel's runtime-n loops fall into their remainder
+// paths for small n and reload each lse, one waited-for load after another (2.2 against 3.9
+// TB/s on two bf16 states, tools/merge_variants.cu). Same arithmetic, in the same order.
+template <class In, class Out, int kP, int kStates>
+__global__ void __launch_bounds__(kVecThreads, kFewBlocksPerSm)
+    merge_few_kernel(const __grid_constant__ Params p) {
+  constexpr int kN = kVec<In>;
+  const VecThread<kN * kP> v(p);
+  if (!v.valid) return;
+  const int t = v.t, h = v.h, first_elt = v.first_elt, n = v.n;
+
+  // Slots past n load state n - 1 again (valid memory, weight 0): no branch around any load, so
+  // that every load is issued before the first one is waited for.
+  uint4 raw[kStates][kP];
+  float lse[kStates];
 #pragma unroll
-  for (int j = 0; j < kP; ++j) {
-    if (nan) {
+  for (int k = 0; k < kStates; ++k) load_pieces<In>(p, k < n ? k : n - 1, v, raw[k]);
 #pragma unroll
-      for (int e = 0; e < kN; ++e) acc[j][e] = NAN;
-    }
-    store_vec<Out, kN>(out + j * kN, acc[j]);
+  for (int k = 0; k < kStates; ++k) {
+    const float l = state_lse(p, k < n ? k : n - 1, t, h);
+    lse[k] = k < n ? l : -INFINITY;
   }
+
+  float mmax = -INFINITY;
+  bool nan = false;
+#pragma unroll
+  for (int k = 0; k < kStates; ++k) {
+    nan = nan || isnan(lse[k]);
+    mmax = fmaxf(mmax, lse[k]);
+  }
+  float total = 0.f;
+  if (mmax != -INFINITY) {
+#pragma unroll
+    for (int k = 0; k < kStates; ++k) total += expf(lse[k] - mmax);  // e^-inf = 0 past n
+  }
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+  if (p.lse != nullptr && first_elt == 0) {
+    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = nan ? NAN : merged_lse(mmax, total);
+  }
+
+  float acc[kP][kN] = {};
+#pragma unroll
+  for (int k = 0; k < kStates; ++k) {
+    // Empty states (and the slots past n, lse -inf) weigh 0 and their o is ignored.
+    const float w = state_weight(lse[k], mmax, total, inv);
+    if (w == 0.f) continue;
+#pragma unroll
+    for (int j = 0; j < kP; ++j) {
+      float f[kN];
+      unpack16<In>(raw[k][j], f);
+#pragma unroll
+      for (int e = 0; e < kN; ++e) acc[j][e] += w * f[e];
+    }
+  }
+  store_pieces<Out>(p, t, h, first_elt, nan, acc);
 }
 
 }  // namespace hopattn::kernels::merge

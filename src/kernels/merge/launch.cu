@@ -43,6 +43,18 @@ void launch_typed(const Params& p, cudaStream_t stream) {
     // 32 bf16 or 16 floats), one otherwise.
     const int pieces = p.dim / kVec<In>;
     const bool four = pieces % 4 == 0;
+    const int n = p.src[0].n + (p.num_sources > 1 ? p.src[1].n : 0);
+    if (n >= 1 && n <= kFewStates) {
+      const bool pair = n <= 2 && pieces % kPairPieces == 0;
+      const int64_t threads = rows * (pair ? pieces / kPairPieces : pieces);
+      const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
+      if (pair) {
+        merge_few_kernel<In, Out, kPairPieces, 2><<<blocks, kVecThreads, 0, stream>>>(p);
+      } else {
+        merge_few_kernel<In, Out, 1, kFewStates><<<blocks, kVecThreads, 0, stream>>>(p);
+      }
+      return;
+    }
     const int64_t threads = rows * (four ? pieces / 4 : pieces);
     const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
     if (four) {

@@ -47,4 +47,12 @@ inline constexpr int kVec = 16 / static_cast<int>(sizeof(In));
 template <int kP>
 inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
 
+// merge_few_kernel: states whose lse is kept in registers and whose o is all issued up front,
+// and the pieces a thread takes (kFewStates x 1 or 2 x kPairPieces: 8 16-byte loads, 128 B in
+// flight a thread). Two blocks of 256 an SM (<= 128 registers; 16-bit inputs over eight states
+// spill at 80): 64 KB in flight an SM.
+inline constexpr int kPairPieces = 4;
+inline constexpr int kFewStates = 8;
+inline constexpr int kFewBlocksPerSm = 2;
+
 }  // namespace hopattn::kernels::merge

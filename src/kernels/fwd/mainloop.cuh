@@ -16,7 +16,7 @@
 //   O += P V[n_min]
 // and each group of GEMM issues is one turn of the ping-pong with the other consumer warpgroup
 // (named barriers kGemmTurn0/1): while one warpgroup issues GEMMs the other does its softmax.
-// A warpgroup without a row of the tile takes its turns empty (compute_tile).
+// A warpgroup without a row of the tile takes its turns empty (compute_rows<kIdle>).
 #pragma once
 
 #include <cmath>
@@ -278,14 +278,28 @@ struct FwdMainloop {
                                       const WorkTile& w, const TileInfo& t, int consumer,
                                       ConsumerState& st, OTile& o,
                                       OnlineSoftmax<Traits::kSRegs>& softmax) {
+    if (consumer * Traits::kRowsPerConsumer >= t.rows(p)) {
+      compute_rows</*kIdle=*/true>(p, sm, w, t, consumer, st, o, softmax);
+    } else {
+      compute_rows</*kIdle=*/false>(p, sm, w, t, consumer, st, o, softmax);
+    }
+  }
+
+  // kIdle: none of this warpgroup's 64 rows exists (a varlen tile's tail, a batch decode item of
+  // up to 64 rows): it issues no GEMM and no softmax but keeps the pipeline's rhythm (every
+  // full-barrier wait, empty-barrier arrival and GEMM turn), so its partner and the producer
+  // see the same protocol. Its O stays zero and its epilogue stores no row. A compile-time
+  // switch, not a runtime branch around the GEMM issues: ptxas serializes every wgmma of a
+  // function where a branch sits between a warpgroup.arrive and its commit (C7515; it did so
+  // from 08cf445 on: an arrive and a wait around each of the 64 HGMMAs at hd128).
+  template <bool kIdle>
+  __device__ static void compute_rows(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                      const WorkTile& w, const TileInfo& t, int consumer,
+                                      ConsumerState& st, OTile& o,
+                                      OnlineSoftmax<Traits::kSRegs>& softmax) {
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int lane = tid % 32;
     const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
-    // None of this warpgroup's 64 rows exists (a varlen tile's tail, a batch decode item of up
-    // to 64 rows): it issues no GEMM and no softmax but keeps the pipeline's rhythm (every
-    // full-barrier wait, empty-barrier arrival and GEMM turn), so its partner and the producer
-    // see the same protocol. Its O stays zero and its epilogue stores no row.
-    const bool idle = consumer * Traits::kRowsPerConsumer >= t.rows(p);
     const RowLimits rows[2] = {row_limits(p, t, row_address(p, w, t, row0).q_pos),
                                row_limits(p, t, row_address(p, w, t, row0 + 8).q_pos)};
 
@@ -310,7 +324,7 @@ struct FwdMainloop {
     int n = t.n_block_max - 1;
     wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
     turn_begin(consumer);
-    if (!idle) {
+    if constexpr (!kIdle) {
       fence_all(s, o, pf);
       ptx::wgmma_fence();
       issue_qk(s, q_desc, k_desc(st.kv.stage()));
@@ -321,7 +335,7 @@ struct FwdMainloop {
     ptx::fence_operands(s);
     if (!Traits::kOInQ && t.n_blocks() == 1) ptx::mbarrier_arrive(sm.q_empty());
     ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
-    if (!idle) {
+    if constexpr (!kIdle) {
       transform_scores(p, t, s, rows, n, lane);
       softmax.update(s, correction);  // O is still zero: nothing to correct
       convert_p(s, pf);
@@ -335,7 +349,7 @@ struct FwdMainloop {
       wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
       wait_kv(p, sm.v_full(prev.stage()), prev.phase());
       turn_begin(consumer);
-      if (!idle) {
+      if constexpr (!kIdle) {
         fence_all(s, o, pf);
         ptx::wgmma_fence();
         issue_qk(s, q_desc, k_desc(st.kv.stage()));
@@ -348,14 +362,14 @@ struct FwdMainloop {
       ptx::fence_operands(s);
       if (!Traits::kOInQ && n == t.n_block_min) ptx::mbarrier_arrive(sm.q_empty());
       ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
-      if (!idle) {
+      if constexpr (!kIdle) {
         transform_scores(p, t, s, rows, n, lane);
         softmax.update(s, correction);
       }
       ptx::wgmma_wait_group<0>();  // O and the P registers are free again
       ptx::fence_operands(o);
       ptx::mbarrier_arrive(sm.v_empty(prev.stage()));
-      if (!idle) {
+      if constexpr (!kIdle) {
 #pragma unroll
         for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
         convert_p(s, pf);
@@ -367,7 +381,7 @@ struct FwdMainloop {
     // Last block's O += P V.
     wait_kv(p, sm.v_full(prev.stage()), prev.phase());
     turn_begin(consumer);
-    if (!idle) {
+    if constexpr (!kIdle) {
       fence_all(s, o, pf);
       ptx::wgmma_fence();
       issue_pv(o, pf, v_desc(prev.stage()));

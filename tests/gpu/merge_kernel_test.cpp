@@ -54,7 +54,10 @@ std::vector<MergeCase> merge_cases() {
   add("n1_bf16_to_fp32", DType::kBF16, DType::kFP32, 128, 1, true);
   add("n2_fp16", DType::kFP16, DType::kFP16, 256, 2, true);
   add("n7_fp32_to_fp16", DType::kFP32, DType::kFP16, 128, 7, true);
-  // merge_few_kernel's bound (8 states in registers) and the general kernel just past it.
+  // merge_few_kernel's 4-slot form (one slot past n reloads a state) and its 8-slot bound,
+  // then the general kernel just past it.
+  add("n3_bf16", DType::kBF16, DType::kBF16, 128, 3, true);
+  add("n4_fp32_d64", DType::kFP32, DType::kFP32, 64, 4, true);
   add("n8_bf16", DType::kBF16, DType::kBF16, 128, 8, true);
   add("n9_fp16_d64", DType::kFP16, DType::kBF16, 64, 9, true);
   add("n40_bf16_d576", DType::kBF16, DType::kBF16, 576, 40, true);

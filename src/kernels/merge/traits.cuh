@@ -47,12 +47,12 @@ inline constexpr int kVec = 16 / static_cast<int>(sizeof(In));
 template <int kP>
 inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
 
-// merge_few_kernel: states whose lse is kept in registers and whose o is all issued up front,
-// and the pieces a thread takes (kFewStates x 1 or 2 x kPairPieces: 8 16-byte loads, 128 B in
-// flight a thread). Two blocks of 256 an SM (<= 128 registers; 16-bit inputs over eight states
-// spill at 80): 64 KB in flight an SM.
-inline constexpr int kPairPieces = 4;
+// merge_few_kernel: up to kFewStates states whose lse is kept in registers and whose o is all
+// issued up front; slots x pieces = kFewLoads 16-byte loads (128 B) in flight a thread: 2 x 4,
+// 4 x 2 or 8 x 1 (launch.cu picks the fewest slots that hold n). Two blocks of 256 an SM (<= 128
+// registers; 16-bit inputs over eight states spill at 80): 64 KB in flight an SM.
 inline constexpr int kFewStates = 8;
+inline constexpr int kFewLoads = 8;
 inline constexpr int kFewBlocksPerSm = 2;
 
 }  // namespace hopattn::kernels::merge

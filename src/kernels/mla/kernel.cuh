@@ -87,15 +87,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     MlaLoader<Traits>::run(p, sm, t);
     return;
   }
+  // Both consumer warpgroups load Q through one copy of the code: its bar.sync (an aligned
+  // barrier) must be one instruction for all 256 threads; a copy in each role's branch gave two
+  // (compute-sanitizer synccheck: "Divergent thread(s) in block").
+  MlaConsumer<Traits>::load_q(p, sm, t);
   float o[Traits::kORegs];
   float out_scale[2], lse[2];
   if (role == 1) {
     ptx::setmaxnreg_to<Traits::kConsumer0Registers, Traits::kLaunchRegisters>();
-    MlaConsumer<Traits>::load_q(p, sm, t);
     MlaConsumer<Traits>::run0(p, sm, t, o, out_scale, lse);
   } else {
     ptx::setmaxnreg_to<Traits::kConsumer1Registers, Traits::kLaunchRegisters>();
-    MlaConsumer<Traits>::load_q(p, sm, t);
     MlaConsumer<Traits>::run1(p, sm, t, o, out_scale);
     lse[0] = lse[1] = 0.f;  // consumer 0 writes the lse
   }

@@ -29,6 +29,18 @@ inline __device__ __noinline__ void record_violation_on_device(DeviceStatus* sta
 }
 #endif
 
+// The first violation into a word only one thread writes (no atomics): the host's status word
+// in the CPU tests, a CTA's shared-memory note (fwd/mask.cuh).
+HOPATTN_HOST_DEVICE void keep_first_violation(DeviceStatus* status, uint32_t tag, int request,
+                                              int position, int64_t value, int64_t bound) {
+  if (status->tag != 0u) return;
+  status->tag = tag;
+  status->request = request;
+  status->position = position;
+  status->value = value;
+  status->bound = bound;
+}
+
 // A cold path: called only for a bad index, never in a correct launch. `status` may be null
 // (no recording, as in the CPU tests that do not ask for it).
 HOPATTN_HOST_DEVICE void record_violation(DeviceStatus* status, uint32_t tag, int request,
@@ -37,12 +49,7 @@ HOPATTN_HOST_DEVICE void record_violation(DeviceStatus* status, uint32_t tag, in
 #if defined(__CUDA_ARCH__)
   record_violation_on_device(status, tag, request, position, value, bound);
 #else
-  if (status->tag != 0u) return;
-  status->tag = tag;
-  status->request = request;
-  status->position = position;
-  status->value = value;
-  status->bound = bound;
+  keep_first_violation(status, tag, request, position, value, bound);
 #endif
 }
 

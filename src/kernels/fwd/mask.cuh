@@ -60,12 +60,8 @@ template <bool kReport>
 __device__ __forceinline__ void report_index(const FwdParams& p, DeviceStatus* note,
                                              StatusIndex index, int request, int position,
                                              int64_t value, int64_t bound) {
-  if (kReport && threadIdx.x == 128 && note->tag == 0u) {
-    note->tag = status_tag(p.status_family, index);
-    note->request = request;
-    note->position = position;
-    note->value = value;
-    note->bound = bound;
+  if (kReport && threadIdx.x == 128) {
+    keep_first_violation(note, status_tag(p.status_family, index), request, position, value, bound);
   }
 }
 

@@ -42,12 +42,12 @@ struct MlaTraits {
   // and O[:, 0:256] += P V; consumer 1 computes O[:, 256:512] += P V with P from shared memory.
   static constexpr int kThreads = 384;
   static constexpr int kConsumerThreads = 256;
-  // An fp8 cache's producer holds a whole block's loads in registers (72 of them) while it
-  // waits for the stage, so it takes registers the 16-bit configuration leaves to consumer 1.
-  // (ptxas -v: no spills at these counts; 128 / 216 / 160 spills 12 bytes.)
-  static constexpr uint32_t kProducerRegisters = kFp8Cache ? 136 : 56;
-  static constexpr uint32_t kConsumer0Registers = kFp8Cache ? 208 : 240;
-  static constexpr uint32_t kConsumer1Registers = kFp8Cache ? 160 : 208;
+  // An fp8 cache's producer widens a block's codes in registers (40 of them for the codes), so
+  // it takes registers the 16-bit configuration leaves to the consumers. (ptxas -v: no spills at
+  // these counts; 80 / 232 / 200 spills 40 bytes.)
+  static constexpr uint32_t kProducerRegisters = kFp8Cache ? 96 : 56;
+  static constexpr uint32_t kConsumer0Registers = kFp8Cache ? 232 : 240;
+  static constexpr uint32_t kConsumer1Registers = kFp8Cache ? 184 : 208;
   static_assert(128 * (kProducerRegisters + kConsumer0Registers + kConsumer1Registers) <= 65536,
                 "register file");
   // What each thread holds at launch: 384 threads at one CTA per SM (ptxas -v).

@@ -35,8 +35,11 @@ void PrintTo(const MergeCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<MergeCase> merge_cases() {
   std::vector<MergeCase> cases;
-  auto add = [&](std::string name, DType in, DType out, int dim, int states, bool n_way) {
+  auto add = [&](std::string name, DType in, DType out, int dim, int states, bool n_way,
+                 int tokens = 37, int heads = 5) {
     MergeCase c;
+    c.tokens = tokens;
+    c.heads = heads;
     c.name = std::move(name);
     c.in = in;
     c.out = out;
@@ -55,12 +58,18 @@ std::vector<MergeCase> merge_cases() {
   add("n2_fp16", DType::kFP16, DType::kFP16, 256, 2, true);
   add("n7_fp32_to_fp16", DType::kFP32, DType::kFP16, 128, 7, true);
   // merge_few_kernel's 4-slot form (one slot past n reloads a state) and its 8-slot bound,
-  // then the general kernel just past it.
+  // then merge_wide_kernel just past it (few rows: under launch.cu's thread bound), with state
+  // counts that leave its groups and batches uneven.
   add("n3_bf16", DType::kBF16, DType::kBF16, 128, 3, true);
   add("n4_fp32_d64", DType::kFP32, DType::kFP32, 64, 4, true);
   add("n8_bf16", DType::kBF16, DType::kBF16, 128, 8, true);
   add("n9_fp16_d64", DType::kFP16, DType::kBF16, 64, 9, true);
   add("n40_bf16_d576", DType::kBF16, DType::kBF16, 576, 40, true);
+  // The mla family's split partials of one request: 64 fp32 states of 128 heads x 512.
+  add("wide_n64_fp32_to_bf16_t1_h128_d512", DType::kFP32, DType::kBF16, 512, 64, true, 1, 128);
+  add("wide_n77_fp16_d8", DType::kFP16, DType::kFP16, 8, 77, true);
+  // Enough rows for merge_vec_kernel (76800 threads of four pieces).
+  add("vec_n12_bf16_t600_h32", DType::kBF16, DType::kBF16, 128, 12, true, 600, 32);
   return cases;
 }
 

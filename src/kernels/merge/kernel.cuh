@@ -1,11 +1,13 @@
 // Merging partial attention states: (o_k, lse_k) over disjoint key sets combine to
 // lse = log(sum_k e^lse_k), o = sum_k e^(lse_k - lse) o_k (the arithmetic:
-// kernels/common/state_merge.cuh; block shapes and parameters: traits.cuh). Memory-bound. Two
+// kernels/common/state_merge.cuh; block shapes and parameters: traits.cuh). Memory-bound. Four
 // kernels: merge_vec_kernel (16-byte aligned rows, the usual case): one thread per four 16-byte
 // pieces of a row (one piece when the row does not split into fours), its first states' o loads
 // issued before the lse math so that bytes are in flight from the start; merge_kernel (any
 // layout): one warp per row, one element per load; merge_few_kernel (16-byte rows, at most 8
-// states): every lse loaded once and every state's o in flight before the lse math.
+// states): every lse loaded once and every state's o in flight before the lse math;
+// merge_wide_kernel (16-byte rows, many states over few rows): the states split over the thread
+// groups of a block.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -170,9 +172,10 @@ template <int kElts>
 struct VecThread {
   int t, h, first_elt, n;
   bool valid;
-  __device__ explicit VecThread(const Params& p) {
+  __device__ explicit VecThread(const Params& p)
+      : VecThread(p, int64_t(blockIdx.x) * kVecThreads + threadIdx.x) {}
+  __device__ VecThread(const Params& p, int64_t i) {
     const int groups = p.dim / kElts;  // threads per row
-    const int64_t i = int64_t(blockIdx.x) * kVecThreads + threadIdx.x;
     const int64_t row = i / groups;
     valid = row < int64_t(p.tokens) * p.heads;
     first_elt = static_cast<int>(i - row * groups) * kElts;
@@ -329,6 +332,88 @@ __global__ void __launch_bounds__(kVecThreads, kFewBlocksPerSm)
     }
   }
   store_pieces<Out>(p, t, h, first_elt, nan, acc);
+}
+
+// Many states over few rows (the split partials of one long request): merge_vec_kernel would
+// run a few thousand threads, each walking all n states kVecPrefetch at a time, one DRAM latency
+// after another (64 states of 128 x 512 fp32: 66 us for 17 MB). Here the kWideGroups thread
+// groups of a block take the same pieces and split the states (group g: states g, g + kWideGroups,
+// ...), each issuing kWideBatch states' loads at once; top, total and the sums meet in shared
+// memory, added in group order (deterministic).
+template <class In, class Out>
+__global__ void __launch_bounds__(kVecThreads) merge_wide_kernel(const __grid_constant__ Params p) {
+  constexpr int kN = kVec<In>;
+  constexpr int kLanes = kVecThreads / kWideGroups;
+  const int g = static_cast<int>(threadIdx.x) / kLanes,
+            lane = static_cast<int>(threadIdx.x) % kLanes;
+  const VecThread<kN> v(p, int64_t(blockIdx.x) * kLanes + lane);
+  const int t = v.t, h = v.h, n = v.valid ? v.n : 0;  // no early return: barriers follow
+  __shared__ float s_top[kWideGroups][kLanes], s_total[kWideGroups][kLanes];
+  __shared__ bool s_nan[kWideGroups][kLanes];
+  __shared__ float s_acc[kWideGroups][kLanes][kN];
+
+  float top = -INFINITY;
+  bool nan = false;
+  for (int k = g; k < n; k += kWideGroups) {
+    const float l = state_lse(p, k, t, h);
+    nan = nan || isnan(l);
+    top = fmaxf(top, l);
+  }
+  s_top[g][lane] = top;
+  s_nan[g][lane] = nan;
+  __syncthreads();
+  float mmax = -INFINITY;
+  nan = false;
+#pragma unroll
+  for (int j = 0; j < kWideGroups; ++j) {
+    mmax = fmaxf(mmax, s_top[j][lane]);
+    nan = nan || s_nan[j][lane];
+  }
+  float part = 0.f;
+  if (mmax != -INFINITY) {
+    for (int k = g; k < n; k += kWideGroups) part += expf(state_lse(p, k, t, h) - mmax);
+  }
+  s_total[g][lane] = part;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int j = 0; j < kWideGroups; ++j) total += s_total[j][lane];
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+
+  float acc[1][kN] = {};
+  for (int k0 = g; k0 < n; k0 += kWideGroups * kWideBatch) {
+    uint4 raw[kWideBatch][1];
+#pragma unroll
+    for (int u = 0; u < kWideBatch; ++u) {
+      const int k = k0 + u * kWideGroups;
+      if (k < n) load_pieces<In>(p, k, v, raw[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kWideBatch; ++u) {
+      const int k = k0 + u * kWideGroups;
+      if (k >= n) continue;
+      // Empty states weigh 0 and their o is ignored, whatever it holds (0 * NaN would be NaN).
+      const float w = state_weight(state_lse(p, k, t, h), mmax, total, inv);
+      if (w == 0.f) continue;
+      float f[kN];
+      unpack16<In>(raw[u][0], f);
+#pragma unroll
+      for (int e = 0; e < kN; ++e) acc[0][e] += w * f[e];
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kN; ++e) s_acc[g][lane][e] = acc[0][e];
+  __syncthreads();
+  if (g != 0 || !v.valid) return;
+#pragma unroll
+  for (int j = 1; j < kWideGroups; ++j) {
+#pragma unroll
+    for (int e = 0; e < kN; ++e) acc[0][e] += s_acc[j][lane][e];
+  }
+  if (p.lse != nullptr && v.first_elt == 0) {
+    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = nan ? NAN : merged_lse(mmax, total);
+  }
+  store_pieces<Out>(p, t, h, v.first_elt, nan, acc);
 }
 
 }  // namespace hopattn::kernels::merge

@@ -61,6 +61,12 @@ void launch_typed(const Params& p, cudaStream_t stream) {
       return;
     }
     const int64_t threads = rows * (four ? pieces / 4 : pieces);
+    if (threads < kWideBelowThreads) {
+      constexpr int kLanes = kVecThreads / kWideGroups;
+      const auto wide = static_cast<unsigned>((rows * pieces + kLanes - 1) / kLanes);
+      merge_wide_kernel<In, Out><<<wide, kVecThreads, 0, stream>>>(p);
+      return;
+    }
     const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
     if (four) {
       merge_vec_kernel<In, Out, 4><<<blocks, kVecThreads, 0, stream>>>(p);

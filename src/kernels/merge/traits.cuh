@@ -55,4 +55,12 @@ inline constexpr int kFewStates = 8;
 inline constexpr int kFewLoads = 8;
 inline constexpr int kFewBlocksPerSm = 2;
 
+// merge_wide_kernel: past kFewStates states, when merge_vec_kernel would run fewer than
+// kWideBelowThreads threads (at 128 B in flight a thread, under the ~5 MB that hides a DRAM
+// latency at 4.6 TB/s), the states split over kWideGroups groups of a block instead, each thread
+// one 16-byte piece and kWideBatch states' loads in flight.
+inline constexpr int64_t kWideBelowThreads = 65536;
+inline constexpr int kWideGroups = 8;
+inline constexpr int kWideBatch = 8;
+
 }  // namespace hopattn::kernels::merge

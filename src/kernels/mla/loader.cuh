@@ -10,10 +10,9 @@
 // end, past kv_len, or whose page id is out of range are not read: cp.async with a source size of 0
 // writes zeros, so P = 0 meets V = 0 there (0 * NaN from a poisoned slot would be NaN).
 //
-// fp8 e4m3 caches: the codes by cp.async into the upper half of the stage, a few blocks ahead;
-// then widened exactly to q's 16-bit type (ptx/dequant.cuh) over the whole stage with st.shared;
-// the dequantization scale is applied to the logits and to the output instead. Rows not to be
-// read are zeros the same way.
+// fp8 e4m3 caches: 16-byte loads into registers, widened exactly to q's 16-bit type
+// (ptx/dequant.cuh) and stored with st.shared; the dequantization scale is applied to the
+// logits and to the output instead. Rows not to be read are zeros the same way.
 #pragma once
 
 #include <climits>
@@ -164,46 +163,35 @@ struct MlaLoader {
     }
   }
 
-  // fp8 cache, step 1: the block's codes by cp.async into the upper half of its stage (a raw
-  // row of 576 bytes at kFp8RawOffset + row * 576), kFp8Lookahead blocks ahead of their widening,
-  // so that several blocks' loads are in flight at once without holding registers. Lane j of a
-  // row's 8 takes ckv chunks j, j + 8, j + 16, j + 24 and, for j < 4, kpe chunk j (raw chunk
-  // 32 + j). A row not to be read is zero-filled (a source size of 0).
-  static constexpr uint32_t kFp8RowBytes = kQkDim;
-  static constexpr uint32_t kFp8RawOffset = Traits::kStageBytes - kBlockKeys * kFp8RowBytes;
+  // fp8 cache, step 1: the block's rows as 16-byte loads into registers, issued before the wait
+  // for the stage so that their latency overlaps it. A row is 36 chunks (32 of ckv, 4 of kpe):
+  // lane j of its 8 takes ckv chunks j, j + 8, j + 16, j + 24 and, for j < 4, kpe chunk j.
   static constexpr int kFp8Rows = kBlockKeys / kRowsPerPass;
-  // Blocks in flight ahead of the one being widened: a stage holds a block from its copy to the
-  // consumers' release, so the ring must keep at least one stage for the consumers.
-  static constexpr int kFp8Lookahead = Traits::kStages - 2;
-  static_assert(kFp8Lookahead >= 1, "fp8 lookahead");
+  struct Fp8Rows {
+    uint4 ckv[kFp8Rows][4];
+    uint4 kpe[kFp8Rows];
+  };
 
-  __device__ static void copy_fp8(const MlaParams& p, uint32_t table, uint32_t stage,
-                                  uint32_t tid) {
+  __device__ static void load_fp8(const MlaParams& p, uint32_t table, Fp8Rows& r, uint32_t tid) {
     const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll
     for (int k = 0; k < kFp8Rows; ++k) {
-      const uint32_t row = tid / kLanesPerRow + k * kRowsPerPass;
-      const int2 e = table_entry(table, row);
+      const int2 e = table_entry(table, tid / kLanesPerRow + k * kRowsPerPass);
       const bool read = e.x >= 0;
-      const uint8_t* ckv =
-          read ? row_pointer<uint8_t>(p.ckv, e, p.ckv_stride) : static_cast<const uint8_t*>(p.ckv);
-      const uint8_t* kpe =
-          read ? row_pointer<uint8_t>(p.kpe, e, p.kpe_stride) : static_cast<const uint8_t*>(p.kpe);
-      const int bytes = read ? 16 : 0;
-      const uint32_t d = stage + kFp8RawOffset + row * kFp8RowBytes + lane * 16;
+      const uint4 zero = make_uint4(0, 0, 0, 0);
+      const uint4* ckv =
+          reinterpret_cast<const uint4*>(row_pointer<uint8_t>(p.ckv, e, p.ckv_stride));
+      const uint4* kpe =
+          reinterpret_cast<const uint4*>(row_pointer<uint8_t>(p.kpe, e, p.kpe_stride));
 #pragma unroll
-      for (uint32_t i = 0; i < 4; ++i) {
-        ptx::cp_async_16(d + i * 128, ckv + (read ? (lane + 8 * i) * 16 : 0), bytes);
-      }
-      if (lane < 4) ptx::cp_async_16(d + 512, kpe + (read ? lane * 16 : 0), bytes);
+      for (int i = 0; i < 4; ++i) r.ckv[k][i] = read ? __ldg(ckv + lane + 8 * i) : zero;
+      r.kpe[k] = read && lane < 4 ? __ldg(kpe + lane) : zero;
     }
   }
 
-  // fp8 cache, step 2, once this thread's copies of the block have landed: its own codes from
-  // the raw rows into registers; a barrier of the producer warpgroup (the widened rows fill the
-  // whole stage, over other threads' raw codes); then each 16-code chunk c widened exactly to
-  // Elt (ptx/dequant.cuh) as 16-bit chunks 2c and 2c + 1 of the swizzled row. Then the proxy
-  // fence (wgmma reads what st.shared wrote) and one arrival per thread.
+  // fp8 cache, step 2: widen to Elt (exact) and store into the swizzled stage: the 16 codes of
+  // fp8 chunk c become 16-bit chunks 2c and 2c + 1 of the row. Then the proxy fence (wgmma reads
+  // what st.shared wrote) and one arrival per thread.
   __device__ static void store_chunk(uint32_t dst, uint32_t row, uint32_t chunk, const uint4& v) {
     using Elt = typename Traits::Elt;
     const uint2 a = ptx::e4m3x4_to_16bit<Elt>(v.x), b = ptx::e4m3x4_to_16bit<Elt>(v.y);
@@ -214,25 +202,14 @@ struct MlaLoader {
                       make_uint4(c.x, c.y, d.x, d.y));
   }
 
-  __device__ static void widen_fp8(uint32_t stage, uint64_t* full, uint32_t tid) {
+  __device__ static void store_fp8(const Fp8Rows& r, uint32_t dst, uint64_t* full, uint32_t tid) {
     const uint32_t lane = tid % kLanesPerRow;
-    uint4 ckv[kFp8Rows][4];
-    uint4 kpe[kFp8Rows];
-#pragma unroll
-    for (int k = 0; k < kFp8Rows; ++k) {
-      const uint32_t row = tid / kLanesPerRow + k * kRowsPerPass;
-      const uint32_t s = stage + kFp8RawOffset + row * kFp8RowBytes + lane * 16;
-#pragma unroll
-      for (uint32_t i = 0; i < 4; ++i) ckv[k][i] = ptx::ld_shared_v4(s + i * 128);
-      kpe[k] = lane < 4 ? ptx::ld_shared_v4(s + 512) : make_uint4(0, 0, 0, 0);
-    }
-    ptx::named_barrier_sync(kProducer, 128);
 #pragma unroll
     for (int k = 0; k < kFp8Rows; ++k) {
       const uint32_t row = tid / kLanesPerRow + k * kRowsPerPass;
 #pragma unroll
-      for (uint32_t i = 0; i < 4; ++i) store_chunk(stage, row, lane + 8 * i, ckv[k][i]);
-      if (lane < 4) store_chunk(stage, row, 32 + lane, kpe[k]);
+      for (int i = 0; i < 4; ++i) store_chunk(dst, row, lane + 8 * i, r.ckv[k][i]);
+      if (lane < 4) store_chunk(dst, row, 32 + lane, r.kpe[k]);
     }
     ptx::fence_proxy_async_shared();
     ptx::mbarrier_arrive(full);
@@ -246,46 +223,32 @@ struct MlaLoader {
     const int key0 = t.block_begin * kBlockKeys;
     int page =
         t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
-    // fp8: block n's codes are copied at iteration n and widened at n + kFp8Lookahead; every
-    // iteration commits one cp.async group (empty past the last block), so waiting for all but
-    // the newest kFp8Lookahead groups means block n's have landed.
-    constexpr int kLag = Traits::kFp8Cache ? kFp8Lookahead : 0;
-    for (int n = 0; n < t.num_blocks + kLag; ++n) {
-      if (n < t.num_blocks) {
-        const uint32_t stage = n % Traits::kStages;
-        const uint32_t phase = (n / Traits::kStages) & 1;
-        int2* table = sm.row_table(n & 1);
-        const int first = key0 + n * kBlockKeys;
-        write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
-        ptx::named_barrier_sync(kProducer, 128);
-        // The next block's page-table entries are in flight while this block is copied.
-        if (n + 1 < t.num_blocks) {
-          page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
-        }
-        const uint32_t table_addr = ptx::smem_address(table);
-        const uint32_t kv = ptx::smem_address(sm.kv(stage));
-        if constexpr (Traits::kFp8Cache) {
-          ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
-          copy_fp8(p, table_addr, kv, tid);
-        } else {
-          // The whole block in one page, every key present: key 0's entry names the page.
-          const int2 head = table_entry(table_addr, 0);
-          const bool by_tma = p.tma && head.x >= 0 && first + kBlockKeys <= t.key_end;
-          ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
-          if (by_tma) {
-            tma_block(p, sm.kv(stage), sm.full(stage), head, tid);
-          } else {
-            copy_block(p, table_addr, kv, sm.full(stage), tid);
-          }
-        }
+    for (int n = 0; n < t.num_blocks; ++n) {
+      const uint32_t stage = n % Traits::kStages;
+      const uint32_t phase = (n / Traits::kStages) & 1;
+      int2* table = sm.row_table(n & 1);
+      const int first = key0 + n * kBlockKeys;
+      write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
+      ptx::named_barrier_sync(kProducer, 128);
+      // The next block's page-table entries are in flight while this block is copied.
+      if (n + 1 < t.num_blocks) {
+        page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
       }
+      const uint32_t table_addr = ptx::smem_address(table);
       if constexpr (Traits::kFp8Cache) {
-        ptx::cp_async_commit();
-        const int m = n - kLag;
-        if (m >= 0) {
-          ptx::cp_async_wait<kLag>();
-          const uint32_t stage = m % Traits::kStages;
-          widen_fp8(ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+        Fp8Rows rows;
+        load_fp8(p, table_addr, rows, tid);
+        ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
+        store_fp8(rows, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+      } else {
+        // The whole block in one page, every key present: key 0's entry names the page.
+        const int2 head = table_entry(table_addr, 0);
+        const bool by_tma = p.tma && head.x >= 0 && first + kBlockKeys <= t.key_end;
+        ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
+        if (by_tma) {
+          tma_block(p, sm.kv(stage), sm.full(stage), head, tid);
+        } else {
+          copy_block(p, table_addr, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
         }
       }
     }

@@ -56,38 +56,16 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t two) {
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// e4m3 codes in bytes 1 and 3 of `x` (the halves' high bytes; bytes 0 and 2 are ignored) -> the
-// exact bf16 pair (byte 1 -> low half), by integer operations and one bf16x2 multiply: no
-// conversion instruction. The 7 exponent and mantissa bits move to bits 4..10 of the half
-// (exponent field 0000eeee, mantissa mmm0000), the sign stays at bit 15: for a normal code that
-// is 2^(e-127) (1 + m/8) = 2^-120 x its value, for a subnormal one (e = 0) the bf16 subnormal
-// 2^-126 x m/8 = 2^-120 x 2^-6 x m/8; the multiply by 2^120 (exact, subnormal inputs included)
-// gives the value. A NaN code (magnitude 0x7f) leaves magnitude bits 0x07f0, and adding 0x10
-// carries into bit 11 for it alone; 15 x that bit sets bits 11..14, so the exponent field is all
-// ones over a nonzero mantissa: a NaN, which the multiply keeps.
-__device__ __forceinline__ uint32_t e4m3x2_hi_bytes_to_bf16x2(uint32_t x) {
-  const uint32_t mag = (x >> 4) & 0x07f007f0u;
-  const uint32_t nan = ((mag + 0x00100010u) & 0x08000800u) * 15u;
-  const uint32_t bits = (x & 0x80008000u) | mag | nan;
-  const __nv_bfloat162 scale = __halves2bfloat162(__ushort_as_bfloat16(0x7b80),  // 2^120
-                                                  __ushort_as_bfloat16(0x7b80));
-  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&bits), scale);
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-
 // Four e4m3 codes (byte k = code k) -> two 16-bit pairs of `Elt` (bf16 or fp16), codes 0, 1 in
-// .x and 2, 3 in .y, each the code's exact value. bf16: the first pair by the conversion
-// instructions, the second by integer ones, so that the two halves of the work issue on
-// different pipes (the conversion pipe alone limits a producer that widens every code by cvt).
+// .x and 2, 3 in .y, each the code's exact value.
 template <class Elt>
 __device__ __forceinline__ uint2 e4m3x4_to_16bit(uint32_t four) {
   if constexpr (std::is_same_v<Elt, __half>) {
     return make_uint2(cvt_f16x2_e4m3x2(static_cast<uint16_t>(four & 0xffffu)),
                       cvt_f16x2_e4m3x2(static_cast<uint16_t>(four >> 16)));
   } else {
-    // Codes 2, 3 into the halves' high bytes: {0, x2, 0, x3} (selector byte 4: the zero operand).
     return make_uint2(e4m3x2_to_bf16x2(static_cast<uint16_t>(four & 0xffffu)),
-                      e4m3x2_hi_bytes_to_bf16x2(prmt(four, 0u, 0x3424u)));
+                      e4m3x2_to_bf16x2(static_cast<uint16_t>(four >> 16)));
   }
 }
 

@@ -154,8 +154,8 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   head_partial_step_.resize(max_works);
   slot_work_.resize(static_cast<size_t>(capacity_.max_items));
   slot_head_.resize(static_cast<size_t>(capacity_.max_items));
-  heap_load_.resize(ctas + 4);  // a last position's four children may lie past the end
-  heap_cta_.resize(ctas + 4);
+  while (tree_leaves_ < limits_.num_ctas) tree_leaves_ *= 2;
+  tree_.resize(2 * static_cast<size_t>(tree_leaves_));
   cta_load_.resize(ctas);
   cta_count_.resize(ctas);
   cta_first_.resize(ctas);

@@ -195,8 +195,13 @@ class BatchPlanner {
   std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
   std::vector<int32_t> slot_work_;          // per item slot of the plan: its work (order_ index)
   std::vector<int32_t> slot_head_;          // and its KV head
-  std::vector<int64_t> heap_load_;
-  std::vector<int32_t> heap_cta_;
+  // assign()'s winner tree: 2 * tree_leaves_ nodes, leaf tree_leaves_ + c for CTA c.
+  struct TreeNode {
+    int64_t load;
+    int32_t cta;
+  };
+  int tree_leaves_ = 1;
+  std::vector<TreeNode> tree_;
   std::vector<int32_t> item_rank_;  // its place in its CTA's list
   std::vector<int64_t> cta_load_;
   std::vector<int32_t> cta_count_;  // items per CTA

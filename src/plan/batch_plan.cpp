@@ -156,6 +156,8 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   slot_head_.resize(static_cast<size_t>(capacity_.max_items));
   while (tree_leaves_ < limits_.num_ctas) tree_leaves_ *= 2;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
+  run_sorted_.resize(ctas);
+  run_fifo_.resize(ctas);
   cta_load_.resize(ctas);
   cta_count_.resize(ctas);
   cta_first_.resize(ctas);

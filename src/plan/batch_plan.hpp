@@ -202,6 +202,10 @@ class BatchPlanner {
   };
   int tree_leaves_ = 1;
   std::vector<TreeNode> tree_;
+  // assign()'s runs of equal-cost items: the CTAs by load, and the FIFO of those a run loaded.
+  std::vector<TreeNode> run_sorted_;
+  std::vector<TreeNode> run_fifo_;
+  void assign_run(int64_t cost, int64_t count, int64_t& item);
   std::vector<int32_t> item_rank_;  // its place in its CTA's list
   std::vector<int64_t> cta_load_;
   std::vector<int32_t> cta_count_;  // items per CTA

@@ -261,6 +261,53 @@ void BatchPlanner::sort_works() {
   }
 }
 
+// `count` items of one cost from item `item` on, by the same rule as the tree (the least-loaded
+// CTA, the lowest-numbered on ties) in O(count + ctas log ctas): with every cost equal, the load
+// a CTA leaves with (its load + cost) is never below one left before it in the run (the loads
+// taken only grow), so the CTAs the run has loaded form a FIFO in (load, CTA) order, and the
+// next CTA is the lesser of that FIFO's front and the front of the CTAs by load at the run's
+// start. The tree is rebuilt from the loads afterwards.
+void BatchPlanner::assign_run(int64_t cost, int64_t count, int64_t& item) {
+  // (load, CTA) order: the least-loaded CTA first, the lowest-numbered of equally loaded ones.
+  const auto before = [](const TreeNode& a, const TreeNode& b) {
+    return a.load < b.load || (a.load == b.load && a.cta < b.cta);
+  };
+  const int ctas = limits_.num_ctas;
+  const int leaves = tree_leaves_;
+  TreeNode* tree = tree_.data();
+  TreeNode* sorted = run_sorted_.data();
+  TreeNode* fifo = run_fifo_.data();
+  std::copy(tree + leaves, tree + leaves + ctas, sorted);
+  std::sort(sorted, sorted + ctas, before);
+  int next = 0;            // sorted[next..] not yet loaded by the run
+  int head = 0, size = 0;  // fifo ring
+  for (int64_t k = 0; k < count; ++k, ++item) {
+    const bool from_fifo = size > 0 && (next == ctas || before(fifo[head], sorted[next]));
+    const TreeNode low = from_fifo ? fifo[head] : sorted[next];
+    if (from_fifo) {
+      head = head + 1 == ctas ? 0 : head + 1;
+      --size;
+    } else {
+      ++next;
+    }
+    item_cta_[static_cast<size_t>(item)] = low.cta;
+    item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(low.cta)]++;
+    int tail = head + size;
+    if (tail >= ctas) tail -= ctas;
+    fifo[tail] = TreeNode{low.load + cost, low.cta};
+    ++size;
+  }
+  for (int i = 0; i < size; ++i) {
+    const TreeNode& n = fifo[(head + i) % ctas];
+    tree[leaves + n.cta].load = n.load;
+  }
+  for (int k = leaves - 1; k >= 1; --k) {
+    const TreeNode& l = tree[2 * k];
+    const TreeNode& r = tree[2 * k + 1];
+    tree[k] = r.load < l.load ? r : l;
+  }
+}
+
 // Longest processing time first: items in decreasing cost, each onto the least-loaded CTA (the
 // lowest-numbered of equally loaded ones). The first num_ctas items meet empty CTAs and take CTA
 // 0, 1, ... in turn. The rest go through a winner tree over the CTAs' loads: leaf tree_leaves_ + c
@@ -269,9 +316,14 @@ void BatchPlanner::sort_works() {
 // comparison with the sibling: the siblings' addresses do not depend on the comparisons, so their
 // loads can issue early, and masks replace the branch. Measured on the development machine
 // against the bottom-up 4-ary heap it replaces: issue (b)'s plan() 222 -> 183 us; what is left
-// is the chain of log2(tree_leaves_) dependent levels an item. Padding leaves hold the largest
-// load, so they never win. Each item's place in its CTA's list is counted on the way.
+// is the chain of log2(tree_leaves_) dependent levels an item. Long runs of equal-cost items (a
+// step of equal requests: thousands of them) take assign_run() instead, the same choices in
+// constant time an item. Padding leaves hold the largest load, so they never win. Each item's
+// place in its CTA's list is counted on the way.
 void BatchPlanner::assign() {
+  // Runs shorter than this take the tree: assign_run's sort and rebuild cost about this many
+  // tree walks.
+  constexpr int64_t kRunItemsMin = 64;
   const int ctas = limits_.num_ctas;
   const int heads = limits_.num_kv_heads;
   const int leaves = tree_leaves_;
@@ -279,8 +331,20 @@ void BatchPlanner::assign() {
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
   std::fill(cta_load_.begin(), cta_load_.end(), 0);
   int64_t item = 0;
-  for (int i = 0; i < num_works_; ++i) {
+  for (int i = 0; i < num_works_;) {
     const int64_t cost = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])].cost;
+    if (item >= ctas) {
+      int j = i + 1;
+      while (j < num_works_ &&
+             works_[static_cast<size_t>(order_[static_cast<size_t>(j)])].cost == cost)
+        ++j;
+      const int64_t run = int64_t{j - i} * heads;
+      if (run >= kRunItemsMin) {
+        assign_run(cost, run, item);
+        i = j;
+        continue;
+      }
+    }
     for (int h = 0; h < heads; ++h, ++item) {
       if (item < ctas) {
         cta_load_[static_cast<size_t>(item)] = cost;
@@ -319,6 +383,7 @@ void BatchPlanner::assign() {
         tree[k] = TreeNode{load, who};
       }
     }
+    ++i;
   }
   if (item > ctas) {
     for (int c = 0; c < ctas; ++c) cta_load_[static_cast<size_t>(c)] = tree[leaves + c].load;

@@ -205,6 +205,7 @@ class BatchPlanner {
   // assign()'s runs of equal-cost items: the CTAs by load, and the FIFO of those a run loaded.
   std::vector<TreeNode> run_sorted_;
   std::vector<TreeNode> run_fifo_;
+  void build_tree_nodes();
   void assign_run(int64_t cost, int64_t count, int64_t& item);
   std::vector<int32_t> item_rank_;  // its place in its CTA's list
   std::vector<int64_t> cta_load_;

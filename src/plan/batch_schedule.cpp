@@ -261,6 +261,16 @@ void BatchPlanner::sort_works() {
   }
 }
 
+// Every inner node of the winner tree from the leaves: the lesser child, the left one on a tie.
+void BatchPlanner::build_tree_nodes() {
+  TreeNode* tree = tree_.data();
+  for (int k = tree_leaves_ - 1; k >= 1; --k) {
+    const TreeNode& l = tree[2 * k];
+    const TreeNode& r = tree[2 * k + 1];
+    tree[k] = r.load < l.load ? r : l;
+  }
+}
+
 // `count` items of one cost from item `item` on, by the same rule as the tree (the least-loaded
 // CTA, the lowest-numbered on ties) in O(count + ctas log ctas): with every cost equal, the load
 // a CTA leaves with (its load + cost) is never below one left before it in the run (the loads
@@ -301,11 +311,7 @@ void BatchPlanner::assign_run(int64_t cost, int64_t count, int64_t& item) {
     const TreeNode& n = fifo[(head + i) % ctas];
     tree[leaves + n.cta].load = n.load;
   }
-  for (int k = leaves - 1; k >= 1; --k) {
-    const TreeNode& l = tree[2 * k];
-    const TreeNode& r = tree[2 * k + 1];
-    tree[k] = r.load < l.load ? r : l;
-  }
+  build_tree_nodes();
 }
 
 // Longest processing time first: items in decreasing cost, each onto the least-loaded CTA (the
@@ -356,11 +362,7 @@ void BatchPlanner::assign() {
             tree[leaves + c] = c < ctas ? TreeNode{cta_load_[static_cast<size_t>(c)], c}
                                         : TreeNode{std::numeric_limits<int64_t>::max(), -1};
           }
-          for (int k = leaves - 1; k >= 1; --k) {
-            const TreeNode& l = tree[2 * k];
-            const TreeNode& r = tree[2 * k + 1];
-            tree[k] = r.load < l.load ? r : l;
-          }
+          build_tree_nodes();
         }
         continue;
       }

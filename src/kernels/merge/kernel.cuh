@@ -209,6 +209,26 @@ __device__ __forceinline__ void store_pieces(const Params& p, int t, int h, int 
   }
 }
 
+// acc += w x the kP 16-byte pieces in raw.
+template <class In, int kP, int kN>
+__device__ __forceinline__ void add_pieces(float w, const uint4 (&raw)[kP], float (&acc)[kP][kN]) {
+#pragma unroll
+  for (int j = 0; j < kP; ++j) {
+    float f[kN];
+    unpack16<In>(raw[j], f);
+#pragma unroll
+    for (int e = 0; e < kN; ++e) acc[j][e] += w * f[e];
+  }
+}
+
+// Row (t, h)'s merged lse (NaN when a state's is), by the thread holding its first elements.
+__device__ __forceinline__ void store_merged_lse(const Params& p, int t, int h, int first_elt,
+                                                 bool nan, float mmax, float total) {
+  if (p.lse != nullptr && first_elt == 0) {
+    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = nan ? NAN : merged_lse(mmax, total);
+  }
+}
+
 // Thread i: row i / (pieces / kP), pieces kP * (i % (pieces / kP)) .. + kP - 1 of it, kVec
 // elements each. Same arithmetic, in the same order, as merge_kernel.
 template <class In, class Out, int kP>
@@ -239,23 +259,14 @@ __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
     for (int k = 0; k < n; ++k) total += expf(state_lse(p, k, t, h) - mmax);
   }
   const float inv = total > 0.f ? 1.f / total : 0.f;
-  if (p.lse != nullptr && first_elt == 0) {
-    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = nan ? NAN : merged_lse(mmax, total);
-  }
+  store_merged_lse(p, t, h, first_elt, nan, mmax, total);
 
   float acc[kP][kN] = {};
   auto add = [&](int k, const uint4(&raw)[kP]) {
     const float l = state_lse(p, k, t, h);
     // Empty states weigh 0 and their o is ignored, whatever it holds (0 * NaN would be NaN).
     const float w = state_weight(l, mmax, total, inv);
-    if (w == 0.f) return;
-#pragma unroll
-    for (int j = 0; j < kP; ++j) {
-      float f[kN];
-      unpack16<In>(raw[j], f);
-#pragma unroll
-      for (int e = 0; e < kN; ++e) acc[j][e] += w * f[e];
-    }
+    if (w != 0.f) add_pieces<In>(w, raw, acc);
   };
 #pragma unroll
   for (int k = 0; k < kVecPrefetch; ++k) {
@@ -313,23 +324,14 @@ __global__ void __launch_bounds__(kVecThreads, kFewBlocksPerSm)
     for (int k = 0; k < kStates; ++k) total += expf(lse[k] - mmax);  // e^-inf = 0 past n
   }
   const float inv = total > 0.f ? 1.f / total : 0.f;
-  if (p.lse != nullptr && first_elt == 0) {
-    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = nan ? NAN : merged_lse(mmax, total);
-  }
+  store_merged_lse(p, t, h, first_elt, nan, mmax, total);
 
   float acc[kP][kN] = {};
 #pragma unroll
   for (int k = 0; k < kStates; ++k) {
     // Empty states (and the slots past n, lse -inf) weigh 0 and their o is ignored.
     const float w = state_weight(lse[k], mmax, total, inv);
-    if (w == 0.f) continue;
-#pragma unroll
-    for (int j = 0; j < kP; ++j) {
-      float f[kN];
-      unpack16<In>(raw[k][j], f);
-#pragma unroll
-      for (int e = 0; e < kN; ++e) acc[j][e] += w * f[e];
-    }
+    if (w != 0.f) add_pieces<In>(w, raw[k], acc);
   }
   store_pieces<Out>(p, t, h, first_elt, nan, acc);
 }
@@ -394,11 +396,7 @@ __global__ void __launch_bounds__(kVecThreads) merge_wide_kernel(const __grid_co
       if (k >= n) continue;
       // Empty states weigh 0 and their o is ignored, whatever it holds (0 * NaN would be NaN).
       const float w = state_weight(state_lse(p, k, t, h), mmax, total, inv);
-      if (w == 0.f) continue;
-      float f[kN];
-      unpack16<In>(raw[u][0], f);
-#pragma unroll
-      for (int e = 0; e < kN; ++e) acc[0][e] += w * f[e];
+      if (w != 0.f) add_pieces<In>(w, raw[u], acc);
     }
   }
 #pragma unroll
@@ -410,9 +408,7 @@ __global__ void __launch_bounds__(kVecThreads) merge_wide_kernel(const __grid_co
 #pragma unroll
     for (int e = 0; e < kN; ++e) acc[0][e] += s_acc[j][lane][e];
   }
-  if (p.lse != nullptr && v.first_elt == 0) {
-    p.lse[t * p.lse_stride[0] + h * p.lse_stride[1]] = nan ? NAN : merged_lse(mmax, total);
-  }
+  store_merged_lse(p, t, h, v.first_elt, nan, mmax, total);
   store_pieces<Out>(p, t, h, v.first_elt, nan, acc);
 }
 

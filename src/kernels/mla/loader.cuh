@@ -10,9 +10,10 @@
 // end, past kv_len, or whose page id is out of range are not read: cp.async with a source size of 0
 // writes zeros, so P = 0 meets V = 0 there (0 * NaN from a poisoned slot would be NaN).
 //
-// fp8 e4m3 caches: 16-byte loads into registers, widened exactly to q's 16-bit type
-// (ptx/dequant.cuh) and stored with st.shared; the dequantization scale is applied to the
-// logits and to the output instead. Rows not to be read are zeros the same way.
+// fp8 e4m3 caches: the codes by cp.async into a ring of raw blocks, two blocks ahead; then read
+// back into registers, widened exactly to q's 16-bit type (ptx/dequant.cuh) and stored with
+// st.shared; the dequantization scale is applied to the logits and to the output instead. Rows
+// not to be read are zeros the same way.
 #pragma once
 
 #include <climits>
@@ -163,33 +164,58 @@ struct MlaLoader {
     }
   }
 
-  // fp8 cache, step 1: the block's rows as 16-byte loads into registers, issued before the wait
-  // for the stage so that their latency overlaps it. A row is 36 chunks (32 of ckv, 4 of kpe):
-  // lane j of its 8 takes ckv chunks j, j + 8, j + 16, j + 24 and, for j < 4, kpe chunk j.
+  // fp8 cache, step 1: the block's codes by cp.async into a raw slot (row r at r * 576 bytes),
+  // kFp8Ahead blocks before their widening, so that the DRAM latency of a block's loads overlaps
+  // the widening of the blocks before it without holding registers. Each thread copies and later
+  // reads back the same chunks (lane j of a row's 8: ckv chunks j, j + 8, j + 16, j + 24 and, for
+  // j < 4, kpe chunk j at raw chunk 32 + j), so its own cp.async.wait_group orders the two. A row
+  // not to be read is zero-filled (a source size of 0).
   static constexpr int kFp8Rows = kBlockKeys / kRowsPerPass;
+  static constexpr int kFp8Ahead = Traits::kRawSlots;
   struct Fp8Rows {
     uint4 ckv[kFp8Rows][4];
     uint4 kpe[kFp8Rows];
   };
 
-  __device__ static void load_fp8(const MlaParams& p, uint32_t table, Fp8Rows& r, uint32_t tid) {
+  __device__ static uint32_t raw_chunk(uint32_t raw, uint32_t tid, int k) {
+    const uint32_t row = tid / kLanesPerRow + k * kRowsPerPass;
+    return raw + row * Traits::kRawRowBytes + (tid % kLanesPerRow) * 16;
+  }
+
+  __device__ static void copy_fp8(const MlaParams& p, uint32_t table, uint32_t raw, uint32_t tid) {
     const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll
     for (int k = 0; k < kFp8Rows; ++k) {
       const int2 e = table_entry(table, tid / kLanesPerRow + k * kRowsPerPass);
       const bool read = e.x >= 0;
-      const uint4 zero = make_uint4(0, 0, 0, 0);
-      const uint4* ckv =
-          reinterpret_cast<const uint4*>(row_pointer<uint8_t>(p.ckv, e, p.ckv_stride));
-      const uint4* kpe =
-          reinterpret_cast<const uint4*>(row_pointer<uint8_t>(p.kpe, e, p.kpe_stride));
+      const uint8_t* ckv =
+          read ? row_pointer<uint8_t>(p.ckv, e, p.ckv_stride) : static_cast<const uint8_t*>(p.ckv);
+      const uint8_t* kpe =
+          read ? row_pointer<uint8_t>(p.kpe, e, p.kpe_stride) : static_cast<const uint8_t*>(p.kpe);
+      const int bytes = read ? 16 : 0;
+      const uint32_t d = raw_chunk(raw, tid, k);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) r.ckv[k][i] = read ? __ldg(ckv + lane + 8 * i) : zero;
-      r.kpe[k] = read && lane < 4 ? __ldg(kpe + lane) : zero;
+      for (uint32_t i = 0; i < 4; ++i) {
+        ptx::cp_async_16(d + i * 128, ckv + (read ? (lane + 8 * i) * 16 : 0), bytes);
+      }
+      if (lane < 4) ptx::cp_async_16(d + 512, kpe + (read ? lane * 16 : 0), bytes);
     }
   }
 
-  // fp8 cache, step 2: widen to Elt (exact) and store into the swizzled stage: the 16 codes of
+  // fp8 cache, step 2, once this thread's copies of the block have landed: its codes from the raw
+  // slot into registers.
+  __device__ static void read_fp8(uint32_t raw, Fp8Rows& r, uint32_t tid) {
+    const uint32_t lane = tid % kLanesPerRow;
+#pragma unroll
+    for (int k = 0; k < kFp8Rows; ++k) {
+      const uint32_t s = raw_chunk(raw, tid, k);
+#pragma unroll
+      for (uint32_t i = 0; i < 4; ++i) r.ckv[k][i] = ptx::ld_shared_v4(s + i * 128);
+      r.kpe[k] = lane < 4 ? ptx::ld_shared_v4(s + 512) : make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // fp8 cache, step 3: widen to Elt (exact) and store into the swizzled stage: the 16 codes of
   // fp8 chunk c become 16-bit chunks 2c and 2c + 1 of the row. Then the proxy fence (wgmma reads
   // what st.shared wrote) and one arrival per thread.
   __device__ static void store_chunk(uint32_t dst, uint32_t row, uint32_t chunk, const uint4& v) {
@@ -215,32 +241,68 @@ struct MlaLoader {
     ptx::mbarrier_arrive(full);
   }
 
+  // fp8 cache: the producer's loop. Block b's row table is written and its copies issued kFp8Ahead
+  // blocks before its widening (the prologue issues the first kFp8Ahead); every step commits one
+  // cp.async group (empty past the last block), so waiting for all but the newest kFp8Ahead - 1
+  // groups means block n's codes have landed. The slot of block n takes block n + kFp8Ahead only
+  // after block n's codes were widened (their registers consumed: no read of the slot is still
+  // pending when the copy overwrites it).
+  __device__ static void run_fp8(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t,
+                                 const PageList& list, uint32_t tid) {
+    const int key0 = t.block_begin * kBlockKeys;
+    int page =
+        t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
+    // Block b's table (double-buffered: block b - 2's copies were issued a barrier ago) and copies.
+    auto issue = [&](int b) {
+      if (b < t.num_blocks) {
+        int2* table = sm.row_table(b & 1);
+        const int first = key0 + b * kBlockKeys;
+        write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
+        ptx::named_barrier_sync(kProducer, 128);
+        if (b + 1 < t.num_blocks) {
+          page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
+        }
+        copy_fp8(p, ptx::smem_address(table), ptx::smem_address(sm.raw(b % kFp8Ahead)), tid);
+      }
+      ptx::cp_async_commit();
+    };
+#pragma unroll
+    for (int b = 0; b < kFp8Ahead; ++b) issue(b);
+    for (int n = 0; n < t.num_blocks; ++n) {
+      const uint32_t stage = n % Traits::kStages;
+      const uint32_t phase = (n / Traits::kStages) & 1;
+      ptx::cp_async_wait<kFp8Ahead - 1>();
+      Fp8Rows rows;
+      read_fp8(ptx::smem_address(sm.raw(n % kFp8Ahead)), rows, tid);
+      ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
+      store_fp8(rows, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
+      issue(n + kFp8Ahead);
+    }
+  }
+
   // The producer warpgroup's whole part of a tile.
   __device__ static void run(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t) {
     const uint32_t tid = threadIdx.x % 128;
     const PageList list = page_list(p, t.batch, tid);
     if (tid == 0) check_kv_len(p, list, t.batch);
-    const int key0 = t.block_begin * kBlockKeys;
-    int page =
-        t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
-    for (int n = 0; n < t.num_blocks; ++n) {
-      const uint32_t stage = n % Traits::kStages;
-      const uint32_t phase = (n / Traits::kStages) & 1;
-      int2* table = sm.row_table(n & 1);
-      const int first = key0 + n * kBlockKeys;
-      write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
-      ptx::named_barrier_sync(kProducer, 128);
-      // The next block's page-table entries are in flight while this block is copied.
-      if (n + 1 < t.num_blocks) {
-        page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
-      }
-      const uint32_t table_addr = ptx::smem_address(table);
-      if constexpr (Traits::kFp8Cache) {
-        Fp8Rows rows;
-        load_fp8(p, table_addr, rows, tid);
-        ptx::mbarrier_wait_or_trap(sm.empty(stage), phase ^ 1);
-        store_fp8(rows, ptx::smem_address(sm.kv(stage)), sm.full(stage), tid);
-      } else {
+    if constexpr (Traits::kFp8Cache) {
+      run_fp8(p, sm, t, list, tid);
+    } else {
+      const int key0 = t.block_begin * kBlockKeys;
+      int page =
+          t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
+      for (int n = 0; n < t.num_blocks; ++n) {
+        const uint32_t stage = n % Traits::kStages;
+        const uint32_t phase = (n / Traits::kStages) & 1;
+        int2* table = sm.row_table(n & 1);
+        const int first = key0 + n * kBlockKeys;
+        write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
+        ptx::named_barrier_sync(kProducer, 128);
+        // The next block's page-table entries are in flight while this block is copied.
+        if (n + 1 < t.num_blocks) {
+          page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
+        }
+        const uint32_t table_addr = ptx::smem_address(table);
         // The whole block in one page, every key present: key 0's entry names the page.
         const int2 head = table_entry(table_addr, 0);
         const bool by_tma = p.tma && head.x >= 0 && first + kBlockKeys <= t.key_end;

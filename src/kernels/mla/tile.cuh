@@ -87,6 +87,9 @@ struct SharedPlan {
   __device__ uint8_t* kv(uint32_t stage) const {
     return base + Traits::kKVOffset + stage * Traits::kStageBytes;
   }
+  __device__ uint8_t* raw(uint32_t slot) const {
+    return base + Traits::kRawOffset + slot * Traits::kRawBytes;
+  }
   __device__ uint8_t* p() const { return base + Traits::kPOffset; }
   __device__ float* row_factor() const {
     return reinterpret_cast<float*>(base + Traits::kRowFactorOffset);

@@ -75,12 +75,19 @@ struct MlaTraits {
   // Four 32-key stages rather than two of 64: a stage is freed only once both consumers' P V
   // of it is done, so with two the next block's load started one block late and the kernel
   // ran at ~5 us a 64-key block (latency-bound); measured 2026-12-01, docs/perf/mla.md.
-  static constexpr int kStages = 4;
+  // An fp8 cache takes three: its codes first land in a ring of two raw blocks (below), fetched
+  // two blocks ahead of their widening, and shared memory holds only three 16-bit stages beside.
+  static constexpr int kStages = kFp8Cache ? 3 : 4;
+  // fp8: raw 576-byte rows of a block, by cp.async (loader.cuh).
+  static constexpr int kRawSlots = kFp8Cache ? 2 : 0;
+  static constexpr uint32_t kRawRowBytes = kQkDim;
+  static constexpr uint32_t kRawBytes = kBlockKeys * kRawRowBytes;
   static constexpr uint32_t kPBytes = kTileRows * kRowBytes;  // 64 x 64 16-bit
 
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kKVOffset = kQOffset + kQBytes;
-  static constexpr uint32_t kPOffset = kKVOffset + kStages * kStageBytes;
+  static constexpr uint32_t kRawOffset = kKVOffset + kStages * kStageBytes;
+  static constexpr uint32_t kPOffset = kRawOffset + kRawSlots * kRawBytes;
   static constexpr uint32_t kRowFactorOffset = kPOffset + kPBytes;  // float [64]
   static constexpr uint32_t kFinalOffset = kRowFactorOffset + kTileRows * 4;
   static constexpr uint32_t kRowTableOffset = kFinalOffset + kTileRows * 4;  // int64 [2][64]

@@ -4,6 +4,7 @@
 #include "plan/batch_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -125,6 +126,25 @@ BatchPlanCapacity BatchPlanner::capacity(const BatchPlanLimits& l) {
          concat(c.max_tiles, " tiles x ", l.num_kv_heads, " KV heads"));
   }
   c.max_items = c.max_tiles * l.num_kv_heads + 2 * ctas;
+  // assign()'s keys hold a CTA's load above its number (batch_plan.hpp, tree_): under LPT a
+  // CTA's load is at most the mean plus the largest item, which must fit the key's other bits.
+  {
+    int bits = 0;
+    while ((int64_t{1} << bits) < ctas) ++bits;
+    const double largest =
+        static_cast<double>(std::numeric_limits<int32_t>::max()) *
+            static_cast<double>(std::max({kDecodeKeyLoadCost, kDecodeRowKeyCost * kDecodeMaxRows,
+                                          kPrefillRowKeyCost * kPrefillTileRows})) +
+        static_cast<double>(kItemOverheadCost);
+    const double busiest =
+        static_cast<double>(c.max_items) * largest / static_cast<double>(ctas) + largest;
+    if (busiest >= std::ldexp(1.0, 63 - bits)) {
+      fail(ErrorKind::kValue, arg_at(kWhere, "max_tokens"),
+           "limits whose CTA loads fit the planner's 64-bit keys (fewer than about 15 million "
+           "work items)",
+           concat(c.max_items, " work items over ", l.num_ctas, " CTAs"));
+    }
+  }
   c.max_merges = ctas;
   c.max_partial_rows = 2 * ctas * kPrefillTileRows;
   c.plan_bytes = batch_plan_offsets(ctas, c.max_items, c.max_merges).end;
@@ -154,7 +174,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   head_partial_step_.resize(max_works);
   slot_work_.resize(static_cast<size_t>(capacity_.max_items));
   slot_head_.resize(static_cast<size_t>(capacity_.max_items));
-  while (tree_leaves_ < limits_.num_ctas) tree_leaves_ *= 2;
+  while (tree_leaves_ < limits_.num_ctas) tree_leaves_ *= 2, ++cta_bits_;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
   run_sorted_.resize(ctas);
   run_fifo_.resize(ctas);

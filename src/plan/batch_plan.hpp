@@ -195,18 +195,18 @@ class BatchPlanner {
   std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
   std::vector<int32_t> slot_work_;          // per item slot of the plan: its work (order_ index)
   std::vector<int32_t> slot_head_;          // and its KV head
-  // assign()'s winner tree: 2 * tree_leaves_ nodes, leaf tree_leaves_ + c for CTA c.
-  struct TreeNode {
-    int64_t load;
-    int32_t cta;
-  };
+  // assign()'s winner tree: 2 * tree_leaves_ nodes, leaf tree_leaves_ + c for CTA c. A node is
+  // one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
+  // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses
+  // limits whose loads could overflow it).
   int tree_leaves_ = 1;
-  std::vector<TreeNode> tree_;
+  int cta_bits_ = 0;  // log2(tree_leaves_)
+  std::vector<uint64_t> tree_;
   // assign()'s runs of equal-cost items: the CTAs by load, and the FIFO of those a run loaded.
-  std::vector<TreeNode> run_sorted_;
-  std::vector<TreeNode> run_fifo_;
+  std::vector<uint64_t> run_sorted_;
+  std::vector<uint64_t> run_fifo_;
   void build_tree_nodes();
-  void assign_run(int64_t cost, int64_t count, int64_t& item);
+  void assign_run(uint64_t step, int64_t count, int64_t& item);
   std::vector<int32_t> item_rank_;  // its place in its CTA's list
   std::vector<int64_t> cta_load_;
   std::vector<int32_t> cta_count_;  // items per CTA

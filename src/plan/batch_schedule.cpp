@@ -261,71 +261,65 @@ void BatchPlanner::sort_works() {
   }
 }
 
-// Every inner node of the winner tree from the leaves: the lesser child, the left one on a tie.
+// Every inner node of the winner tree from the leaves: the lesser child.
 void BatchPlanner::build_tree_nodes() {
-  TreeNode* tree = tree_.data();
-  for (int k = tree_leaves_ - 1; k >= 1; --k) {
-    const TreeNode& l = tree[2 * k];
-    const TreeNode& r = tree[2 * k + 1];
-    tree[k] = r.load < l.load ? r : l;
-  }
+  uint64_t* tree = tree_.data();
+  for (int k = tree_leaves_ - 1; k >= 1; --k) tree[k] = std::min(tree[2 * k], tree[2 * k + 1]);
 }
 
-// `count` items of one cost from item `item` on, by the same rule as the tree (the least-loaded
-// CTA, the lowest-numbered on ties) in O(count + ctas log ctas): with every cost equal, the load
-// a CTA leaves with (its load + cost) is never below one left before it in the run (the loads
-// taken only grow), so the CTAs the run has loaded form a FIFO in (load, CTA) order, and the
-// next CTA is the lesser of that FIFO's front and the front of the CTAs by load at the run's
-// start. The tree is rebuilt from the loads afterwards.
-void BatchPlanner::assign_run(int64_t cost, int64_t count, int64_t& item) {
-  // (load, CTA) order: the least-loaded CTA first, the lowest-numbered of equally loaded ones.
-  const auto before = [](const TreeNode& a, const TreeNode& b) {
-    return a.load < b.load || (a.load == b.load && a.cta < b.cta);
-  };
+// `count` items of one cost (`step`: the cost as a key increment) from item `item` on, by the
+// same rule as the tree (the least key) in O(count + ctas log ctas): with every cost equal, the
+// key a CTA leaves with (its key + step) is never below one left before it in the run (the keys
+// taken only grow), so the CTAs the run has loaded form a FIFO in key order, and the next CTA is
+// the lesser of that FIFO's front and the front of the CTAs by key at the run's start. The tree
+// is rebuilt from the keys afterwards.
+void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
   const int ctas = limits_.num_ctas;
   const int leaves = tree_leaves_;
-  TreeNode* tree = tree_.data();
-  TreeNode* sorted = run_sorted_.data();
-  TreeNode* fifo = run_fifo_.data();
+  const uint64_t cta_mask = (uint64_t{1} << cta_bits_) - 1;
+  uint64_t* tree = tree_.data();
+  uint64_t* sorted = run_sorted_.data();
+  uint64_t* fifo = run_fifo_.data();
   std::copy(tree + leaves, tree + leaves + ctas, sorted);
-  std::sort(sorted, sorted + ctas, before);
+  std::sort(sorted, sorted + ctas);
   int next = 0;            // sorted[next..] not yet loaded by the run
   int head = 0, size = 0;  // fifo ring
   for (int64_t k = 0; k < count; ++k, ++item) {
-    const bool from_fifo = size > 0 && (next == ctas || before(fifo[head], sorted[next]));
-    const TreeNode low = from_fifo ? fifo[head] : sorted[next];
+    const bool from_fifo = size > 0 && (next == ctas || fifo[head] < sorted[next]);
+    const uint64_t low = from_fifo ? fifo[head] : sorted[next];
     if (from_fifo) {
       head = head + 1 == ctas ? 0 : head + 1;
       --size;
     } else {
       ++next;
     }
-    item_cta_[static_cast<size_t>(item)] = low.cta;
-    item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(low.cta)]++;
+    const auto cta = static_cast<int32_t>(low & cta_mask);
+    item_cta_[static_cast<size_t>(item)] = cta;
+    item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
     int tail = head + size;
     if (tail >= ctas) tail -= ctas;
-    fifo[tail] = TreeNode{low.load + cost, low.cta};
+    fifo[tail] = low + step;
     ++size;
   }
   for (int i = 0; i < size; ++i) {
-    const TreeNode& n = fifo[(head + i) % ctas];
-    tree[leaves + n.cta].load = n.load;
+    const uint64_t key = fifo[(head + i) % ctas];
+    tree[leaves + static_cast<int>(key & cta_mask)] = key;
   }
   build_tree_nodes();
 }
 
 // Longest processing time first: items in decreasing cost, each onto the least-loaded CTA (the
 // lowest-numbered of equally loaded ones). The first num_ctas items meet empty CTAs and take CTA
-// 0, 1, ... in turn. The rest go through a winner tree over the CTAs' loads: leaf tree_leaves_ + c
-// holds CTA c, an inner node the lesser of its children (the left one on a tie), so the root is
-// the CTA to load next. After it takes an item only its leaf-to-root path changes, each level one
-// comparison with the sibling: the siblings' addresses do not depend on the comparisons, so their
-// loads can issue early, and masks replace the branch. Measured on the development machine
-// against the bottom-up 4-ary heap it replaces: issue (b)'s plan() 222 -> 183 us; what is left
-// is the chain of log2(tree_leaves_) dependent levels an item. Long runs of equal-cost items (a
-// step of equal requests: thousands of them) take assign_run() instead, the same choices in
-// constant time an item. Padding leaves hold the largest load, so they never win. Each item's
-// place in its CTA's list is counted on the way.
+// 0, 1, ... in turn. The rest go through a winner tree over the CTAs' keys (load and CTA in one
+// integer): leaf tree_leaves_ + c holds CTA c, an inner node the lesser of its children, so the
+// root is the CTA to load next. After it takes an item only its leaf-to-root path changes, each
+// level one minimum with the sibling, whose address does not depend on the comparisons: the
+// chain an item is log2(tree_leaves_) compare-and-moves. (Against the two-field node of load and
+// CTA it replaces, with a masked tie rule a level: plan() of issue (a) 105 -> 79 us, (b) 184 ->
+// 123 us on the development machine.) Long runs of equal-cost items (a step of equal requests:
+// thousands of them) take assign_run() instead, the same choices in constant time an item. Padding
+// leaves hold the largest key, so they never win. Each item's place in its CTA's list is counted on
+// the way.
 void BatchPlanner::assign() {
   // Runs shorter than this take the tree: assign_run's sort and rebuild cost about this many
   // tree walks.
@@ -333,12 +327,15 @@ void BatchPlanner::assign() {
   const int ctas = limits_.num_ctas;
   const int heads = limits_.num_kv_heads;
   const int leaves = tree_leaves_;
-  TreeNode* tree = tree_.data();
+  const int bits = cta_bits_;
+  const uint64_t cta_mask = (uint64_t{1} << bits) - 1;
+  uint64_t* tree = tree_.data();
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
   std::fill(cta_load_.begin(), cta_load_.end(), 0);
   int64_t item = 0;
   for (int i = 0; i < num_works_;) {
     const int64_t cost = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])].cost;
+    const uint64_t step = static_cast<uint64_t>(cost) << bits;
     if (item >= ctas) {
       int j = i + 1;
       while (j < num_works_ &&
@@ -346,49 +343,40 @@ void BatchPlanner::assign() {
         ++j;
       const int64_t run = int64_t{j - i} * heads;
       if (run >= kRunItemsMin) {
-        assign_run(cost, run, item);
+        assign_run(step, run, item);
         i = j;
         continue;
       }
     }
     for (int h = 0; h < heads; ++h, ++item) {
       if (item < ctas) {
-        cta_load_[static_cast<size_t>(item)] = cost;
+        tree[leaves + item] = step | static_cast<uint64_t>(item);
         item_cta_[static_cast<size_t>(item)] = static_cast<int32_t>(item);
         item_rank_[static_cast<size_t>(item)] = 0;
         cta_count_[static_cast<size_t>(item)] = 1;
         if (item + 1 == ctas) {  // every CTA holds one item: build the tree
-          for (int c = 0; c < leaves; ++c) {
-            tree[leaves + c] = c < ctas ? TreeNode{cta_load_[static_cast<size_t>(c)], c}
-                                        : TreeNode{std::numeric_limits<int64_t>::max(), -1};
-          }
+          for (int c = ctas; c < leaves; ++c) tree[leaves + c] = ~uint64_t{0};
           build_tree_nodes();
         }
         continue;
       }
-      const int32_t cta = tree[1].cta;
+      uint64_t key = tree[1] + step;
+      const auto cta = static_cast<int32_t>(key & cta_mask);
       item_cta_[static_cast<size_t>(item)] = cta;
       item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
-      int64_t load = tree[1].load + cost;
-      int32_t who = cta;
       int k = leaves + cta;
-      tree[k].load = load;
+      tree[k] = key;
       while (k > 1) {
-        const TreeNode sib = tree[k ^ 1];
-        // The left child wins ties: this path's node when k is even, the sibling when it is odd
-        // (sib.load <= load as sib.load < load + 1; a path load is never the padding's maximum).
-        // Masks rather than ?: so that the compiler emits no branch on the comparison.
-        const int64_t take = -static_cast<int64_t>(sib.load < load + (k & 1));
-        load = (sib.load & take) | (load & ~take);
-        who = static_cast<int32_t>((sib.cta & take) | (who & ~take));
+        key = std::min(key, tree[k ^ 1]);
         k >>= 1;
-        tree[k] = TreeNode{load, who};
+        tree[k] = key;
       }
     }
     ++i;
   }
-  if (item > ctas) {
-    for (int c = 0; c < ctas; ++c) cta_load_[static_cast<size_t>(c)] = tree[leaves + c].load;
+  const int filled = static_cast<int>(std::min<int64_t>(item, ctas));
+  for (int c = 0; c < filled; ++c) {
+    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(tree[leaves + c] >> bits);
   }
 }
 

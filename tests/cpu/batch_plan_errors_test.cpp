@@ -68,6 +68,12 @@ TEST(BatchPlanErrors, Limits) {
       {[](BatchPlanLimits& l) { l.num_ctas = 0; }, ErrorKind::kValue, {"num_ctas", "got 0"}},
       {[](BatchPlanLimits& l) { l.max_batch = 0; }, ErrorKind::kValue, {"max_batch", "got 0"}},
       {[](BatchPlanLimits& l) { l.max_tokens = -1; }, ErrorKind::kValue, {"max_tokens", "got -1"}},
+      // 2^29 - 1 tokens (the most at GQA ratio 4): 2^24 prefill tiles x 8 KV heads, whose loads
+      // could overflow the keys of the LPT tree on 264 CTAs.
+      {[](BatchPlanLimits& l) { l.max_tokens = (1 << 29) - 1; },
+       ErrorKind::kValue,
+       {"max_tokens: expected limits whose CTA loads fit the planner's 64-bit keys",
+        "work items over 264 CTAs"}},
   };
   for (const Case& c : cases) {
     BatchPlanLimits l = good;

@@ -50,6 +50,17 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
       // BatchAttention and the alternatives of the same step, each a row of its own; the report
       // prints their times relative to the first.
       std::vector<BatchImpl> chosen = flags.batch_impls;
+      if (shape.kv_dtype != shape.dtype) {
+        // The alternatives' fwd calls take K/V in q's dtype: an fp8 cache runs the batch only.
+        for (BatchImpl b : chosen) {
+          if (b != BatchImpl::kBatch) {
+            throw UsageError(std::string("--batch-impl ") + batch_impl_name(b) +
+                             ": with --kv-dtype " + dtype_name(shape.kv_dtype) +
+                             " only batch runs (attention_fwd takes " + "K/V in q's dtype)");
+          }
+        }
+        chosen = {BatchImpl::kBatch};
+      }
       if (chosen.empty()) chosen.assign(std::begin(kAllBatchImpls), std::end(kAllBatchImpls));
       for (BatchImpl b : chosen) {
         r.shape.batch_impl = b;

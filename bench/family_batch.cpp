@@ -13,6 +13,7 @@
 #include <cstring>
 #include <set>
 
+#include "common/element_access.hpp"
 #include "device.hpp"
 #include "family_util.hpp"
 #include "hopattn/api.hpp"
@@ -72,8 +73,8 @@ class BatchWorkload final : public Workload {
     lse_ = Tensor(DType::kFP32, {T, s.q_heads});
     // One spare page in front of each pool: the views below start one page into their
     // allocations, as a pool carved from a larger cache does (either placement takes TMA).
-    k_ = Tensor(s.dtype, {pool + 1, ps, s.kv_heads, D});
-    v_ = Tensor(s.dtype, {pool + 1, ps, s.kv_heads, Dv});
+    k_ = Tensor(s.kv_dtype, {pool + 1, ps, s.kv_heads, D});
+    v_ = Tensor(s.kv_dtype, {pool + 1, ps, s.kv_heads, Dv});
     pool_ = pool;
     cu_q_ = int32_tensor(cu_);
     kv_lens_ = int32_tensor(kv_);
@@ -81,6 +82,11 @@ class BatchWorkload final : public Workload {
     fill_random(q_, -2.0, 2.0, seed);
     fill_random(k_, -2.0, 2.0, seed + 1);
     fill_random(v_, -1.0, 1.0, seed + 2);
+    // An fp8 cache: the references read 16-bit copies (every e4m3 value is exact in q's dtype).
+    if (s.kv_dtype != s.dtype) {
+      k16_ = widened(k_, s.dtype);
+      v16_ = widened(v_, s.dtype);
+    }
     prefills_ = st.prefills();
     for (int b = prefills_; b < B; ++b) {
       if (groups_.empty() || groups_.back().q_len != st.requests[b].q_len) {
@@ -178,6 +184,8 @@ class BatchWorkload final : public Workload {
     // Each request's keys and values copied out of the pages into dense varlen [total_kv, ...].
     std::vector<int32_t> cu_k(1, 0);
     for (int32_t kv : kv_) cu_k.push_back(cu_k.back() + kv);
+    const Tensor& k_pool = ref_k();
+    const Tensor& v_pool = ref_v();
     Tensor k(s.dtype, {cu_k.back(), s.kv_heads, s.head_dim});
     Tensor v(s.dtype, {cu_k.back(), s.kv_heads, s.dv()});
     const size_t k_row = size_t(s.kv_heads) * s.head_dim * dtype_size(s.dtype);
@@ -187,9 +195,11 @@ class BatchWorkload final : public Workload {
         const int64_t src = page_of(table_, b, t, s.page_size) * s.page_size + t % s.page_size;
         const int64_t dst = cu_k[b] + t;
         std::memcpy(static_cast<char*>(k.host_data()) + dst * k_row,
-                    static_cast<const char*>(k_.host_data()) + (src + s.page_size) * k_row, k_row);
+                    static_cast<const char*>(k_pool.host_data()) + (src + s.page_size) * k_row,
+                    k_row);
         std::memcpy(static_cast<char*>(v.host_data()) + dst * v_row,
-                    static_cast<const char*>(v_.host_data()) + (src + s.page_size) * v_row, v_row);
+                    static_cast<const char*>(v_pool.host_data()) + (src + s.page_size) * v_row,
+                    v_row);
       }
     }
     Tensor cu_k_t = int32_tensor(cu_k);
@@ -341,8 +351,8 @@ class BatchWorkload final : public Workload {
     Tensor out(s_.dtype, {1, R, nh, s_.dv()}), lse(DType::kFP32, {1, R, nh});
     FwdArgs a;
     a.q = rows(q_.host());
-    a.k = narrow(pool_view(k_, Side::kHost), 2, g0, ng);
-    a.v = narrow(pool_view(v_, Side::kHost), 2, g0, ng);
+    a.k = narrow(pool_view(ref_k(), Side::kHost), 2, g0, ng);
+    a.v = narrow(pool_view(ref_v(), Side::kHost), 2, g0, ng);
     a.pages.block_table = narrow(table_.host(), 0, b, 1);
     a.pages.kv_lens = narrow(kv_lens_.host(), 0, b, 1);
     a.out = out.host();
@@ -359,11 +369,22 @@ class BatchWorkload final : public Workload {
     return narrow(t.view(side), 0, 1, pool_);
   }
 
+  // The caches as the references read them: 16-bit copies of an fp8 cache.
+  const Tensor& ref_k() const { return s_.kv_dtype != s_.dtype ? k16_ : k_; }
+  const Tensor& ref_v() const { return s_.kv_dtype != s_.dtype ? v16_ : v_; }
+  // `t` (host) element by element in `dtype`.
+  static Tensor widened(const Tensor& t, DType dtype) {
+    Tensor w(dtype, t.shape());
+    const TensorView from = t.host(), to = w.host();
+    for (int64_t i = 0; i < t.numel(); ++i) store_element(to, i, load_element(from, i));
+    return w;
+  }
+
   std::vector<int32_t> cu_, kv_;
   int64_t pool_ = 0;
   int prefills_ = 0;
   std::vector<DecodeGroup> groups_;
-  Tensor q_, k_, v_, out_, lse_, cu_q_, kv_lens_, table_;
+  Tensor q_, k_, v_, out_, lse_, cu_q_, kv_lens_, table_, k16_, v16_;
   std::unique_ptr<BatchAttention> attn_;
   DeviceMemory workspace_;
   std::vector<DeviceMemory> decode_ws_;

@@ -48,7 +48,8 @@ Shape (defaults: the tour's shapes; the model shape on a GPU, a short one on the
                       (DeepSeek prefill), the CPU reference any pair
   --page-size N       paged KV cache, 1..256 (decode, mla, batch: default 16 / 64 / 16; fwd: off)
   --dtype T           q/out dtype: bf16 | fp16
-  --kv-dtype T        KV cache: decode bf16 | fp16 | fp8_e4m3 | fp8_e5m2 | int8; mla q's or fp8_e4m3
+  --kv-dtype T        KV cache: decode bf16 | fp16 | fp8_e4m3 | fp8_e5m2 | int8; mla and batch
+                      q's or fp8_e4m3
 Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --causal | --no-causal   bottom-right aligned causal mask (default: off for fwd/bwd, on for
                            decode and mla)

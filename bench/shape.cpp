@@ -47,7 +47,8 @@ std::string Shape::describe() const {
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);
-  if ((family == Family::kDecode || family == Family::kMla) && kv_dtype != dtype) {
+  if ((family == Family::kDecode || family == Family::kMla || family == Family::kBatch) &&
+      kv_dtype != dtype) {
     os << "/kv:" << dtype_name(kv_dtype);
   }
   return os.str();
@@ -143,8 +144,9 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
                      std::to_string(*f.head_dim_v));
   }
   reject(f.page_size && (fam == Family::kBwd || fam == Family::kMerge), fam, "--page-size");
-  reject(f.kv_dtype && fam != Family::kDecode && fam != Family::kFwd && fam != Family::kMla, fam,
-         "--kv-dtype");
+  reject(
+      f.kv_dtype && fam != Family::kDecode && fam != Family::kFwd && fam != Family::kMla && !batch,
+      fam, "--kv-dtype");
   reject(f.causal.has_value() && fam == Family::kMerge, fam, "--causal");
   reject(f.window && !attention, fam, "--window");
   reject(f.softcap && !attention, fam, "--softcap");
@@ -170,6 +172,10 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.page_size) s.page_size = *f.page_size;
   if (f.dtype) s.dtype = *f.dtype;
   s.kv_dtype = f.kv_dtype.value_or(s.dtype);
+  if (batch && s.kv_dtype != s.dtype && s.kv_dtype != DType::kFP8E4M3) {
+    throw UsageError("--kv-dtype: batch takes q's dtype (" + std::string(dtype_name(s.dtype)) +
+                     ") or fp8_e4m3, got " + dtype_name(s.kv_dtype));
+  }
   if (fam == Family::kFwd && s.kv_dtype != s.dtype) {
     throw UsageError("--kv-dtype: fwd takes K/V in q's dtype (" + std::string(dtype_name(s.dtype)) +
                      "), got " + dtype_name(s.kv_dtype));

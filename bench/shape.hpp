@@ -26,7 +26,7 @@ struct Shape {
   int head_dim_v = 0;  // Dv of fwd and bwd (--head-dim DQK:DV); 0 = head_dim. Read it as dv()
   int page_size = 0;   // 0 = contiguous KV (fwd, bwd); decode and mla are always paged
   DType dtype = DType::kBF16;
-  DType kv_dtype = DType::kBF16;  // decode only
+  DType kv_dtype = DType::kBF16;  // decode, mla, batch (and fwd: q's)
   bool causal = false;
   Window window{};
   float softcap = 0.f;

@@ -9,10 +9,12 @@
 #include <set>
 #include <sstream>
 
+#include "common/numeric.hpp"
+
 namespace hopattn::testing::batch_check {
 namespace {
 
-constexpr uint8_t kPoison = 0xff;  // NaN in bf16, fp16 and fp32
+constexpr uint8_t kPoison = 0xff;  // NaN in bf16, fp16, fp32 and fp8 e4m3 (checked: e4m3_table)
 constexpr int kTable = 4096;       // values of a fill table (12-bit indices)
 
 // kTable random values of a 16-bit dtype in [lo, hi), as raw bit patterns.
@@ -26,6 +28,28 @@ std::vector<uint16_t> value_table(DType dtype, std::mt19937_64& rng, double lo, 
     *max_abs = std::max(*max_abs, std::fabs(t.get(i)));
   }
   return bits;
+}
+
+// kTable fp8 e4m3 codes, each code of a set in turn (the set is small: every code 16 to 32 times).
+// The set is every finite code (all bytes but the NaN codes 0x7f and 0xff) or, by default, those
+// below 2 in magnitude; both hold both signs, the zeros 0x00 / 0x80 and the subnormals 0x01..0x07
+// / 0x81..0x87. The default keeps the logits of order 1 as in the 16-bit cases (|q| < 2, rms
+// logit ~0.7): with every code, |K| up to 448 makes the softmax one-hot at scale 1 (so a wrong k
+// scale would hardly show), and a softcap's tanh.approx error would be scaled up to the bound.
+std::vector<uint8_t> e4m3_table(bool all_codes, double* max_abs) {
+  if (!std::isnan(numeric::e4m3_to_float(kPoison))) {
+    throw Error(ErrorKind::kValue, "batch test: the poison byte is not an e4m3 NaN");
+  }
+  std::vector<uint8_t> codes;
+  for (int c = 0; c < 256; ++c) {
+    const double v = numeric::e4m3_to_float(static_cast<uint8_t>(c));
+    if (std::isnan(v) || (!all_codes && std::fabs(v) >= 2.0)) continue;
+    codes.push_back(static_cast<uint8_t>(c));
+    *max_abs = std::max(*max_abs, std::fabs(v));
+  }
+  std::vector<uint8_t> table(kTable);
+  for (int i = 0; i < kTable; ++i) table[i] = codes[i % codes.size()];
+  return table;
 }
 
 // xorshift64: five 12-bit table indices a draw (the 8k-token caches hold ~10^9 elements; a
@@ -52,12 +76,17 @@ class FastIndex {
   int left_ = 0;
 };
 
-// The slots requests own get table values, the rest stays poison.
-void fill_pool(HostTensor& pool, const HostStep& h, const std::vector<uint16_t>& values,
+// The slots requests own get table values (16-bit patterns or fp8 codes: Code is the pool's
+// element), the rest stays poison.
+template <class Code>
+void fill_pool(HostTensor& pool, const HostStep& h, const std::vector<Code>& values,
                uint64_t seed) {
   const StepSpec& s = h.spec;
+  if (dtype_size(pool.dtype()) != sizeof(Code)) {
+    throw Error(ErrorKind::kValue, "batch test: fill_pool's table does not match the pool");
+  }
   pool.fill_bytes(kPoison);
-  auto* base = static_cast<uint16_t*>(pool.data());
+  auto* base = static_cast<Code*>(pool.data());
   const TensorView v = pool.view();
   const int64_t d = v.size(3);
   FastIndex idx(seed);
@@ -65,7 +94,7 @@ void fill_pool(HostTensor& pool, const HostStep& h, const std::vector<uint16_t>&
     for (int64_t t = 0; t < h.kv[b]; ++t) {
       const int64_t page = h.pages.page(b, t), slot = t % s.page_size;
       for (int64_t head = 0; head < s.kv_heads; ++head) {
-        uint16_t* row = base + pool_offset(v, s.layout, page, slot, head, 0);
+        Code* row = base + pool_offset(v, s.layout, page, slot, head, 0);
         for (int64_t i = 0; i < d; ++i) row[i] = values[idx.next()];
       }
     }
@@ -75,6 +104,23 @@ void fill_pool(HostTensor& pool, const HostStep& h, const std::vector<uint16_t>&
 std::vector<int64_t> pool_shape(const StepSpec& s, int64_t pages, int64_t dim) {
   return s.layout == KVLayout::kNHD ? std::vector<int64_t>{pages, s.page_size, s.kv_heads, dim}
                                     : std::vector<int64_t>{pages, s.kv_heads, s.page_size, dim};
+}
+
+// fp32 [kv_heads]: base * (first + step * (h % 8)) for head h. The steps used keep the values
+// positive and distinct over 8 heads (the cases' most) with at most 4 significant bits each, so
+// that with the cases' power-of-two bases an fp8 code (4 bits) times its scale is still exact in
+// bf16 (8 bits), whether the kernel applies the scale in fp32 or to the widened codes.
+HostTensor head_scales(int kv_heads, float base, double first, double step) {
+  HostTensor t(DType::kFP32, {kv_heads});
+  for (int h = 0; h < kv_heads; ++h) t.set(h, base * (first + step * (h % 8)));
+  return t;
+}
+
+double largest_v_scale(const HostStep& h) {
+  if (!h.spec.per_head_scales) return std::fabs(h.spec.v_scale);
+  double m = 0;
+  for (int64_t i = 0; i < h.v_scale.numel(); ++i) m = std::max(m, std::fabs(h.v_scale.get(i)));
+  return m;
 }
 
 bool sampling_allowed(const StepSpec& s) {
@@ -114,8 +160,10 @@ std::string describe(const StepSpec& s) {
      << s.page_size << (s.layout == KVLayout::kNHD ? " NHD " : " HND ") << dtype_name(s.dtype)
      << " kv " << dtype_name(s.cache_dtype) << (s.causal ? " causal" : " full") << " window ("
      << s.window.left << ", " << s.window.right << ") softcap " << s.softcap
-     << (s.sinks ? " sinks" : "") << " ctas " << s.num_ctas << " B " << s.batch() << " total_q "
-     << s.total_q();
+     << (s.sinks ? " sinks" : "") << " k_scale " << s.k_scale << " v_scale " << s.v_scale
+     << (s.per_head_scales ? " (bases of per-head scales)" : "")
+     << (s.fp8_all_codes ? " all fp8 codes" : "") << " ctas " << s.num_ctas << " B " << s.batch()
+     << " total_q " << s.total_q();
   if (s.batch() <= 24) {
     os << " step (q/kv):";
     for (int b = 0; b < s.batch(); ++b) os << ' ' << s.q_lens[b] << '/' << s.kv_lens[b];
@@ -192,6 +240,10 @@ std::unique_ptr<HostStep> make_host_step(const StepSpec& s, const Geometry& g,
   h->out.fill_bytes(kPoison);
   h->lse.fill_bytes(kPoison);
 
+  if (s.per_head_scales) {
+    h->k_scale = head_scales(s.kv_heads, s.k_scale, 0.5, 0.125);   // base * 0.5 .. 1.375
+    h->v_scale = head_scales(s.kv_heads, s.v_scale, 1.5, -0.125);  // base * 1.5 .. 0.625
+  }
   h->k = HostTensor(s.cache_dtype, pool_shape(s, g.pages, d));
   h->v = HostTensor(s.cache_dtype, pool_shape(s, g.pages, d));
   if (dtype_size(s.cache_dtype) == 2) {
@@ -199,10 +251,15 @@ std::unique_ptr<HostStep> make_host_step(const StepSpec& s, const Geometry& g,
     const std::vector<uint16_t> vt = value_table(s.cache_dtype, rng, -1.0, 1.0, &h->vmax);
     fill_pool(h->k, *h, kt, rng());
     fill_pool(h->v, *h, vt, rng());
-  } else {  // 8-bit caches only reach the rejection tests: any finite bytes
+  } else if (s.cache_dtype == DType::kFP8E4M3) {
+    const std::vector<uint8_t> codes = e4m3_table(s.fp8_all_codes, &h->vmax);
+    fill_pool(h->k, *h, codes, rng());
+    fill_pool(h->v, *h, codes, rng());
+  } else {  // e5m2 and int8 caches only reach the rejection tests: any finite bytes
     h->k.fill_uniform(rng, -1.0, 1.0);
     h->v.fill_uniform(rng, -1.0, 1.0);
   }
+  h->vmax *= largest_v_scale(*h);
 
   std::vector<int32_t> cu_full(g.table_rows + 1, h->total_q()), kv_full(g.table_rows, 0);
   std::copy(h->cu.begin(), h->cu.end(), cu_full.begin());
@@ -326,11 +383,19 @@ Reference cpu_reference(const HostStep& h, std::mt19937_64& rng) {
   a.kv_lens = kv_t;
   a.page_table = table_t;
   a.sinks = h.sinks.view();
+  a.k_scale = kv_scale_arg(s, s.k_scale, h.k_scale);
+  a.v_scale = kv_scale_arg(s, s.v_scale, h.v_scale);
   a.out = ref.out;
   a.lse = ref.lse;
   cpu.run(a);
   ref.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return ref;
+}
+
+KVScale kv_scale_arg(const StepSpec& s, float value, const TensorView& per_head) {
+  // The scalar goes along with the per-head tensor, which overrides it (options.hpp): with a base
+  // other than 1, a kernel that applied both would be off by the base.
+  return KVScale{value, s.per_head_scales ? per_head : TensorView()};
 }
 
 void DeviceCopy::put(const HostTensor& h, size_t front) {
@@ -354,6 +419,8 @@ void DeviceStep::upload(const HostStep& h) {
   kv_.put(h.kv_t);
   table_.put(h.table);
   sinks_.put(h.sinks);
+  k_scale_.put(h.k_scale);
+  v_scale_.put(h.v_scale);
 }
 
 BatchArgs DeviceStep::args(const HostStep& h, Workspace ws) const {
@@ -365,6 +432,8 @@ BatchArgs DeviceStep::args(const HostStep& h, Workspace ws) const {
   a.kv_lens = leading(kv_.view, h.batch());
   a.page_table = leading(table_.view, h.batch());
   a.sinks = h.spec.sinks ? sinks_.view : TensorView();
+  a.k_scale = kv_scale_arg(h.spec, h.spec.k_scale, k_scale_.view);
+  a.v_scale = kv_scale_arg(h.spec, h.spec.v_scale, v_scale_.view);
   a.out = out_.view;
   a.lse = lse_.view;
   a.workspace = ws;

@@ -1,13 +1,15 @@
 // The batch family's CUDA path (BatchAttention with a CUDA device) against the same step run by a
-// second BatchAttention on the CPU (fp32 tensors holding the very 16-bit values the GPU reads; its
-// output is not rounded to 16 bits). Used by batch_kernel_test.cpp.
+// second BatchAttention on the CPU (fp32 tensors holding the very values the GPU reads: the 16-bit
+// values, or the decoded fp8 e4m3 codes; the same k / v scales; its output is not rounded to 16
+// bits). Used by batch_kernel_test.cpp.
 //
 // A step's buffers are built for a Geometry (rows of q / out / lse, pages of the pools, rows and
 // width of the block table) that may exceed what the step needs, so that steps of different
 // compositions can be written into the same device buffers (the CUDA graph test). Every pool slot
 // no request owns, the poison page every unused block-table entry points at, and every q row past
-// the step's tokens hold NaN; out / lse are poisoned (0xff bytes: NaN) before each run, so a row
-// the kernel never writes, or a read past kv_len or through a wrong page, shows up.
+// the step's tokens hold NaN (0xff bytes: NaN in bf16, fp16, fp32 and fp8 e4m3); out / lse are
+// poisoned the same way before each run, so a row the kernel never writes, or a read past kv_len
+// or through a wrong page, shows up.
 //
 // Long steps check a sample of rows: row i of a request (q_len, kv_len) is, for a causal mask (or
 // a window with right = 0), the same attention as a request (1, kv_len - q_len + 1 + i) over the
@@ -32,14 +34,23 @@ namespace hopattn::testing::batch_check {
 
 struct StepSpec {
   std::string name;
-  DType dtype = DType::kBF16;        // q, KV and out
-  DType cache_dtype = DType::kBF16;  // = dtype except in the 8-bit rejection tests
+  DType dtype = DType::kBF16;  // q and out
+  // K / V: dtype, or fp8 e4m3 (run), or e5m2 / int8 (only the rejection tests use those).
+  DType cache_dtype = DType::kBF16;
   int kv_heads = 2, group = 4, head_dim = 128, page_size = 16;
   KVLayout layout = KVLayout::kNHD;
   bool causal = true;
   Window window{};
   float softcap = 0.f;
   bool sinks = false;  // fp32 [Hq] in [-1, 2); head 0's is -inf
+  // The cache's dequantization (real = stored * scale), the same for the GPU and the reference.
+  // per_head_scales: fp32 [kv_heads] tensors of distinct values derived from k_scale / v_scale
+  // (make_host_step) go with the scalars, which they override.
+  float k_scale = 1.f, v_scale = 1.f;
+  bool per_head_scales = false;
+  // fp8 caches: codes of every finite value (up to 448 in magnitude), not only those below 2
+  // (pair it with small scales: see e4m3_table in batch_kernel_check.cpp).
+  bool fp8_all_codes = false;
   int num_ctas = 0;
   std::vector<int32_t> q_lens, kv_lens;  // the step (kv_lens include the q tokens)
   int sample_rows = 0;     // > 0: requests with more q tokens are checked on this many rows
@@ -73,7 +84,8 @@ struct HostStep {
   std::vector<int32_t> cu, kv;
   PagePlan pages;
   HostTensor q, k, v, out, lse, cu_t, kv_t, table, sinks;
-  double vmax = 0;  // largest |V| of the cache
+  HostTensor k_scale, v_scale;  // fp32 [kv_heads] with spec.per_head_scales, else absent
+  double vmax = 0;              // largest |V| of the cache (dequantized: times its v scale)
   int batch() const { return spec.batch(); }
   int total_q() const { return cu.back(); }
 };
@@ -91,6 +103,10 @@ struct Reference {
   double seconds = 0;
 };
 Reference cpu_reference(const HostStep& h, std::mt19937_64& rng);
+
+// The step's k / v scale as BatchArgs takes it, the per-head tensor (the host or the device copy
+// of HostStep::k_scale / v_scale) only with spec.per_head_scales.
+KVScale kv_scale_arg(const StepSpec& s, float value, const TensorView& per_head);
 
 // A device copy of a host tensor (absent tensors stay absent); put() uploads again in place.
 struct DeviceCopy {
@@ -113,7 +129,7 @@ class DeviceStep {
   Outputs download(const HostStep& h) const;
 
  private:
-  DeviceCopy q_, k_, v_, out_, lse_, cu_, kv_, table_, sinks_;
+  DeviceCopy q_, k_, v_, out_, lse_, cu_, kv_, table_, sinks_, k_scale_, v_scale_;
 };
 
 class CudaStream {
@@ -159,7 +175,8 @@ struct Verdict {
   double tol = 0, max_err = 0, max_lse_err = 0;
   std::string first;
 };
-// Output bound 4 u vmax (u: the unit roundoff of the 16-bit dtype), lse 1e-3: see the test file.
+// Output bound 4 u vmax (u: the unit roundoff of q's 16-bit dtype, vmax: HostStep::vmax), lse
+// 1e-3: see the test file.
 Verdict judge(const HostStep& h, const Outputs& got, const Reference& ref);
 // EXPECTs on the verdict, naming `what`.
 void expect_good(const Verdict& v, const std::string& what);

@@ -1,24 +1,37 @@
 // The batch family's CUDA path: hopattn::BatchAttention with a CUDA device, planned on the host and
 // run on the GPU, against the same step run by a CPU BatchAttention on fp32 copies of the same
-// 16-bit values (batch_kernel_check.hpp; the CPU path is tested against per-request fwd / decode
-// in tests/cpu/batch_api_test.cpp). Data is fresh and seeded (test_seed(): HOPATTN_SEED
-// reproduces a run); shapes are fixed. Outputs are poisoned before every run; every row of the
-// step must be written and finite, rows past the step must stay poison, every case runs twice and
-// the two results must be bitwise equal.
+// values (the 16-bit values, or the decoded fp8 e4m3 codes, with the same k / v scales;
+// batch_kernel_check.hpp; the CPU path is tested against per-request fwd / decode in
+// tests/cpu/batch_api_test.cpp). Data is fresh and seeded (test_seed(): HOPATTN_SEED reproduces a
+// run); shapes are fixed. Outputs are poisoned before every run; every row of the step must be
+// written and finite, rows past the step must stay poison, every case runs twice and the two
+// results must be bitwise equal.
 //
 // Error bound (as the decode and mla kernel tests): inputs are exact on both sides; a plain
 // 16-bit implementation (fp32 softmax, P rounded to the 16-bit dtype before P V, fp32
 // accumulation, 16-bit output) is off by at most u vmax from P's rounding plus u vmax from the
-// output's (u: unit roundoff, bf16 2^-8, fp16 2^-11; vmax: the largest |V|). DESIGN.md allows
-// twice that error: |out - ref| <= 4 u vmax. lse: |err| <= 1e-3, -inf only where the reference
-// has -inf.
+// output's (u: unit roundoff of q's dtype, bf16 2^-8, fp16 2^-11; vmax: the largest |V| times the
+// largest v scale). DESIGN.md allows twice that error: |out - ref| <= 4 u vmax. lse: |err| <=
+// 1e-3, -inf only where the reference has -inf.
+// fp8 e4m3 caches need no extra term: a code has 4 significant bits and a magnitude in [2^-9,
+// 448], so it is exact in bf16 and fp16 and the kernel's widening to q's dtype loses nothing; the
+// scales are exact in fp32, and the cases' scales times a code are exact even in bf16 (see
+// head_scales in batch_kernel_check.cpp), wherever the kernel applies them. The fp8 cases draw
+// codes below 2 in magnitude (logits of order 1, as the 16-bit cases'); the all-codes cases pair
+// every finite code with small scales for the same reason. On 16-bit caches the scales are
+// powers of two, or per-head values on fp16 where V times its scale rounded to fp16 would add at
+// most u vmax: still inside the bound.
 //
 // Suites: BatchKernelGrid (the odd-shape grid: batch 1/17, q_len 1/239, keys 1/113, pages
-// 1/16/64, GQA 1/5/8, causal bf16 and full fp16), BatchKernelFeatures (layouts, masks, softcap,
-// sinks, head dims, page sizes, GQA ratios, grids), BatchKernel (mixed prefill + decode steps,
-// 128 decodes of 8k keys, split keys and the merge, the plan upload variants, CUDA graph replay
-// of a re-planned step, determinism across re-plans), BatchKernelErrors (what is rejected, and
-// that a rejected call writes nothing).
+// 1/16/64, GQA 1/5/8, causal bf16 and full fp16), BatchKernelFp8Grid (the same grid with an fp8
+// e4m3 cache, bf16 q, causal, k / v scales 0.5 / 2, GQA 5/8), BatchKernelFeatures (layouts, masks,
+// softcap, sinks, head dims, page sizes, GQA ratios, grids; fp8 e4m3 caches with those, with fp16
+// q, every finite code, per-tensor and per-head scales; scales on 16-bit caches), BatchKernel
+// (mixed prefill + decode steps, 16-bit and fp8 with per-head scales, 128 decodes of 8k keys,
+// split keys and the merge (fp8 too), the plan upload variants, CUDA graph replay of a
+// re-planned step, determinism across re-plans), BatchKernelErrors (what is rejected: e5m2 and
+// int8 caches, small workspaces, uploads while capturing; and that a rejected call writes
+// nothing).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -58,14 +71,16 @@ using GridParam = std::tuple<int, int, int, int, int>;
 constexpr int kGridKvHeads[] = {2, 1, 2};
 constexpr int kGridGroup[] = {1, 5, 8};
 
-StepSpec grid_step(const GridParam& p, bool causal) {
+// The grid's step for p (its lengths and its name's stem); `edit` sets the rest (mask, dtypes,
+// scales) and `suffix` names it.
+template <class Edit>
+StepSpec grid_step(const GridParam& p, const std::string& suffix, Edit&& edit) {
   const auto [batch, q_len, keys, page_size, gqa] = p;
   StepSpec s;
   s.name = "b" + std::to_string(batch) + "_q" + std::to_string(q_len) + "_k" +
            std::to_string(keys) + "_ps" + std::to_string(page_size) + "_gqa" +
-           std::to_string(kGridGroup[gqa]) + (causal ? "_causal_bf16" : "_full_fp16");
-  s.dtype = s.cache_dtype = causal ? DType::kBF16 : DType::kFP16;
-  s.causal = causal;
+           std::to_string(kGridGroup[gqa]) + suffix;
+  edit(s);
   s.kv_heads = kGridKvHeads[gqa];
   s.group = kGridGroup[gqa];
   s.page_size = page_size;
@@ -94,14 +109,39 @@ std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
 class BatchKernelGrid : public GpuTestWithParam<GridParam> {};
 
 TEST_P(BatchKernelGrid, MatchesCpuReference) {
-  check_step(grid_step(GetParam(), true), PlanMode::kUploadArrays);
-  check_step(grid_step(GetParam(), false), PlanMode::kPlain);
+  check_step(grid_step(GetParam(), "_causal_bf16", [](StepSpec&) {}), PlanMode::kUploadArrays);
+  check_step(grid_step(GetParam(), "_full_fp16",
+                       [](StepSpec& s) {
+                         s.causal = false;
+                         s.dtype = s.cache_dtype = DType::kFP16;
+                       }),
+             PlanMode::kPlain);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchKernelGrid,
                          ::testing::Combine(::testing::Values(1, 17), ::testing::Values(1, 239),
                                             ::testing::Values(1, 113), ::testing::Values(1, 16, 64),
                                             ::testing::Values(0, 1, 2)),
+                         grid_name);
+
+// The grid with an fp8 e4m3 cache under bf16 q, causal, per-tensor scales k 0.5 / v 2, GQA
+// variants 1 and 2 (1 KV head x 5, 2 x 8).
+class BatchKernelFp8Grid : public GpuTestWithParam<GridParam> {};
+
+TEST_P(BatchKernelFp8Grid, MatchesCpuReference) {
+  check_step(grid_step(GetParam(), "_causal_bf16_fp8_scales",
+                       [](StepSpec& s) {
+                         s.cache_dtype = DType::kFP8E4M3;
+                         s.k_scale = 0.5f;
+                         s.v_scale = 2.f;
+                       }),
+             PlanMode::kUploadTensors);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchKernelFp8Grid,
+                         ::testing::Combine(::testing::Values(1, 17), ::testing::Values(1, 239),
+                                            ::testing::Values(1, 113), ::testing::Values(1, 16, 64),
+                                            ::testing::Values(1, 2)),
                          grid_name);
 
 // ---------------------------------------------------------------------------- features
@@ -124,6 +164,13 @@ std::vector<FeatureCase> feature_cases() {
     constexpr PlanMode kModes[] = {PlanMode::kUploadArrays, PlanMode::kUploadTensors,
                                    PlanMode::kPlain};
     v.push_back({s, kModes[v.size() % 3]});
+  };
+  // An fp8 e4m3 cache under q's (16-bit) dtype, which the edit may change.
+  auto add_fp8 = [&](std::string name, auto&& edit) {
+    add(std::move(name), [&](StepSpec& s) {
+      edit(s);
+      s.cache_dtype = DType::kFP8E4M3;
+    });
   };
   add("baseline", [](StepSpec&) {});
   add("hnd_ps16", [](StepSpec& s) { s.layout = KVLayout::kHND; });
@@ -164,6 +211,36 @@ std::vector<FeatureCase> feature_cases() {
   add("single_token", [](StepSpec& s) { s.q_lens = {1}, s.kv_lens = {1}; });
   add("q_equals_kv", [](StepSpec& s) { s.q_lens = {239, 64, 1}, s.kv_lens = {239, 64, 1}; });
   add("limits_above_step", [](StepSpec& s) { s.max_batch = 256, s.max_tokens = 16384; });
+  add_fp8("fp8", [](StepSpec&) {});
+  add_fp8("fp8_fp16q", [](StepSpec& s) { s.dtype = DType::kFP16; });
+  add_fp8("fp8_scales", [](StepSpec& s) { s.k_scale = 0.25f, s.v_scale = 3.f; });
+  add_fp8("fp8_per_head_scales",
+          [](StepSpec& s) { s.per_head_scales = true, s.k_scale = 0.5f, s.v_scale = 2.f; });
+  add_fp8("fp8_softcap30_per_head_scales", [](StepSpec& s) {
+    s.softcap = 30.f, s.per_head_scales = true, s.k_scale = 2.f, s.v_scale = 0.5f;
+  });
+  // Every finite code: |K| up to 448 / 128 = 3.5 keeps the logits of order 1; vmax 448 / 64 = 7.
+  add_fp8("fp8_all_codes",
+          [](StepSpec& s) { s.fp8_all_codes = true, s.k_scale = 1.f / 128, s.v_scale = 1.f / 64; });
+  add_fp8("fp8_all_codes_fp16q_per_head_scales", [](StepSpec& s) {
+    s.dtype = DType::kFP16, s.fp8_all_codes = true, s.per_head_scales = true;
+    s.k_scale = 1.f / 128, s.v_scale = 1.f / 64;
+  });
+  add_fp8("fp8_hnd_ps1", [](StepSpec& s) { s.layout = KVLayout::kHND, s.page_size = 1; });
+  add_fp8("fp8_ps13_noncausal", [](StepSpec& s) { s.page_size = 13, s.causal = false; });
+  add_fp8("fp8_ps64_hd64_gqa5",
+          [](StepSpec& s) { s.page_size = 64, s.head_dim = 64, s.kv_heads = 1, s.group = 5; });
+  add_fp8("fp8_hd256_sinks", [](StepSpec& s) { s.head_dim = 256, s.sinks = true; });
+  add_fp8("fp8_hd256_hnd_fp16q",
+          [](StepSpec& s) { s.head_dim = 256, s.layout = KVLayout::kHND, s.dtype = DType::kFP16; });
+  add_fp8("fp8_window100_sinks", [](StepSpec& s) { s.window = {100, 0}, s.sinks = true; });
+  add_fp8("fp8_gqa8_ctas7", [](StepSpec& s) { s.group = 8, s.num_ctas = 7; });
+  // Scales on 16-bit caches (dequantized the same way: real = stored * scale).
+  add("bf16_kv_scales", [](StepSpec& s) { s.k_scale = 0.5f, s.v_scale = 2.f; });
+  add("fp16_kv_per_head_scales", [](StepSpec& s) {
+    s.dtype = s.cache_dtype = DType::kFP16;
+    s.per_head_scales = true;
+  });
   return v;
 }
 
@@ -206,6 +283,19 @@ TEST_F(BatchKernel, MixedPrefillAndDecodesBf16) {
   check_step(mixed_step("mixed_4_prefill_60_decode_bf16", 4, 60, 11), PlanMode::kUploadArrays);
 }
 
+// Every KV head with its own k and v scale (from bases 0.5 and 2; the scalars go along, and the
+// per-head values override them).
+TEST_F(BatchKernel, MixedPrefillAndDecodesFp8PerHeadScales) {
+  StepSpec s = mixed_step("mixed_4_prefill_60_decode_fp8_per_head_scales", 4, 60, 13);
+  s.cache_dtype = DType::kFP8E4M3;
+  s.kv_heads = 4;
+  s.group = 2;
+  s.per_head_scales = true;
+  s.k_scale = 0.5f;
+  s.v_scale = 2.f;
+  check_step(s, PlanMode::kUploadTensors);
+}
+
 TEST_F(BatchKernel, MixedPrefillAndDecodesFp16HndSinksGqa5) {
   StepSpec s = mixed_step("mixed_4_prefill_60_decode_fp16_hnd", 4, 60, 12);
   s.dtype = s.cache_dtype = DType::kFP16;
@@ -232,9 +322,10 @@ TEST_F(BatchKernel, PureDecode128x8k) {
 }
 
 // Steps too small to fill the default grid: the planner splits their keys over CTAs and the
-// merge launch combines the partial states (a sink joins exactly one split).
+// merge launch combines the partial states (a sink joins exactly one split; an fp8 cache's v
+// scale applies to every split's partial output alike).
 TEST_F(BatchKernel, SplitKeysGoThroughTheMerge) {
-  std::vector<StepSpec> cases(4);
+  std::vector<StepSpec> cases(5);
   cases[0].name = "split_b1_q1_kv32768_hkv8";
   cases[0].q_lens = {1};
   cases[0].kv_lens = {32768};
@@ -258,8 +349,20 @@ TEST_F(BatchKernel, SplitKeysGoThroughTheMerge) {
   cases[3].kv_lens = {20000};
   cases[3].head_dim = 256;
   cases[3].page_size = 1;
+  cases[4] = cases[0];
+  cases[4].name = "split_b1_q3_kv32768_hkv8_fp8_per_head_scales_sinks";
+  cases[4].q_lens = {3};
+  cases[4].cache_dtype = DType::kFP8E4M3;
+  cases[4].per_head_scales = true;
+  // A k base of 8 makes the softmax over 32768 keys peaked (rms logit 3 to 8 by head), so the
+  // output is of order vmax, not its ~0 average, and a wrong merge weight or v scale shows in out,
+  // not just lse.
+  cases[4].k_scale = 8.f;
+  cases[4].v_scale = 2.f;
+  cases[4].sinks = true;
   constexpr PlanMode kModes[] = {PlanMode::kUploadArrays, PlanMode::kPlain,
-                                 PlanMode::kUploadTensors, PlanMode::kUploadArrays};
+                                 PlanMode::kUploadTensors, PlanMode::kUploadArrays,
+                                 PlanMode::kUploadTensors};
   for (size_t i = 0; i < cases.size(); ++i) {
     const BatchPlanSummary p = check_step(cases[i], kModes[i]);
     EXPECT_GT(p.num_merges, 0) << cases[i].name << ": meant to split its keys";
@@ -484,11 +587,12 @@ class BatchKernelErrors : public BatchKernel {
   }
 };
 
-// 8-bit caches have no CUDA batch kernel yet: e4m3 (the validator's CUDA 8-bit format) is a valid
-// request without a code path (kNotImplemented); e5m2 and int8 are rejected too.
-TEST_F(BatchKernelErrors, EightBitCachesThrowAndWriteNothing) {
+// fp8 e4m3 is the CUDA path's one 8-bit cache format (the features and grids run it); e5m2 and
+// int8 caches (CPU only) are rejected on CUDA, by the validator (kType) or the launcher
+// (kNotImplemented).
+TEST_F(BatchKernelErrors, E5m2AndInt8CachesThrowAndWriteNothing) {
   std::mt19937_64 rng(test_seed());
-  for (DType kv : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+  for (DType kv : {DType::kFP8E5M2, DType::kInt8}) {
     StepSpec s = small_step();
     s.cache_dtype = kv;
     s.name = std::string("kv_") + dtype_name(kv);
@@ -500,9 +604,8 @@ TEST_F(BatchKernelErrors, EightBitCachesThrowAndWriteNothing) {
     plan_step(ba, *h, PlanMode::kUploadArrays, ws.ws, stream);
     stream.sync("plan upload");
     dev.poison_outputs();
-    std::vector<ErrorKind> kinds{ErrorKind::kNotImplemented};
-    if (kv != DType::kFP8E4M3) kinds.push_back(ErrorKind::kType);
-    expect_error([&] { ba.run(dev.args(*h, ws.ws), stream.api()); }, s.name + " run", kinds);
+    expect_error([&] { ba.run(dev.args(*h, ws.ws), stream.api()); }, s.name + " run",
+                 {ErrorKind::kNotImplemented, ErrorKind::kType});
     expect_untouched(dev, *h, s.name);
   }
 }

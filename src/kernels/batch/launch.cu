@@ -27,7 +27,22 @@ void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWher
   throw Error(ErrorKind::kNotImplemented, std::string(kWhere) + " on CUDA: " + what);
 }
 
-bool is_one(const KVScale& s) { return !s.per_head.defined() && s.value == 1.f; }
+// The KV cache's scales (real = stored * scale) as the kernel takes them: a per-tensor k scale
+// folded into the logits' scale (inside the tanh with a softcap), per-head ones read per tile.
+void set_kv_scales(const BatchArgs& a, fwd::FwdParams& p) {
+  if (a.k_scale.per_head.defined()) {
+    p.kv_scale.k_per_head = a.k_scale.per_head.data_as<const float>();
+  } else if (p.softmax.softcap_scale > 0.f) {
+    p.softmax.softcap_scale *= a.k_scale.value;
+  } else {
+    p.softmax.scale_log2 *= a.k_scale.value;
+  }
+  if (a.v_scale.per_head.defined()) {
+    p.kv_scale.v_per_head = a.v_scale.per_head.data_as<const float>();
+  } else {
+    p.kv_scale.v = a.v_scale.value;
+  }
+}
 
 // The step as the fwd family sees it: q varlen over cu_seqlens_q, K and V paged through the
 // block table.
@@ -65,6 +80,7 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   fwd::FwdParams p =
       fwd::prepare_params(f, fwd_options(c), fwd::LaunchOptions{}, device, Traits::kBlockN);
   p.status_family = StatusFamily::kBatch;
+  set_kv_scales(a, p);
   const auto* plan_bytes = static_cast<const uint8_t*>(step.plan);
   const plan::BatchPlanOffsets offsets = plan::batch_plan_offsets(step.num_ctas, 0, 0);
   p.batch.cta_offsets = reinterpret_cast<const int32_t*>(plan_bytes + offsets.cta_offsets);
@@ -103,13 +119,16 @@ bool stream_is_capturing(Stream stream) {
 }
 
 void check_supported(const BatchArgs& a, const BatchAttentionConfig& c) {
-  if (a.k_cache.dtype() != a.q.dtype()) {
-    unsupported(detail::concat("a ", a.k_cache.dtype(),
-                               " KV cache; built: q's dtype (bf16, fp16); 8-bit caches run on "
-                               "the CPU only for now"));
+  const DType kv = a.k_cache.dtype();
+  if (kv != a.q.dtype() && kv != DType::kFP8E4M3) {
+    unsupported(detail::concat("a ", kv,
+                               " KV cache; built: q's dtype (bf16, fp16) and fp8_e4m3 (e5m2 and "
+                               "int8 caches run on the CPU)"));
   }
-  if (!is_one(a.k_scale) || !is_one(a.v_scale)) {
-    unsupported("k_scale / v_scale other than 1 (they dequantize 8-bit caches, not built)");
+  for (const KVScale* s : {&a.k_scale, &a.v_scale}) {
+    if (s->per_head.defined() && !s->per_head.is_cuda()) {
+      unsupported("per-head k_scale / v_scale must be device tensors");
+    }
   }
   const int dv = c.head_dim_v != 0 ? c.head_dim_v : c.head_dim;
   if (!fwd::built_for_batch(c.head_dim, dv)) {
@@ -128,10 +147,13 @@ void run(const BatchArgs& a, const BatchAttentionConfig& c, const StepLaunch& st
   DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const int dv = c.head_dim_v != 0 ? c.head_dim_v : c.head_dim;
-  fwd::visit_config</*kBatchOnly=*/true>(c.head_dim, dv, a.q.dtype(), [&](auto config) {
-    using Traits = typename decltype(config)::type;
-    run_config<Traits, typename Traits::Elt>(a, c, step, device, s);
-  });
+  fwd::visit_config</*kBatchOnly=*/true>(
+      c.head_dim, dv, a.q.dtype(),
+      [&](auto config) {
+        using Traits = typename decltype(config)::type;
+        run_config<Traits, typename Traits::Elt>(a, c, step, device, s);
+      },
+      a.k_cache.dtype() == DType::kFP8E4M3);
 }
 
 }  // namespace hopattn::kernels::batch

@@ -11,3 +11,7 @@
 #define HOPATTN_BATCH_INSTANTIATE(kDqk, kDv)                                       \
   static_assert(built_for_batch(kDqk, kDv), "not a batch row of fwd/configs.hpp"); \
   HOPATTN_FWD_INSTANTIATE(kDqk, kDv, batch::WorkListScheduler)
+// The same over an fp8 e4m3 cache (batch/launch_fp8_hd*.cu).
+#define HOPATTN_BATCH_INSTANTIATE_FP8(kDqk, kDv)                                   \
+  static_assert(built_for_batch(kDqk, kDv), "not a batch row of fwd/configs.hpp"); \
+  HOPATTN_FWD_INSTANTIATE_KV(kDqk, kDv, batch::WorkListScheduler, true)

@@ -20,15 +20,16 @@ namespace hopattn::kernels::fwd {
 
 class LptTileScheduler;
 
-// The traits of row kIndex of the configuration table in dtype Elt.
-template <class Elt, int kIndex>
+// The traits of row kIndex of the configuration table in dtype Elt (kFp8KV: over an fp8 e4m3
+// paged cache, the batch family's rows only).
+template <class Elt, int kIndex, bool kFp8KV = false>
 using FwdConfigTraits =
     FwdTraits<Elt, kFwdConfigs[kIndex].dqk, kFwdConfigs[kIndex].dv, kFwdConfigs[kIndex].block_n,
-              kFwdConfigs[kIndex].stages, kFwdConfigs[kIndex].o_in_q>;
+              kFwdConfigs[kIndex].stages, kFwdConfigs[kIndex].o_in_q, kFp8KV>;
 
 // The row (kDqk, kDv) in dtype Elt (a compile error when that pair is not in the table).
-template <class Elt, int kDqk, int kDv = kDqk>
-using FwdBuilt = FwdConfigTraits<Elt, fwd_config_index(kDqk, kDv)>;
+template <class Elt, int kDqk, int kDv = kDqk, bool kFp8KV = false>
+using FwdBuilt = FwdConfigTraits<Elt, fwd_config_index(kDqk, kDv), kFp8KV>;
 
 // Launches the fwd kernel of configuration Traits walking the tiles of Scheduler; returns the
 // launch error (cudaSuccess when queued).
@@ -43,21 +44,32 @@ struct ConfigTag {
 
 // Calls f(ConfigTag<Traits>{}) with the traits of the row (dqk, dv) in bf16 (dtype kBF16) or
 // fp16 (any other dtype: check_supported has refused the rest); false, calling nothing, when
-// the pair is not built (kBatchOnly: not among the batch family's rows).
+// the pair is not built (kBatchOnly: not among the batch family's rows). fp8_kv (kBatchOnly
+// only): the instance over an fp8 e4m3 cache.
 template <bool kBatchOnly = false, int kIndex = 0, class F>
-bool visit_config(int64_t dqk, int64_t dv, DType dtype, F&& f) {
+bool visit_config(int64_t dqk, int64_t dv, DType dtype, F&& f, bool fp8_kv = false) {
   if constexpr (kIndex == kNumFwdConfigs) {
     return false;
   } else if constexpr (kBatchOnly && !kFwdConfigs[kIndex].batch) {
-    return visit_config<kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f));
+    return visit_config<kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f), fp8_kv);
   } else {
     if (kFwdConfigs[kIndex].dqk != dqk || kFwdConfigs[kIndex].dv != dv) {
-      return visit_config<kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f));
+      return visit_config<kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f), fp8_kv);
     }
+    const auto visit = [&](auto elt) {
+      using Elt = decltype(elt);
+      if constexpr (kBatchOnly) {
+        if (fp8_kv) {
+          f(ConfigTag<FwdConfigTraits<Elt, kIndex, true>>{});
+          return;
+        }
+      }
+      f(ConfigTag<FwdConfigTraits<Elt, kIndex>>{});
+    };
     if (dtype == DType::kBF16) {
-      f(ConfigTag<FwdConfigTraits<__nv_bfloat16, kIndex>>{});
+      visit(__nv_bfloat16{});
     } else {
-      f(ConfigTag<FwdConfigTraits<__half, kIndex>>{});
+      visit(__half{});
     }
     return true;
   }

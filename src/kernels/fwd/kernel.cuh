@@ -51,6 +51,27 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
   }
 }
 
+// The scales of tile w's logits and output: the host's (a per-tensor k scale folded in), with
+// the per-head KV scales of its KV head when the call has them (KVScaleParams).
+struct TileScales {
+  float scale_log2, softcap_scale, v;
+};
+__device__ inline TileScales tile_scales(const FwdParams& p, const WorkTile& w) {
+  TileScales s{p.softmax.scale_log2, p.softmax.softcap_scale, p.kv_scale.v};
+  const int kv_head = w.head / p.kv_head_divisor;
+  if (p.kv_scale.k_per_head != nullptr) {
+    const float k = p.kv_scale.k_per_head[kv_head];
+    // With a softcap the scale inside the tanh carries it (scale_log2 is log2(e) x softcap).
+    if (s.softcap_scale > 0.f) {
+      s.softcap_scale *= k;
+    } else {
+      s.scale_log2 *= k;
+    }
+  }
+  if (p.kv_scale.v_per_head != nullptr) s.v = p.kv_scale.v_per_head[kv_head];
+  return s;
+}
+
 template <class Traits, class Scheduler>
 __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, int consumer) {
   using Mainloop = FwdMainloop<Traits>;
@@ -65,8 +86,11 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
     float o[Traits::kORegs];
 #pragma unroll
     for (int i = 0; i < Traits::kORegs; ++i) o[i] = 0.f;
-    OnlineSoftmax<Traits::kSRegs> softmax(p.softmax.scale_log2);
-    if (t.n_blocks() > 0) Mainloop::compute_tile(p, sm, w, t, consumer, st, o, softmax);
+    const TileScales scales = tile_scales(p, w);
+    OnlineSoftmax<Traits::kSRegs> softmax(scales.scale_log2);
+    if (t.n_blocks() > 0) {
+      Mainloop::compute_tile(p, sm, w, t, consumer, st, o, softmax, scales.softcap_scale);
+    }
     float sink_log2[2] = {-INFINITY, -INFINITY};
     // A KV split's partial state leaves the sink out: the merge counts it once (batch/merge.cuh).
     if (p.softmax.sinks != nullptr && w.partial_row < 0) {
@@ -80,6 +104,8 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
     }
     float out_scale[2], lse[2];
     softmax.finalize(sink_log2, out_scale, lse);
+    out_scale[0] *= scales.v;  // V's scale: O = sum of P (stored V x scale)
+    out_scale[1] *= scales.v;
     if (w.partial_row >= 0) {
       Epilogue::store_partial(p, sm, t, w.partial_row, consumer, o, out_scale, lse);
     } else if (Traits::kOInQ && t.n_blocks() == 0) {
@@ -120,7 +146,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
     const int tid = static_cast<int>(threadIdx.x);
-    if (tid < 32) {
+    if constexpr (Traits::kFp8KV) {  // only the gather widens codes (the host picks it)
+      if (tid == 0) {
+        run_producer<Traits, Scheduler, KVSource::kPagedGather>(p, sm);
+      } else if (tid >= 32) {
+        FwdMainloop<Traits>::gather_jobs(p, sm, static_cast<uint32_t>(tid - 32));
+      }
+    } else if (tid < 32) {
       switch (p.kv.source) {
         case KVSource::kContiguous:
           if (tid == 0) run_producer<Traits, Scheduler, KVSource::kContiguous>(p, sm);

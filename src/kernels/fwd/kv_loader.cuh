@@ -33,6 +33,8 @@
 #include "kernels/fwd/traits.cuh"
 #include "kernels/fwd/work_tile.cuh"
 #include "ptx/cp_async.cuh"
+#include "ptx/dequant.cuh"
+#include "ptx/mbarrier.cuh"
 #include "ptx/shared_memory.cuh"
 #include "ptx/tma.cuh"
 
@@ -116,11 +118,12 @@ struct KVLoader {
           const uint32_t index = p.kv.page_div.divide(token);
           page = s.pages[index];
           slot = token - static_cast<int>(index) * p.kv.page_size;
-          // A page id outside the pool lies outside the map's page dimension: TMA reads
-          // nothing and writes zeros. Noted for the report (note_bad_page).
-          if (static_cast<uint32_t>(page) >= static_cast<uint32_t>(p.kv.num_pages)) {
-            note_bad_page(note, s.batch, page);
-          }
+        }
+        // A page id outside the pool lies outside the map's page dimension: TMA reads nothing
+        // and writes zeros. Noted for the report (note_bad_page); outside the branch above and
+        // with `&`, so that ptxas predicates the note's store.
+        if ((valid > 0) & (static_cast<uint32_t>(page) >= static_cast<uint32_t>(p.kv.num_pages))) {
+          note_bad_page(note, s.batch, page);
         }
         const int r = valid > 0 ? 0 : box;
         uint8_t* dst = stage + row * Traits::kRowBytes;
@@ -182,6 +185,81 @@ struct KVLoader {
                        src, static_cast<int>(bytes));
     }
     ptx::cp_async_mbarrier_arrive_noinc(bar);
+  }
+
+  // kFp8KV: KV block job.n_block of kCols fp8 e4m3 columns, by the kGatherThreads gather threads,
+  // into the stage as Elt (the layout gather_block writes). First the codes, 16 a cp.async, as
+  // gather_block copies (rows past the end and bad page ids as zero codes), each row's into the
+  // bytes its own widened row will occupy: its last kRawSlots 128-byte panel rows, unswizzled
+  // (hd64: the first 64 bytes of its one panel row). Then, once this thread's copies landed, it
+  // reads back each chunk it copied and, after every lane of the row has read its own
+  // (__syncwarp: the row's lanes are one warp's, and a row's widened chunks overwrite its codes),
+  // stores the 16 exact values as two swizzled 16-byte chunks. One arrival a thread on `bar`.
+  // No barrier beyond the warp: no thread reads bytes another warp's thread wrote.
+  template <int kCols>
+  __device__ static void widen_block(const FwdParams& p, const PoolParams& pool, uint32_t stage,
+                                     uint64_t* bar, const GatherJob& job, uint32_t tid,
+                                     int2* note) {
+    constexpr uint32_t kChunks = kCols / 16;  // 16-code pieces per row
+    static_assert(32 % kChunks == 0, "widen: a row's lanes within one warp");
+    constexpr uint32_t kRowsPerRound = Traits::kGatherThreads / kChunks;
+    constexpr uint32_t kPanels = kCols / Traits::kPanelCols;
+    constexpr uint32_t kRawSlots = kCols >= 128 ? kCols / 128 : 1;
+    tid = ptx::opaque(tid);
+    const uint32_t chunk = tid % kChunks;
+    const uint32_t head_offset = job.kv_head * pool.head_stride + chunk * 16;
+    const uint32_t first = job.n_block * kBlockN;
+    const uint32_t end = job.seqlen_k;
+    const int* pages = page_list(p, job.batch);
+    const uint8_t* base = static_cast<const uint8_t*>(pool.base);
+    // Codes of chunk j of row r: byte 16 (j % 8) of row r in panel kPanels - kRawSlots + j / 8.
+    const uint32_t raw =
+        stage + (kPanels - kRawSlots + chunk / 8) * Traits::kKVPanelBytes + (chunk % 8) * 16;
+#pragma unroll 1
+    for (uint32_t row = tid / kChunks; row < kBlockN; row += kRowsPerRound) {
+      const uint32_t token = first + row;
+      const uint8_t* src = base;
+      uint32_t bytes = 0;
+      if (token < end) {  // page-list entries past the length are never read
+        const uint32_t index = p.kv.page_div.divide(token);
+        const uint32_t page = pages[index];
+        if (page < static_cast<uint32_t>(p.kv.num_pages)) {
+          const uint32_t slot = token - index * p.kv.page_size;
+          src = base + static_cast<uint64_t>(page) * pool.page_stride +
+                (slot * pool.slot_stride + head_offset);
+          bytes = 16;
+        } else {  // never read through a page id outside the pool: zeros, and a note
+          note_bad_page(note, job.batch, static_cast<int>(page));
+        }
+      }
+      ptx::cp_async_16(raw + row * Traits::kRowBytes, src, static_cast<int>(bytes));
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<0>();
+    // Columns 16 chunk .. + 15: panel chunk / 4, its 8-column chunks 2 (chunk % 4) and the next.
+    const uint32_t out = stage + (chunk / 4) * Traits::kKVPanelBytes;
+    const uint32_t out_chunk = (chunk % 4) * 2;
+    // Whole rounds for every lane, so that each __syncwarp meets the full warp (rounds touch
+    // distinct rows: no barrier between them).
+#pragma unroll 1
+    for (uint32_t round = 0; round < kBlockN; round += kRowsPerRound) {
+      const uint32_t row = round + tid / kChunks;
+      const bool live = row < kBlockN;
+      uint4 codes = make_uint4(0u, 0u, 0u, 0u);
+      if (live) codes = ptx::ld_shared_v4(raw + row * Traits::kRowBytes);
+      __syncwarp();
+      if (live) {
+        const uint2 a = ptx::e4m3x4_to_16bit<Elt>(codes.x);
+        const uint2 b = ptx::e4m3x4_to_16bit<Elt>(codes.y);
+        const uint2 c = ptx::e4m3x4_to_16bit<Elt>(codes.z);
+        const uint2 d = ptx::e4m3x4_to_16bit<Elt>(codes.w);
+        const uint32_t dst = out + row * Traits::kRowBytes;
+        const uint32_t swizzle = row % 8;
+        ptx::st_shared_v4(dst + ((out_chunk ^ swizzle) << 4), make_uint4(a.x, a.y, b.x, b.y));
+        ptx::st_shared_v4(dst + (((out_chunk + 1) ^ swizzle) << 4), make_uint4(c.x, c.y, d.x, d.y));
+      }
+    }
+    ptx::mbarrier_arrive(bar);
   }
 };
 

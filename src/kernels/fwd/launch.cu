@@ -118,9 +118,10 @@ void check_pool_layout(const TensorView& t, KVLayout layout, const char* name) {
     unsupported(detail::concat(name, " (page pool) ", what, " (shape ", t.shape_string(), ")"));
   };
   if (t.size(3) > 1 && t.stride(3) != 1) fail("must have a contiguous last dim");
+  const int64_t per16 = 16 / static_cast<int64_t>(dtype_size(t.dtype()));  // elements a 16 B
   for (int i = 0; i < 3; ++i) {
-    if (t.size(i) > 1 && t.stride(i) % 8 != 0) {
-      fail("strides must be multiples of 8 elements (16 bytes)");
+    if (t.size(i) > 1 && t.stride(i) % per16 != 0) {
+      fail(detail::concat("strides must be multiples of ", per16, " elements (16 bytes)"));
     }
   }
   if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
@@ -262,11 +263,13 @@ void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdPar
 // launch options turn TMA off). The maps are based at the pools themselves: an earlier windowed
 // map based `box` slots before each pool faulted on an H200 for pools at the start of their
 // device allocation (kv_loader.cuh), which is where a framework's allocator puts a cache.
+// An 8-bit cache (the batch family's fp8 instances) always takes the gather, which widens it.
 void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& launch, FwdParams& p) {
   const KVLayout layout = args.pages.layout;
   const PoolView k = pool_view(args.k, layout);
   const int box = std::gcd(static_cast<int>(k.page_size), block_n);
-  if (box % 8 == 0 && k.pages > 0 && launch.paged_tma) {
+  const bool wide = dtype_size(args.k.dtype()) == 2;
+  if (box % 8 == 0 && k.pages > 0 && launch.paged_tma && wide) {
     try {
       p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
       p.tm_v = ptx::encode_tensor_map(paged_spec(args.v, layout, static_cast<uint32_t>(box)));

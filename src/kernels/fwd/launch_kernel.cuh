@@ -24,9 +24,11 @@ cudaError_t launch_kernel(const FwdParams& params, int grid, cudaStream_t stream
 }  // namespace hopattn::kernels::fwd
 
 // Instantiates the launch of the table's row (kDqk, kDv) in bf16 and fp16 over Scheduler (in
-// namespace hopattn::kernels::fwd).
-#define HOPATTN_FWD_INSTANTIATE(kDqk, kDv, Scheduler)                                          \
-  template cudaError_t launch_kernel<FwdBuilt<__nv_bfloat16, kDqk, kDv>, Scheduler>(           \
-      const FwdParams&, int, cudaStream_t);                                                    \
-  template cudaError_t launch_kernel<FwdBuilt<__half, kDqk, kDv>, Scheduler>(const FwdParams&, \
-                                                                             int, cudaStream_t)
+// namespace hopattn::kernels::fwd); kFp8KV: the instances over an fp8 e4m3 cache.
+#define HOPATTN_FWD_INSTANTIATE_KV(kDqk, kDv, Scheduler, kFp8KV)                             \
+  template cudaError_t launch_kernel<FwdBuilt<__nv_bfloat16, kDqk, kDv, kFp8KV>, Scheduler>( \
+      const FwdParams&, int, cudaStream_t);                                                  \
+  template cudaError_t launch_kernel<FwdBuilt<__half, kDqk, kDv, kFp8KV>, Scheduler>(        \
+      const FwdParams&, int, cudaStream_t)
+#define HOPATTN_FWD_INSTANTIATE(kDqk, kDv, Scheduler) \
+  HOPATTN_FWD_INSTANTIATE_KV(kDqk, kDv, Scheduler, false)

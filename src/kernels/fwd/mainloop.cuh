@@ -153,6 +153,17 @@ struct FwdMainloop {
                      static_cast<int>(a.w)};
   }
 
+  // One gathered KV block: 16-bit codes copied as they are, fp8 codes widened (kv_loader.cuh).
+  template <int kCols>
+  __device__ static void copy_block(const FwdParams& p, const PoolParams& pool, uint32_t stage,
+                                    uint64_t* bar, const GatherJob& job, uint32_t tid, int2* note) {
+    if constexpr (Traits::kFp8KV) {
+      Loader::template widen_block<kCols>(p, pool, stage, bar, job, tid, note);
+    } else {
+      Loader::template gather_block<kCols>(p, pool, stage, bar, job, tid, note);
+    }
+  }
+
   // Producer warps 1..3 (tid 0..95), gather mode: every job's K block, then its V block, in the
   // order the producer thread published them.
   __device__ static void gather_jobs(const FwdParams& p, const SharedPlan<Traits>& sm,
@@ -164,11 +175,11 @@ struct FwdMainloop {
       producer_wait(sm.job_full(s), kv.phase());
       const GatherJob job = read_job(sm, s);
       if (job.n_block < 0) break;
-      Loader::template gather_block<Traits::kHeadDim>(p, p.kv.k_pool, ptx::smem_address(sm.k(s)),
-                                                      sm.k_full(s), job, tid, note);
+      copy_block<Traits::kHeadDim>(p, p.kv.k_pool, ptx::smem_address(sm.k(s)), sm.k_full(s), job,
+                                   tid, note);
       producer_wait(sm.v_empty(s), kv.phase() ^ 1);
-      Loader::template gather_block<Traits::kHeadDimV>(p, p.kv.v_pool, ptx::smem_address(sm.v(s)),
-                                                       sm.v_full(s), job, tid, note);
+      copy_block<Traits::kHeadDimV>(p, p.kv.v_pool, ptx::smem_address(sm.v(s)), sm.v_full(s), job,
+                                    tid, note);
       kv.advance();
     }
     ptx::cp_async_wait<0>();  // no copy of this thread's still in flight when it leaves
@@ -225,13 +236,13 @@ struct FwdMainloop {
   }
 
   // Softcap, then the mask where the block needs one.
+  // `softcap_scale`: the tile's (kernel.cuh, tile_scales), > 0 with a softcap.
   __device__ static void transform_scores(const FwdParams& p, const TileInfo& t, STile& s,
-                                          const RowLimits (&rows)[2], int n_block, int lane) {
-    if (p.softmax.softcap_scale > 0.f) {
+                                          const RowLimits (&rows)[2], int n_block, int lane,
+                                          float softcap_scale) {
+    if (softcap_scale > 0.f) {
 #pragma unroll
-      for (int i = 0; i < Traits::kSRegs; ++i) {
-        s[i] = ptx::tanh_approx(s[i] * p.softmax.softcap_scale);
-      }
+      for (int i = 0; i < Traits::kSRegs; ++i) s[i] = ptx::tanh_approx(s[i] * softcap_scale);
     }
     if (block_needs_mask<Traits>(p, t, n_block)) apply_mask<Traits>(s, rows, n_block, lane);
   }
@@ -277,11 +288,11 @@ struct FwdMainloop {
   __device__ static void compute_tile(const FwdParams& p, const SharedPlan<Traits>& sm,
                                       const WorkTile& w, const TileInfo& t, int consumer,
                                       ConsumerState& st, OTile& o,
-                                      OnlineSoftmax<Traits::kSRegs>& softmax) {
+                                      OnlineSoftmax<Traits::kSRegs>& softmax, float softcap_scale) {
     if (consumer * Traits::kRowsPerConsumer >= t.rows(p)) {
-      compute_rows</*kIdle=*/true>(p, sm, w, t, consumer, st, o, softmax);
+      compute_rows</*kIdle=*/true>(p, sm, w, t, consumer, st, o, softmax, softcap_scale);
     } else {
-      compute_rows</*kIdle=*/false>(p, sm, w, t, consumer, st, o, softmax);
+      compute_rows</*kIdle=*/false>(p, sm, w, t, consumer, st, o, softmax, softcap_scale);
     }
   }
 
@@ -296,7 +307,7 @@ struct FwdMainloop {
   __device__ static void compute_rows(const FwdParams& p, const SharedPlan<Traits>& sm,
                                       const WorkTile& w, const TileInfo& t, int consumer,
                                       ConsumerState& st, OTile& o,
-                                      OnlineSoftmax<Traits::kSRegs>& softmax) {
+                                      OnlineSoftmax<Traits::kSRegs>& softmax, float softcap_scale) {
     const int tid = static_cast<int>(threadIdx.x) % 128;
     const int lane = tid % 32;
     const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
@@ -336,7 +347,7 @@ struct FwdMainloop {
     if (!Traits::kOInQ && t.n_blocks() == 1) ptx::mbarrier_arrive(sm.q_empty());
     ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
     if constexpr (!kIdle) {
-      transform_scores(p, t, s, rows, n, lane);
+      transform_scores(p, t, s, rows, n, lane, softcap_scale);
       softmax.update(s, correction);  // O is still zero: nothing to correct
       convert_p(s, pf);
     }
@@ -363,7 +374,7 @@ struct FwdMainloop {
       if (!Traits::kOInQ && n == t.n_block_min) ptx::mbarrier_arrive(sm.q_empty());
       ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
       if constexpr (!kIdle) {
-        transform_scores(p, t, s, rows, n, lane);
+        transform_scores(p, t, s, rows, n, lane, softcap_scale);
         softmax.update(s, correction);
       }
       ptx::wgmma_wait_group<0>();  // O and the P registers are free again

@@ -31,10 +31,14 @@ enum NamedBarrier : uint32_t {
 // rows of Q it read (Q is dead once its last S = Q K^T GEMM of the tile has completed), which
 // frees 32 KB per consumer for longer KV tiles; the next tile's Q then waits for the O stores
 // (README.md, "Output staging in Q").
+// kFp8KV: K and V come from a paged cache of fp8 e4m3 codes, which the gather warps widen exactly
+// to Elt in the stages (kv_loader.cuh, widen_block); their scales apply to the logits and to the
+// output (KVScaleParams). The batch family's instances only.
 template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kBlockN_ = 128,
-          int kStages_ = 2, bool kOInQ_ = false>
+          int kStages_ = 2, bool kOInQ_ = false, bool kFp8KV_ = false>
 struct FwdTraits {
   using Elt = Elt_;
+  static constexpr bool kFp8KV = kFp8KV_;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "fwd: bf16 or fp16");
   static constexpr int kHeadDim = kHeadDim_;
@@ -179,6 +183,15 @@ struct SoftmaxParams {
   const float* sinks = nullptr;  // device fp32 [Hq] or null
 };
 
+// Scales of the KV cache (real value = stored * scale; an fp8 cache's dequantization). A
+// per-tensor k scale is folded into SoftmaxParams by the host; per-head scales (device fp32
+// [Hkv]) are read per tile; the v scale multiplies the output.
+struct KVScaleParams {
+  float v = 1.f;
+  const float* k_per_head = nullptr;  // replaces the folded per-tensor k scale
+  const float* v_per_head = nullptr;  // replaces v
+};
+
 struct OutputParams {
   // Direct stores (LSE always; O rows of a varlen tile that ends inside the tile), in elements.
   void* o = nullptr;
@@ -278,6 +291,7 @@ struct FwdParams {
   KVParams kv;
   MaskParams mask;
   SoftmaxParams softmax;
+  KVScaleParams kv_scale;
   OutputParams out;
   SchedulerParams sched;
   PackParams pack;

@@ -187,36 +187,43 @@ struct KVLoader {
     ptx::cp_async_mbarrier_arrive_noinc(bar);
   }
 
-  // kFp8KV: KV block job.n_block of kCols fp8 e4m3 columns, by the kGatherThreads gather threads,
-  // into the stage as Elt (the layout gather_block writes). First the codes, 16 a cp.async, as
-  // gather_block copies (rows past the end and bad page ids as zero codes), each row's into the
-  // bytes its own widened row will occupy: its last kRawSlots 128-byte panel rows, unswizzled
-  // (hd64: the first 64 bytes of its one panel row). Then, once this thread's copies landed, it
-  // reads back each chunk it copied and, after every lane of the row has read its own
-  // (__syncwarp: the row's lanes are one warp's, and a row's widened chunks overwrite its codes),
-  // stores the 16 exact values as two swizzled 16-byte chunks. One arrival a thread on `bar`.
-  // No barrier beyond the warp: no thread reads bytes another warp's thread wrote.
+  // kFp8KV, in two steps so that K's and V's copies of a block are in flight together
+  // (mainloop.cuh, gather_jobs). copy_codes: KV block job.n_block's kCols fp8 e4m3 columns, 16
+  // codes a cp.async, by the kGatherThreads gather threads as gather_block copies (rows past the
+  // end and bad page ids as zero codes), each row's codes into the bytes its own widened row will
+  // occupy: its last kRawSlots 128-byte panel rows, unswizzled (hd64: the first 64 bytes of its
+  // one panel row). widen_codes, once this thread's copies of the block landed: each thread reads
+  // back the chunks it copied and, after every lane of the row has read its own (__syncwarp: a
+  // row's lanes are one warp's, and a row's widened chunks overwrite its codes), stores their 16
+  // exact values in Elt as two swizzled 16-byte chunks (the layout gather_block writes), then
+  // arrives on `bar`. No barrier beyond the warp: no thread reads bytes another warp wrote.
   template <int kCols>
-  __device__ static void widen_block(const FwdParams& p, const PoolParams& pool, uint32_t stage,
-                                     uint64_t* bar, const GatherJob& job, uint32_t tid,
-                                     int2* note) {
-    constexpr uint32_t kChunks = kCols / 16;  // 16-code pieces per row
+  struct CodeLayout {
+    static constexpr uint32_t kChunks = kCols / 16;  // 16-code pieces per row
     static_assert(32 % kChunks == 0, "widen: a row's lanes within one warp");
-    constexpr uint32_t kRowsPerRound = Traits::kGatherThreads / kChunks;
-    constexpr uint32_t kPanels = kCols / Traits::kPanelCols;
-    constexpr uint32_t kRawSlots = kCols >= 128 ? kCols / 128 : 1;
+    static constexpr uint32_t kRowsPerRound = Traits::kGatherThreads / kChunks;
+    static constexpr uint32_t kPanels = kCols / Traits::kPanelCols;
+    static constexpr uint32_t kRawSlots = kCols >= 128 ? kCols / 128 : 1;
+    // Codes of chunk j of row r: byte 16 (j % 8) of row r in panel kPanels - kRawSlots + j / 8.
+    __device__ static uint32_t raw(uint32_t stage, uint32_t chunk) {
+      return stage + (kPanels - kRawSlots + chunk / 8) * Traits::kKVPanelBytes + (chunk % 8) * 16;
+    }
+  };
+
+  template <int kCols>
+  __device__ static void copy_codes(const FwdParams& p, const PoolParams& pool, uint32_t stage,
+                                    const GatherJob& job, uint32_t tid, int2* note) {
+    using L = CodeLayout<kCols>;
     tid = ptx::opaque(tid);
-    const uint32_t chunk = tid % kChunks;
+    const uint32_t chunk = tid % L::kChunks;
     const uint32_t head_offset = job.kv_head * pool.head_stride + chunk * 16;
     const uint32_t first = job.n_block * kBlockN;
     const uint32_t end = job.seqlen_k;
     const int* pages = page_list(p, job.batch);
     const uint8_t* base = static_cast<const uint8_t*>(pool.base);
-    // Codes of chunk j of row r: byte 16 (j % 8) of row r in panel kPanels - kRawSlots + j / 8.
-    const uint32_t raw =
-        stage + (kPanels - kRawSlots + chunk / 8) * Traits::kKVPanelBytes + (chunk % 8) * 16;
+    const uint32_t raw = L::raw(stage, chunk);
 #pragma unroll 1
-    for (uint32_t row = tid / kChunks; row < kBlockN; row += kRowsPerRound) {
+    for (uint32_t row = tid / L::kChunks; row < kBlockN; row += L::kRowsPerRound) {
       const uint32_t token = first + row;
       const uint8_t* src = base;
       uint32_t bytes = 0;
@@ -235,15 +242,22 @@ struct KVLoader {
       ptx::cp_async_16(raw + row * Traits::kRowBytes, src, static_cast<int>(bytes));
     }
     ptx::cp_async_commit();
-    ptx::cp_async_wait<0>();
+  }
+
+  template <int kCols>
+  __device__ static void widen_codes(uint32_t stage, uint64_t* bar, uint32_t tid) {
+    using L = CodeLayout<kCols>;
+    tid = ptx::opaque(tid);
+    const uint32_t chunk = tid % L::kChunks;
+    const uint32_t raw = L::raw(stage, chunk);
     // Columns 16 chunk .. + 15: panel chunk / 4, its 8-column chunks 2 (chunk % 4) and the next.
     const uint32_t out = stage + (chunk / 4) * Traits::kKVPanelBytes;
     const uint32_t out_chunk = (chunk % 4) * 2;
     // Whole rounds for every lane, so that each __syncwarp meets the full warp (rounds touch
     // distinct rows: no barrier between them).
 #pragma unroll 1
-    for (uint32_t round = 0; round < kBlockN; round += kRowsPerRound) {
-      const uint32_t row = round + tid / kChunks;
+    for (uint32_t round = 0; round < kBlockN; round += L::kRowsPerRound) {
+      const uint32_t row = round + tid / L::kChunks;
       const bool live = row < kBlockN;
       uint4 codes = make_uint4(0u, 0u, 0u, 0u);
       if (live) codes = ptx::ld_shared_v4(raw + row * Traits::kRowBytes);

@@ -153,17 +153,6 @@ struct FwdMainloop {
                      static_cast<int>(a.w)};
   }
 
-  // One gathered KV block: 16-bit codes copied as they are, fp8 codes widened (kv_loader.cuh).
-  template <int kCols>
-  __device__ static void copy_block(const FwdParams& p, const PoolParams& pool, uint32_t stage,
-                                    uint64_t* bar, const GatherJob& job, uint32_t tid, int2* note) {
-    if constexpr (Traits::kFp8KV) {
-      Loader::template widen_block<kCols>(p, pool, stage, bar, job, tid, note);
-    } else {
-      Loader::template gather_block<kCols>(p, pool, stage, bar, job, tid, note);
-    }
-  }
-
   // Producer warps 1..3 (tid 0..95), gather mode: every job's K block, then its V block, in the
   // order the producer thread published them.
   __device__ static void gather_jobs(const FwdParams& p, const SharedPlan<Traits>& sm,
@@ -175,11 +164,23 @@ struct FwdMainloop {
       producer_wait(sm.job_full(s), kv.phase());
       const GatherJob job = read_job(sm, s);
       if (job.n_block < 0) break;
-      copy_block<Traits::kHeadDim>(p, p.kv.k_pool, ptx::smem_address(sm.k(s)), sm.k_full(s), job,
-                                   tid, note);
-      producer_wait(sm.v_empty(s), kv.phase() ^ 1);
-      copy_block<Traits::kHeadDimV>(p, p.kv.v_pool, ptx::smem_address(sm.v(s)), sm.v_full(s), job,
-                                    tid, note);
+      const uint32_t k_stage = ptx::smem_address(sm.k(s)), v_stage = ptx::smem_address(sm.v(s));
+      if constexpr (Traits::kFp8KV) {
+        // K's and V's codes in flight together (two cp.async groups), then each widened.
+        Loader::template copy_codes<Traits::kHeadDim>(p, p.kv.k_pool, k_stage, job, tid, note);
+        producer_wait(sm.v_empty(s), kv.phase() ^ 1);
+        Loader::template copy_codes<Traits::kHeadDimV>(p, p.kv.v_pool, v_stage, job, tid, note);
+        ptx::cp_async_wait<1>();
+        Loader::template widen_codes<Traits::kHeadDim>(k_stage, sm.k_full(s), tid);
+        ptx::cp_async_wait<0>();
+        Loader::template widen_codes<Traits::kHeadDimV>(v_stage, sm.v_full(s), tid);
+      } else {
+        Loader::template gather_block<Traits::kHeadDim>(p, p.kv.k_pool, k_stage, sm.k_full(s), job,
+                                                        tid, note);
+        producer_wait(sm.v_empty(s), kv.phase() ^ 1);
+        Loader::template gather_block<Traits::kHeadDimV>(p, p.kv.v_pool, v_stage, sm.v_full(s), job,
+                                                         tid, note);
+      }
       kv.advance();
     }
     ptx::cp_async_wait<0>();  // no copy of this thread's still in flight when it leaves

@@ -222,24 +222,36 @@ struct KVLoader {
     const int* pages = page_list(p, job.batch);
     const uint8_t* base = static_cast<const uint8_t*>(pool.base);
     const uint32_t raw = L::raw(stage, chunk);
+    // Rows kInFlight at a time: their page ids are read together before their copies (a copy
+    // is a memory barrier to the compiler: one row at a time, each read waited for alone).
+    constexpr int kInFlight = 4;
 #pragma unroll 1
-    for (uint32_t row = tid / L::kChunks; row < kBlockN; row += L::kRowsPerRound) {
-      const uint32_t token = first + row;
-      const uint8_t* src = base;
-      uint32_t bytes = 0;
-      if (token < end) {  // page-list entries past the length are never read
-        const uint32_t index = p.kv.page_div.divide(token);
-        const uint32_t page = pages[index];
-        if (page < static_cast<uint32_t>(p.kv.num_pages)) {
-          const uint32_t slot = token - index * p.kv.page_size;
-          src = base + static_cast<uint64_t>(page) * pool.page_stride +
-                (slot * pool.slot_stride + head_offset);
-          bytes = 16;
-        } else {  // never read through a page id outside the pool: zeros, and a note
-          note_bad_page(note, job.batch, static_cast<int>(page));
-        }
+    for (uint32_t row0 = tid / L::kChunks; row0 < kBlockN; row0 += kInFlight * L::kRowsPerRound) {
+      uint32_t page[kInFlight];
+#pragma unroll
+      for (int i = 0; i < kInFlight; ++i) {
+        const uint32_t row = row0 + i * L::kRowsPerRound, token = first + row;
+        page[i] = ~0u;  // no key: past the block or the end (page-list entries there are not read)
+        if (row < kBlockN && token < end) page[i] = pages[p.kv.page_div.divide(token)];
       }
-      ptx::cp_async_16(raw + row * Traits::kRowBytes, src, static_cast<int>(bytes));
+#pragma unroll
+      for (int i = 0; i < kInFlight; ++i) {
+        const uint32_t row = row0 + i * L::kRowsPerRound, token = first + row;
+        if (row >= kBlockN) break;
+        const uint8_t* src = base;
+        uint32_t bytes = 0;
+        if (token < end) {
+          if (page[i] < static_cast<uint32_t>(p.kv.num_pages)) {
+            const uint32_t slot = token - p.kv.page_div.divide(token) * p.kv.page_size;
+            src = base + static_cast<uint64_t>(page[i]) * pool.page_stride +
+                  (slot * pool.slot_stride + head_offset);
+            bytes = 16;
+          } else {  // never read through a page id outside the pool: zeros, and a note
+            note_bad_page(note, job.batch, static_cast<int>(page[i]));
+          }
+        }
+        ptx::cp_async_16(raw + row * Traits::kRowBytes, src, static_cast<int>(bytes));
+      }
     }
     ptx::cp_async_commit();
   }

@@ -63,8 +63,12 @@ struct FwdTraits {
   // spill-free paged paths) ran 4-10% slower on dense and paged shapes (H200, A/B in one run,
   // 2026-12-01): the consumers' schedule wants the registers more than the producer's few
   // spilled bytes cost.
-  static constexpr uint32_t kProducerRegisters = 24;
-  static constexpr uint32_t kConsumerRegisters = 240;
+  // An fp8 cache's gather warps also widen the codes and keep four page ids in flight
+  // (kv_loader.cuh, copy_codes): 56 / 224.
+  static constexpr uint32_t kProducerRegisters = kFp8KV ? 56 : 24;
+  static constexpr uint32_t kConsumerRegisters = kFp8KV ? 224 : 240;
+  static_assert(kProducerRegisters * 128 + kConsumerRegisters * 256 <= 168 * 384,
+                "fwd: the register split exceeds the launch's allocation");
 
   // Register tiles of one consumer thread.
   static constexpr int kSRegs = kBlockN / 2;      // S = Q K^T accumulator, 64 x kBlockN

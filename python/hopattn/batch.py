@@ -207,7 +207,7 @@ class BatchAttention:
         - ``q`` [total_q, Hq, D], bf16 or fp16 (float32 too on CPU); rows past the step's q
           tokens are left alone
         - ``k_cache`` [num_pages, page_size, Hkv, D] ("NHD") or [num_pages, Hkv, page_size, D]
-          ("HND"); ``v_cache`` the same with Dv; dtype q's, or 8-bit (float8_e4m3fn, and on CPU
+          ("HND"); ``v_cache`` the same with Dv; dtype q's, or 8-bit (float8_e4m3fn; on CPU also
           float8_e5m2 / int8) with real value = stored * scale
         - ``cu_seqlens_q`` int32 [B+1], ``kv_lens`` int32 [B]: on q's device, with the values
           plan() saw; ``page_table`` int32 [B, max_pages]: request b's pages in token order

@@ -247,6 +247,22 @@ struct MlaLoader {
   // groups means block n's codes have landed. The slot of block n takes block n + kFp8Ahead only
   // after block n's codes were widened (their registers consumed: no read of the slot is still
   // pending when the copy overwrites it).
+  // Block b's row table (double-buffered by b & 1) from `page`, its thread's key's page-table
+  // entry: written, the producer warpgroup's barrier, then `page` becomes the next block's entry,
+  // in flight while block b is copied.
+  __device__ static const int2* publish_rows(const MlaParams& p, const SharedPlan<Traits>& sm,
+                                             const Tile& t, const PageList& list, int key0, int b,
+                                             int& page, uint32_t tid) {
+    int2* table = sm.row_table(b & 1);
+    const int first = key0 + b * kBlockKeys;
+    write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
+    ptx::named_barrier_sync(kProducer, 128);
+    if (b + 1 < t.num_blocks) {
+      page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
+    }
+    return table;
+  }
+
   __device__ static void run_fp8(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t,
                                  const PageList& list, uint32_t tid) {
     const int key0 = t.block_begin * kBlockKeys;
@@ -255,13 +271,7 @@ struct MlaLoader {
     // Block b's table (double-buffered: block b - 2's copies were issued a barrier ago) and copies.
     auto issue = [&](int b) {
       if (b < t.num_blocks) {
-        int2* table = sm.row_table(b & 1);
-        const int first = key0 + b * kBlockKeys;
-        write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
-        ptx::named_barrier_sync(kProducer, 128);
-        if (b + 1 < t.num_blocks) {
-          page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
-        }
+        const int2* table = publish_rows(p, sm, t, list, key0, b, page, tid);
         copy_fp8(p, ptx::smem_address(table), ptx::smem_address(sm.raw(b % kFp8Ahead)), tid);
       }
       ptx::cp_async_commit();
@@ -294,14 +304,8 @@ struct MlaLoader {
       for (int n = 0; n < t.num_blocks; ++n) {
         const uint32_t stage = n % Traits::kStages;
         const uint32_t phase = (n / Traits::kStages) & 1;
-        int2* table = sm.row_table(n & 1);
+        const int2* table = publish_rows(p, sm, t, list, key0, n, page, tid);
         const int first = key0 + n * kBlockKeys;
-        write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
-        ptx::named_barrier_sync(kProducer, 128);
-        // The next block's page-table entries are in flight while this block is copied.
-        if (n + 1 < t.num_blocks) {
-          page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
-        }
         const uint32_t table_addr = ptx::smem_address(table);
         // The whole block in one page, every key present: key 0's entry names the page.
         const int2 head = table_entry(table_addr, 0);

@@ -93,6 +93,7 @@ def example_batch():
     page_table = np.arange(18, dtype=np.int32).reshape(3, 6)  # [B, max_pages]
     q = np.random.randn(33, 8, 64).astype(np.float32)  # [total_q, Hq, D]
     out, lse = ba.run(q, k_cache, v_cache, cu_seqlens_q, kv_lens, page_table)  # per layer
+    # 8-bit caches (float8_e4m3fn on CUDA too) take k_scale= / v_scale=: a float, or float32 [Hkv]
     assert out.shape == (33, 8, 64) and lse.shape == (33, 8)
 
 

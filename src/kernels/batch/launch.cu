@@ -125,11 +125,6 @@ void check_supported(const BatchArgs& a, const BatchAttentionConfig& c) {
                                " KV cache; built: q's dtype (bf16, fp16) and fp8_e4m3 (e5m2 and "
                                "int8 caches run on the CPU)"));
   }
-  for (const KVScale* s : {&a.k_scale, &a.v_scale}) {
-    if (s->per_head.defined() && !s->per_head.is_cuda()) {
-      unsupported("per-head k_scale / v_scale must be device tensors");
-    }
-  }
   const int dv = c.head_dim_v != 0 ? c.head_dim_v : c.head_dim;
   if (!fwd::built_for_batch(c.head_dim, dv)) {
     unsupported(detail::concat("head dims (", c.head_dim, ", ", dv,

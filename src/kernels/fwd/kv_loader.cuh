@@ -142,6 +142,25 @@ struct KVLoader {
     }
   }
 
+  // Where a gathered 16-byte piece of token `token` (before the sequence's end; page-list entry
+  // `index` named page id `page`) comes from, `head_offset` elements into its row: sets `src` and
+  // returns 16, the bytes to copy; for a page id outside the pool returns 0 (copy zeros), leaves
+  // `src` alone (the pool is never read through the bad id) and notes it.
+  template <class T>
+  __device__ static uint32_t piece_source(const FwdParams& p, const PoolParams& pool, const T* base,
+                                          uint32_t page, uint32_t index, uint32_t token,
+                                          uint32_t head_offset, int batch, int2* note,
+                                          const T*& src) {
+    if (page >= static_cast<uint32_t>(p.kv.num_pages)) {
+      note_bad_page(note, batch, static_cast<int>(page));
+      return 0;
+    }
+    const uint32_t slot = token - index * p.kv.page_size;
+    src = base + static_cast<uint64_t>(page) * pool.page_stride +
+          (slot * pool.slot_stride + head_offset);
+    return 16;
+  }
+
   // The kGatherThreads gather threads (tid 0..95): KV block job.n_block, kCols columns, copied 16
   // bytes per cp.async into the 128B-swizzled panels at shared address `stage` (the layout TMA
   // would have written: 16-byte chunk c of row r at chunk c ^ (r % 8)), then one arrival per
@@ -170,15 +189,8 @@ struct KVLoader {
       uint32_t bytes = 0;
       if (token < end) {  // page-list entries past the length are never read
         const uint32_t index = p.kv.page_div.divide(token);
-        const uint32_t page = pages[index];
-        if (page < static_cast<uint32_t>(p.kv.num_pages)) {
-          const uint32_t slot = token - index * p.kv.page_size;
-          src = base + static_cast<uint64_t>(page) * pool.page_stride +
-                (slot * pool.slot_stride + head_offset);
-          bytes = 16;
-        } else {  // never read through a page id outside the pool: zeros, and a note
-          note_bad_page(note, job.batch, static_cast<int>(page));
-        }
+        bytes = piece_source(p, pool, base, pages[index], index, token, head_offset, job.batch,
+                             note, src);
       }
       ptx::cp_async_16(stage + (chunk / 8) * Traits::kKVPanelBytes + row * Traits::kRowBytes +
                            (((chunk % 8) ^ (row % 8)) << 4),
@@ -241,14 +253,8 @@ struct KVLoader {
         const uint8_t* src = base;
         uint32_t bytes = 0;
         if (token < end) {
-          if (page[i] < static_cast<uint32_t>(p.kv.num_pages)) {
-            const uint32_t slot = token - p.kv.page_div.divide(token) * p.kv.page_size;
-            src = base + static_cast<uint64_t>(page[i]) * pool.page_stride +
-                  (slot * pool.slot_stride + head_offset);
-            bytes = 16;
-          } else {  // never read through a page id outside the pool: zeros, and a note
-            note_bad_page(note, job.batch, static_cast<int>(page[i]));
-          }
+          bytes = piece_source(p, pool, base, page[i], p.kv.page_div.divide(token), token,
+                               head_offset, job.batch, note, src);
         }
         ptx::cp_async_16(raw + row * Traits::kRowBytes, src, static_cast<int>(bytes));
       }

@@ -56,7 +56,7 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
           if (b != BatchImpl::kBatch) {
             throw UsageError(std::string("--batch-impl ") + batch_impl_name(b) +
                              ": with --kv-dtype " + dtype_name(shape.kv_dtype) +
-                             " only batch runs (attention_fwd takes " + "K/V in q's dtype)");
+                             " only batch runs (attention_fwd takes K/V in q's dtype)");
           }
         }
         chosen = {BatchImpl::kBatch};

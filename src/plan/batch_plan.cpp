@@ -103,6 +103,14 @@ struct Visibility {
   }
 };
 
+// The low bits of assign()'s tree keys that hold a CTA: log2 of the tree's leaves (num_ctas
+// rounded up to a power of two).
+int cta_key_bits(int ctas) {
+  int bits = 0;
+  while ((1 << bits) < ctas) ++bits;
+  return bits;
+}
+
 }  // namespace
 
 // ----------------------------------------------------------------------------- capacity
@@ -129,8 +137,7 @@ BatchPlanCapacity BatchPlanner::capacity(const BatchPlanLimits& l) {
   // assign()'s keys hold a CTA's load above its number (batch_plan.hpp, tree_): under LPT a
   // CTA's load is at most the mean plus the largest item, which must fit the key's other bits.
   {
-    int bits = 0;
-    while ((int64_t{1} << bits) < ctas) ++bits;
+    const int bits = cta_key_bits(l.num_ctas);
     const double largest =
         static_cast<double>(std::numeric_limits<int32_t>::max()) *
             static_cast<double>(std::max({kDecodeKeyLoadCost, kDecodeRowKeyCost * kDecodeMaxRows,
@@ -174,7 +181,8 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   head_partial_step_.resize(max_works);
   slot_work_.resize(static_cast<size_t>(capacity_.max_items));
   slot_head_.resize(static_cast<size_t>(capacity_.max_items));
-  while (tree_leaves_ < limits_.num_ctas) tree_leaves_ *= 2, ++cta_bits_;
+  cta_bits_ = cta_key_bits(limits_.num_ctas);
+  tree_leaves_ = 1 << cta_bits_;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
   run_sorted_.resize(ctas);
   run_fifo_.resize(ctas);

@@ -199,8 +199,8 @@ class BatchPlanner {
   // one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
   // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses
   // limits whose loads could overflow it).
-  int tree_leaves_ = 1;
-  int cta_bits_ = 0;  // log2(tree_leaves_)
+  int tree_leaves_ = 1;  // num_ctas rounded up to a power of two
+  int cta_bits_ = 0;     // log2(tree_leaves_)
   std::vector<uint64_t> tree_;
   // assign()'s runs of equal-cost items: the CTAs by load, and the FIFO of those a run loaded.
   std::vector<uint64_t> run_sorted_;

@@ -123,6 +123,14 @@ double largest_v_scale(const HostStep& h) {
   return m;
 }
 
+// The step's k / v scale as BatchArgs takes it, the per-head tensor (the host or the device copy
+// of HostStep::k_scale / v_scale) only with spec.per_head_scales. The scalar goes along with the
+// per-head tensor, which overrides it (options.hpp): with a base other than 1, a kernel that
+// applied both would be off by the base.
+KVScale kv_scale_arg(const StepSpec& s, float value, const TensorView& per_head) {
+  return KVScale{value, s.per_head_scales ? per_head : TensorView()};
+}
+
 bool sampling_allowed(const StepSpec& s) {
   const bool unmasked = !s.causal && s.window.left < 0 && s.window.right < 0;
   return s.causal || s.window.right == 0 || unmasked;
@@ -390,12 +398,6 @@ Reference cpu_reference(const HostStep& h, std::mt19937_64& rng) {
   cpu.run(a);
   ref.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return ref;
-}
-
-KVScale kv_scale_arg(const StepSpec& s, float value, const TensorView& per_head) {
-  // The scalar goes along with the per-head tensor, which overrides it (options.hpp): with a base
-  // other than 1, a kernel that applied both would be off by the base.
-  return KVScale{value, s.per_head_scales ? per_head : TensorView()};
 }
 
 void DeviceCopy::put(const HostTensor& h, size_t front) {

@@ -104,10 +104,6 @@ struct Reference {
 };
 Reference cpu_reference(const HostStep& h, std::mt19937_64& rng);
 
-// The step's k / v scale as BatchArgs takes it, the per-head tensor (the host or the device copy
-// of HostStep::k_scale / v_scale) only with spec.per_head_scales.
-KVScale kv_scale_arg(const StepSpec& s, float value, const TensorView& per_head);
-
 // A device copy of a host tensor (absent tensors stay absent); put() uploads again in place.
 struct DeviceCopy {
   std::unique_ptr<DeviceTensor> t;

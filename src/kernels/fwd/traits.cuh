@@ -32,8 +32,8 @@ enum NamedBarrier : uint32_t {
 // frees 32 KB per consumer for longer KV tiles; the next tile's Q then waits for the O stores
 // (README.md, "Output staging in Q").
 // kFp8KV: K and V come from a paged cache of fp8 e4m3 codes, which the gather warps widen exactly
-// to Elt in the stages (kv_loader.cuh, widen_block); their scales apply to the logits and to the
-// output (KVScaleParams). The batch family's instances only.
+// to Elt in the stages (kv_loader.cuh, copy_codes and widen_codes); their scales apply to the
+// logits and to the output (KVScaleParams). The batch family's instances only.
 template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kBlockN_ = 128,
           int kStages_ = 2, bool kOInQ_ = false, bool kFp8KV_ = false>
 struct FwdTraits {

@@ -24,7 +24,7 @@ strip common/device_status.cuh \
   's/return static_cast<uint64_t>\(value\) <= static_cast<uint64_t>\(bound\);/(void)value; (void)bound; return true;/'
 strip fwd/kv_loader.cuh \
   's/static_cast<uint32_t>\(page\) >= static_cast<uint32_t>\(p\.kv\.num_pages\)/false/'
-strip fwd/kv_loader.cuh 's/if \(page < static_cast<uint32_t>\(p\.kv\.num_pages\)\)/if (true)/g'
+strip fwd/kv_loader.cuh 's/if \(page >= static_cast<uint32_t>\(p\.kv\.num_pages\)\) \{/if (false) {/'
 strip decode/mainloop.cuh \
   's/const bool own = static_cast<uint32_t>\(ref\.page\) < static_cast<uint32_t>\(p\.num_pages\);/const bool own = ref.page != kNoKey;/'
 strip mla/loader.cuh \

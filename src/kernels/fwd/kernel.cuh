@@ -44,8 +44,8 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
     if (!t.has_rows() || t.n_blocks() == 0) continue;  // consumers write zeros, need no loads
     Mainloop::template load_tile<kSource>(p, sm, w, t, st);
   }
-  if (kGather) Mainloop::finish_jobs(sm, st);
-  if (kSource == KVSource::kPagedTma) {  // the whole warp ran the loop
+  if (kGather || kSource == KVSource::kPagedTmaWiden) Mainloop::finish_jobs(sm, st);
+  if (kSource == KVSource::kPagedTma || kSource == KVSource::kPagedTmaWiden) {  // the whole warp
     __syncwarp();
     if (threadIdx.x == 0) KVLoader<Traits>::report_bad_page(p, sm.bad_page_note(0));
   }
@@ -124,7 +124,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
-  const bool gather = p.kv.source == KVSource::kPagedGather;
+  // Warps 1..3 fill the K and V stages: gathered, or widened from codes TMA brought.
+  const bool gather = p.kv.source == KVSource::kPagedGather ||
+                      (Traits::kFp8KV && p.kv.source == KVSource::kPagedTmaWiden);
   if (threadIdx.x == 0) {
     // A K or V stage fills by one TMA arrival (+ bytes), or by one cp.async arrival per gather
     // thread.
@@ -137,6 +139,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(sm.v_full(s), kv_arrivals);
       ptx::mbarrier_init(sm.v_empty(s), Traits::kConsumerThreads);
       ptx::mbarrier_init(sm.job_full(s), 1);
+      if constexpr (Traits::kFp8KV) {  // one TMA arrival (+ bytes) each
+        ptx::mbarrier_init(sm.k_raw(s), 1);
+        ptx::mbarrier_init(sm.v_raw(s), 1);
+      }
     }
     for (int w = 0; w < Traits::kProducerWarps; ++w) *sm.bad_page_note(w) = make_int2(0, 0);
     sm.index_note()->tag = 0u;
@@ -146,11 +152,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
     const int tid = static_cast<int>(threadIdx.x);
-    if constexpr (Traits::kFp8KV) {  // only the gather widens codes (the host picks it)
-      if (tid == 0) {
-        run_producer<Traits, Scheduler, KVSource::kPagedGather>(p, sm);
-      } else if (tid >= 32) {
+    if constexpr (Traits::kFp8KV) {  // codes by TMA or by the gather, widened by warps 1..3
+      bool by_tma = false;
+      if constexpr (Traits::kTmaCodes) by_tma = p.kv.source == KVSource::kPagedTmaWiden;
+      if (tid >= 32) {
         FwdMainloop<Traits>::gather_jobs(p, sm, static_cast<uint32_t>(tid - 32));
+      } else if (by_tma) {
+        if constexpr (Traits::kTmaCodes) {
+          run_producer<Traits, Scheduler, KVSource::kPagedTmaWiden>(p, sm);
+        }
+      } else if (tid == 0) {
+        run_producer<Traits, Scheduler, KVSource::kPagedGather>(p, sm);
       }
     } else if (tid < 32) {
       switch (p.kv.source) {
@@ -162,6 +174,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           break;
         case KVSource::kPagedGather:
           if (tid == 0) run_producer<Traits, Scheduler, KVSource::kPagedGather>(p, sm);
+          break;
+        case KVSource::kPagedTmaWiden:  // fp8 instances only (the host never sets it here)
           break;
       }
     } else if (gather) {

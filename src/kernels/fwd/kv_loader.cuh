@@ -81,14 +81,18 @@ struct KVLoader {
   template <KVSource kSource>
   __device__ static Source source(const FwdParams& p, const WorkTile& w, const TileInfo& t) {
     Source s{w.head / p.kv_head_divisor, t.row_k, t.batch_coord, t.seqlen_k, w.batch, nullptr};
-    if constexpr (kSource == KVSource::kPagedTma) s.pages = page_list(p, w.batch);
+    if constexpr (kSource == KVSource::kPagedTma || kSource == KVSource::kPagedTmaWiden) {
+      s.pages = page_list(p, w.batch);
+    }
     return s;
   }
 
   // The TMA boxes of KV block n, kPanels panels of 64 columns, into `stage`, completing on `bar`
   // (whose expect_tx the leading thread raises by the full stage's bytes). Contiguous: one
-  // thread; paged: every lane of the producer warp.
-  template <KVSource kSource, int kPanels>
+  // thread; paged: every lane of the producer warp. kPagedTmaWiden: kPanels boxes of 128 fp8
+  // codes a row (kColStep 128) into panels kFirstPanel.. of the stage, unswizzled: each row's
+  // codes in the bytes its widened values will occupy (copy_codes' layout, CodeLayout).
+  template <KVSource kSource, int kPanels, int kFirstPanel = 0, int kColStep = Traits::kPanelCols>
   __device__ static void tma_block(const FwdParams& p, const CUtensorMap* map, uint8_t* stage,
                                    uint64_t* bar, const Source& s, int n, int2* note) {
     const int first = n * kBlockN;
@@ -126,10 +130,10 @@ struct KVLoader {
           note_bad_page(note, s.batch, page);
         }
         const int r = valid > 0 ? 0 : box;
-        uint8_t* dst = stage + row * Traits::kRowBytes;
+        uint8_t* dst = stage + kFirstPanel * Traits::kKVPanelBytes + row * Traits::kRowBytes;
 #pragma unroll
         for (int i = 0; i < kPanels; ++i) {
-          const int col = i * Traits::kPanelCols;
+          const int col = i * kColStep;
           if (p.kv.hnd) {
             ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, r, slot, s.kv_head,
                              page);

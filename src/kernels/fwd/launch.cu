@@ -74,19 +74,29 @@ PoolView pool_view(const TensorView& t, KVLayout layout) {
 // slot + box - 1 (box divides page_size: never past the page) and a box at r = box lies out of
 // bounds and arrives as zeros. (One slot dimension would serve as well; this shape keeps the
 // producer's coordinate arithmetic within its 24 registers.)
+// An 8-bit pool (fp8 codes, KVSource::kPagedTmaWiden): boxes of 128 codes a row, unswizzled, so
+// that a box's rows land 128 bytes apart, each in the bytes its widened row will occupy.
 ptx::TensorMapSpec paged_spec(const TensorView& t, KVLayout layout, uint32_t box) {
   const PoolView v = pool_view(t, layout);
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+  const bool codes = dtype_size(t.dtype()) == 1;
   ptx::TensorMapSpec s = ptx::tensor_map_spec_16bit(t.data(), t.dtype(), 5);
-  const uint64_t slot_bytes = u(v.stride_slot) * 2, head_bytes = u(v.stride_head) * 2;
+  if (codes) {
+    s.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    s.element_bytes = 1;
+    s.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  }
+  const uint64_t e = static_cast<uint64_t>(s.element_bytes);
+  const uint32_t row = codes ? 128 : 64;  // elements a box row: 128 bytes either way
+  const uint64_t slot_bytes = u(v.stride_slot) * e, head_bytes = u(v.stride_head) * e;
   if (layout == KVLayout::kNHD) {
     s.dims = {u(v.d), u(v.heads), box, u(v.page_size), u(v.pages)};
-    s.strides = {0, head_bytes, slot_bytes, slot_bytes, u(v.stride_page) * 2};
-    s.box = {64, 1, box, 1, 1};
+    s.strides = {0, head_bytes, slot_bytes, slot_bytes, u(v.stride_page) * e};
+    s.box = {row, 1, box, 1, 1};
   } else {
     s.dims = {u(v.d), box, u(v.page_size), u(v.heads), u(v.pages)};
-    s.strides = {0, slot_bytes, slot_bytes, head_bytes, u(v.stride_page) * 2};
-    s.box = {64, box, 1, 1, 1};
+    s.strides = {0, slot_bytes, slot_bytes, head_bytes, u(v.stride_page) * e};
+    s.box = {row, box, 1, 1, 1};
   }
   return s;
 }
@@ -263,17 +273,20 @@ void set_contiguous_source(const FwdArgs& args, bool varlen, int block_n, FwdPar
 // launch options turn TMA off). The maps are based at the pools themselves: an earlier windowed
 // map based `box` slots before each pool faulted on an H200 for pools at the start of their
 // device allocation (kv_loader.cuh), which is where a framework's allocator puts a cache.
-// An 8-bit cache (the batch family's fp8 instances) always takes the gather, which widens it.
+// An 8-bit cache (the batch family's fp8 instances): its codes by TMA when its rows fill whole
+// 128-byte rows (head dims >= 128, FwdTraits::kTmaCodes) and the boxes fit, widened by the
+// producer's warps 1..3 (kPagedTmaWiden); else the gather, which widens them too.
 void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& launch, FwdParams& p) {
   const KVLayout layout = args.pages.layout;
   const PoolView k = pool_view(args.k, layout);
   const int box = std::gcd(static_cast<int>(k.page_size), block_n);
-  const bool wide = dtype_size(args.k.dtype()) == 2;
-  if (box % 8 == 0 && k.pages > 0 && launch.paged_tma && wide) {
+  const bool codes = dtype_size(args.k.dtype()) == 1;
+  const bool rows_fit = !codes || (args.k.size(-1) >= 128 && args.v.size(-1) >= 128);
+  if (box % 8 == 0 && k.pages > 0 && launch.paged_tma && rows_fit) {
     try {
       p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
       p.tm_v = ptx::encode_tensor_map(paged_spec(args.v, layout, static_cast<uint32_t>(box)));
-      p.kv.source = KVSource::kPagedTma;
+      p.kv.source = codes ? KVSource::kPagedTmaWiden : KVSource::kPagedTma;
       p.kv.box_rows = box;
       p.kv.zero_v_tail = true;
       return;
@@ -336,6 +349,8 @@ std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch) {
       return "contiguous";
     case KVSource::kPagedTma:
       return detail::concat("paged TMA, boxes of ", p.kv.box_rows, " slots");
+    case KVSource::kPagedTmaWiden:
+      return detail::concat("paged TMA of fp8 codes, boxes of ", p.kv.box_rows, " slots");
     case KVSource::kPagedGather:
       break;
   }

@@ -108,7 +108,22 @@ struct FwdMainloop {
   // are safe (the transaction count may dip below zero until then). Other sources: one thread.
   template <KVSource kSource>
   __device__ static bool leads() {
-    return kSource != KVSource::kPagedTma || ptx::lane_id() == 0;
+    return (kSource != KVSource::kPagedTma && kSource != KVSource::kPagedTmaWiden) ||
+           ptx::lane_id() == 0;
+  }
+
+  // kPagedTmaWiden: K or V codes of block n (kCols fp8 columns) by TMA into `stage`, landing on
+  // `raw`, where warps 1..3 wait for them (gather_jobs). The stage's last widened values were
+  // generic-proxy stores: a proxy fence orders them before TMA (async proxy) overwrites them.
+  template <int kCols>
+  __device__ static void load_codes(const FwdParams& p, const CUtensorMap* map, uint8_t* stage,
+                                    uint64_t* raw, const typename Loader::Source& src, int n,
+                                    const SharedPlan<Traits>& sm) {
+    using L = typename Loader::template CodeLayout<kCols>;
+    ptx::fence_proxy_async_shared();
+    if (ptx::lane_id() == 0) ptx::mbarrier_arrive_expect_tx(raw, Traits::kBlockN * kCols);
+    Loader::template tma_block<KVSource::kPagedTmaWiden, L::kRawSlots, L::kPanels - L::kRawSlots,
+                               128>(p, map, stage, raw, src, n, sm.bad_page_note(0));
   }
 
   // K of block n by TMA, or (kPagedGather) its gather job, once the stage is free.
@@ -120,6 +135,12 @@ struct FwdMainloop {
     if constexpr (kSource == KVSource::kPagedGather) {
       *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head, n};
       ptx::mbarrier_arrive(sm.job_full(s));  // release: the job's fields before the arrival
+    } else if constexpr (kSource == KVSource::kPagedTmaWiden) {
+      load_codes<Traits::kHeadDim>(p, &p.tm_k, sm.k(s), sm.k_raw(s), src, n, sm);
+      if (ptx::lane_id() == 0) {  // the widening warps take the block in job order
+        *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head, n};
+        ptx::mbarrier_arrive(sm.job_full(s));
+      }
     } else {
       if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
       Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, sm.k(s), sm.k_full(s), src, n,
@@ -132,16 +153,21 @@ struct FwdMainloop {
                                 const typename Loader::Source& src, int n, const Pipeline& kv) {
     const uint32_t s = kv.stage();
     producer_wait(sm.v_empty(s), kv.phase() ^ 1);
-    if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
-    Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, sm.v(s), sm.v_full(s), src, n,
-                                                  sm.bad_page_note(0));
+    if constexpr (kSource == KVSource::kPagedTmaWiden) {
+      load_codes<Traits::kHeadDimV>(p, &p.tm_v, sm.v(s), sm.v_raw(s), src, n, sm);
+    } else {
+      if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
+      Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, sm.v(s), sm.v_full(s), src, n,
+                                                    sm.bad_page_note(0));
+    }
   }
 
-  // Producer thread, gather mode, after its last tile: a job with n_block = -1 stops the gather
-  // warps (published like any job, once its slot's stage is free).
+  // Producer thread (kPagedTmaWiden: warp 0, lane 0 writing), after its last tile: a job with
+  // n_block = -1 stops warps 1..3 (published like any job, once its slot's stage is free).
   __device__ static void finish_jobs(const SharedPlan<Traits>& sm, const ProducerState& st) {
     const uint32_t s = st.kv.stage();
     producer_wait(sm.k_empty(s), st.kv.phase() ^ 1);
+    if (Traits::kTmaCodes && ptx::lane_id() != 0) return;
     *sm.job(s) = GatherJob{0, 0, 0, -1};
     ptx::mbarrier_arrive(sm.job_full(s));
   }
@@ -166,6 +192,14 @@ struct FwdMainloop {
       if (job.n_block < 0) break;
       const uint32_t k_stage = ptx::smem_address(sm.k(s)), v_stage = ptx::smem_address(sm.v(s));
       if constexpr (Traits::kFp8KV) {
+        if (p.kv.source == KVSource::kPagedTmaWiden) {  // the codes come by TMA (load_codes)
+          producer_wait(sm.k_raw(s), kv.phase());
+          Loader::template widen_codes<Traits::kHeadDim>(k_stage, sm.k_full(s), tid);
+          producer_wait(sm.v_raw(s), kv.phase());
+          Loader::template widen_codes<Traits::kHeadDimV>(v_stage, sm.v_full(s), tid);
+          kv.advance();
+          continue;
+        }
         // K's and V's codes in flight together (two cp.async groups), then each widened.
         Loader::template copy_codes<Traits::kHeadDim>(p, p.kv.k_pool, k_stage, job, tid, note);
         producer_wait(sm.v_empty(s), kv.phase() ^ 1);
@@ -252,7 +286,10 @@ struct FwdMainloop {
   // read next by wgmma (async proxy): each reading thread fences between the two.
   __device__ static void wait_kv(const FwdParams& p, uint64_t* full, uint32_t phase) {
     ptx::mbarrier_wait_or_trap(full, phase);
-    if (p.kv.source == KVSource::kPagedGather) ptx::fence_proxy_async_shared();
+    if (p.kv.source == KVSource::kPagedGather ||
+        (Traits::kFp8KV && p.kv.source == KVSource::kPagedTmaWiden)) {
+      ptx::fence_proxy_async_shared();  // widened stages too: generic-proxy stores
+    }
   }
 
   // Varlen and paged TMA load the block holding the sequence's end whole (kv_loader.cuh), so V

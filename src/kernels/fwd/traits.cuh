@@ -39,6 +39,9 @@ template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kBlockN_ = 
 struct FwdTraits {
   using Elt = Elt_;
   static constexpr bool kFp8KV = kFp8KV_;
+  // fp8 codes can come by TMA (KVSource::kPagedTmaWiden) when a row's codes fill whole 128-byte
+  // panel rows (head dims >= 128); hd64's 64 would land 64 bytes apart, not 128.
+  static constexpr bool kTmaCodes = kFp8KV && kHeadDim_ >= 128 && kHeadDimV_ >= 128;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "fwd: bf16 or fp16");
   static constexpr int kHeadDim = kHeadDim_;
@@ -100,8 +103,9 @@ struct FwdTraits {
   static constexpr uint32_t kOPanelStride = kOInQ ? kQPanelBytes : kOPanelBytes;
   static constexpr uint32_t kBarrierOffset =
       kOInQ ? kVEnd : kOOffset + kConsumerWarpgroups * kOBytesPerConsumer;
-  // q_full, q_empty, then k_full, k_empty, v_full, v_empty, job_full rings.
-  static constexpr int kNumBarriers = 2 + 5 * kStages;
+  // q_full, q_empty, then k_full, k_empty, v_full, v_empty, job_full rings; kFp8KV: k_raw and
+  // v_raw rings too (kPagedTmaWiden: a stage's codes landed by TMA).
+  static constexpr int kNumBarriers = 2 + (kFp8KV ? 7 : 5) * kStages;
   // Paged gather: one job slot per stage (kv_loader.cuh).
   static constexpr uint32_t kJobOffset = (kBarrierOffset + kNumBarriers * 8 + 15) / 16 * 16;
   static constexpr uint32_t kJobBytes = 16;
@@ -152,6 +156,8 @@ struct SharedPlan {
   __device__ uint64_t* v_full(int s) const { return barriers() + 2 + 2 * Traits::kStages + s; }
   __device__ uint64_t* v_empty(int s) const { return barriers() + 2 + 3 * Traits::kStages + s; }
   __device__ uint64_t* job_full(int s) const { return barriers() + 2 + 4 * Traits::kStages + s; }
+  __device__ uint64_t* k_raw(int s) const { return barriers() + 2 + 5 * Traits::kStages + s; }
+  __device__ uint64_t* v_raw(int s) const { return barriers() + 2 + 6 * Traits::kStages + s; }
   __device__ GatherJob* job(int s) const {
     return reinterpret_cast<GatherJob*>(base + Traits::kJobOffset + s * Traits::kJobBytes);
   }
@@ -212,6 +218,9 @@ enum class KVSource : int {
   kContiguous = 0,
   kPagedTma = 1,
   kPagedGather = 2,
+  // kFp8KV only: the pools' fp8 codes by TMA boxes as kPagedTma (each row's codes into the bytes
+  // its widened values will occupy), widened in place by producer warps 1..3.
+  kPagedTmaWiden = 3,
 };
 
 // Gather addressing of one pool (elements): row (page, slot, head) starts at

@@ -276,23 +276,33 @@ struct KVLoader {
     const uint32_t out = stage + (chunk / 4) * Traits::kKVPanelBytes;
     const uint32_t out_chunk = (chunk % 4) * 2;
     // Whole rounds for every lane, so that each __syncwarp meets the full warp (rounds touch
-    // distinct rows: no barrier between them).
+    // distinct rows: no barrier between them). kDepth rounds at a time: their shared loads,
+    // then their conversions and stores, overlap (one round's chain alone is latency-bound).
+    constexpr uint32_t kDepth = 4;
 #pragma unroll 1
-    for (uint32_t round = 0; round < kBlockN; round += L::kRowsPerRound) {
-      const uint32_t row = round + tid / L::kChunks;
-      const bool live = row < kBlockN;
-      uint4 codes = make_uint4(0u, 0u, 0u, 0u);
-      if (live) codes = ptx::ld_shared_v4(raw + row * Traits::kRowBytes);
+    for (uint32_t round = 0; round < kBlockN; round += kDepth * L::kRowsPerRound) {
+      uint4 codes[kDepth];
+#pragma unroll
+      for (uint32_t i = 0; i < kDepth; ++i) {
+        const uint32_t row = round + i * L::kRowsPerRound + tid / L::kChunks;
+        codes[i] = make_uint4(0u, 0u, 0u, 0u);
+        if (row < kBlockN) codes[i] = ptx::ld_shared_v4(raw + row * Traits::kRowBytes);
+      }
       __syncwarp();
-      if (live) {
-        const uint2 a = ptx::e4m3x4_to_16bit<Elt>(codes.x);
-        const uint2 b = ptx::e4m3x4_to_16bit<Elt>(codes.y);
-        const uint2 c = ptx::e4m3x4_to_16bit<Elt>(codes.z);
-        const uint2 d = ptx::e4m3x4_to_16bit<Elt>(codes.w);
+#pragma unroll
+      for (uint32_t i = 0; i < kDepth; ++i) {
+        const uint32_t row = round + i * L::kRowsPerRound + tid / L::kChunks;
+        const uint2 a = ptx::e4m3x4_to_16bit<Elt>(codes[i].x);
+        const uint2 b = ptx::e4m3x4_to_16bit<Elt>(codes[i].y);
+        const uint2 c = ptx::e4m3x4_to_16bit<Elt>(codes[i].z);
+        const uint2 d = ptx::e4m3x4_to_16bit<Elt>(codes[i].w);
         const uint32_t dst = out + row * Traits::kRowBytes;
         const uint32_t swizzle = row % 8;
-        ptx::st_shared_v4(dst + ((out_chunk ^ swizzle) << 4), make_uint4(a.x, a.y, b.x, b.y));
-        ptx::st_shared_v4(dst + (((out_chunk + 1) ^ swizzle) << 4), make_uint4(c.x, c.y, d.x, d.y));
+        if (row < kBlockN) {  // converted regardless: only the stores wait on the compare
+          ptx::st_shared_v4(dst + ((out_chunk ^ swizzle) << 4), make_uint4(a.x, a.y, b.x, b.y));
+          ptx::st_shared_v4(dst + (((out_chunk + 1) ^ swizzle) << 4),
+                            make_uint4(c.x, c.y, d.x, d.y));
+        }
       }
     }
     ptx::mbarrier_arrive(bar);

@@ -26,6 +26,10 @@ using fwd::WorkTile;
 
 class WorkListScheduler {
  public:
+  // The batch family's calls may carry per-tensor or per-head KV scales (fwd/kernel.cuh,
+  // tile_scales).
+  static constexpr bool kKVScales = true;
+
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters); the end of the
   // CTA's list is re-read rather than kept, for the producer's register budget.
   __device__ explicit WorkListScheduler(const FwdParams& p)

@@ -52,11 +52,15 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
 }
 
 // The scales of tile w's logits and output: the host's (a per-tensor k scale folded in), with
-// the per-head KV scales of its KV head when the call has them (KVScaleParams).
+// the per-head KV scales of its KV head when the call has them (KVScaleParams). kKVScales false
+// (a scheduler whose calls have no KV scales): the host's logit scales and 1, constants the
+// compiler folds, so that those kernels carry neither the loads nor the multiplies.
 struct TileScales {
   float scale_log2, softcap_scale, v;
 };
+template <bool kKVScales>
 __device__ inline TileScales tile_scales(const FwdParams& p, const WorkTile& w) {
+  if constexpr (!kKVScales) return TileScales{p.softmax.scale_log2, p.softmax.softcap_scale, 1.f};
   TileScales s{p.softmax.scale_log2, p.softmax.softcap_scale, p.kv_scale.v};
   const int kv_head = w.head / p.kv_head_divisor;
   if (p.kv_scale.k_per_head != nullptr) {
@@ -86,7 +90,7 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
     float o[Traits::kORegs];
 #pragma unroll
     for (int i = 0; i < Traits::kORegs; ++i) o[i] = 0.f;
-    const TileScales scales = tile_scales(p, w);
+    const TileScales scales = tile_scales<Scheduler::kKVScales>(p, w);
     OnlineSoftmax<Traits::kSRegs> softmax(scales.scale_log2);
     if (t.n_blocks() > 0) {
       Mainloop::compute_tile(p, sm, w, t, consumer, st, o, softmax, scales.softcap_scale);

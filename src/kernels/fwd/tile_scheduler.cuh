@@ -25,6 +25,9 @@ namespace hopattn::kernels::fwd {
 
 class LptTileScheduler {
  public:
+  // The fwd family's calls carry no KV scales: its kernels leave tile_scales out (kernel.cuh).
+  static constexpr bool kKVScales = false;
+
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters): its fields are
   // read where needed rather than copied into registers, which the producer thread has few of.
   __device__ explicit LptTileScheduler(const SchedulerParams& p)

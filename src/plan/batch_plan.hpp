@@ -207,6 +207,8 @@ class BatchPlanner {
   std::vector<uint64_t> run_fifo_;
   void build_tree_nodes();
   void assign_run(uint64_t step, int64_t count, int64_t& item);
+  template <int kLevels>
+  void assign_levels();
   std::vector<int32_t> item_rank_;  // its place in its CTA's list
   std::vector<int64_t> cta_load_;
   std::vector<int32_t> cta_count_;  // items per CTA

@@ -320,7 +320,8 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
 // thousands of them) take assign_run() instead, the same choices in constant time an item. Padding
 // leaves hold the largest key, so they never win. Each item's place in its CTA's list is counted on
 // the way.
-void BatchPlanner::assign() {
+template <int kLevels>
+void BatchPlanner::assign_levels() {
   // Runs shorter than this take the tree: assign_run's sort and rebuild cost about this many
   // tree walks.
   constexpr int64_t kRunItemsMin = 64;
@@ -366,10 +367,19 @@ void BatchPlanner::assign() {
       item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
       int k = leaves + cta;
       tree[k] = key;
-      while (k > 1) {
-        key = std::min(key, tree[k ^ 1]);
-        k >>= 1;
-        tree[k] = key;
+      if constexpr (kLevels > 0) {  // unrolled: no loop branch to predict (about 7% of plan())
+#pragma GCC unroll 16
+        for (int l = 0; l < kLevels; ++l) {
+          key = std::min(key, tree[k ^ 1]);
+          k >>= 1;
+          tree[k] = key;
+        }
+      } else {
+        while (k > 1) {
+          key = std::min(key, tree[k ^ 1]);
+          k >>= 1;
+          tree[k] = key;
+        }
       }
     }
     ++i;
@@ -377,6 +387,27 @@ void BatchPlanner::assign() {
   const int filled = static_cast<int>(std::min<int64_t>(item, ctas));
   for (int c = 0; c < filled; ++c) {
     cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(tree[leaves + c] >> bits);
+  }
+}
+
+// assign_levels for the tree's depth (log2 of its leaves): unrolled walks for the grids of
+// 32..1024 CTAs, a loop otherwise.
+void BatchPlanner::assign() {
+  switch (cta_bits_) {
+    case 5:
+      return assign_levels<5>();
+    case 6:
+      return assign_levels<6>();
+    case 7:
+      return assign_levels<7>();
+    case 8:
+      return assign_levels<8>();
+    case 9:
+      return assign_levels<9>();
+    case 10:
+      return assign_levels<10>();
+    default:
+      return assign_levels<0>();
   }
 }
 

@@ -179,8 +179,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   item_cta_.resize(static_cast<size_t>(capacity_.max_items));
   work_items_.resize(max_works);
   head_partial_step_.resize(max_works);
-  slot_work_.resize(static_cast<size_t>(capacity_.max_items));
-  slot_head_.resize(static_cast<size_t>(capacity_.max_items));
+  slot_item_.resize(static_cast<size_t>(capacity_.max_items));
   cta_bits_ = cta_key_bits(limits_.num_ctas);
   tree_leaves_ = 1 << cta_bits_;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
@@ -407,18 +406,24 @@ int BatchPlanner::write_items(unsigned char* dst, int64_t num_items, BatchPlanIn
     // KV head h: its partial block this much further on, its merge record h further.
     head_partial_step_[static_cast<size_t>(i)] = split ? t.splits * t.tile_rows : 0;
   }
+  // Each slot's work and KV head in one word (work << head_bits | head): one scattered store an
+  // item. It fits 32 bits: work < items / heads and 2^head_bits < 2 heads.
+  int head_bits = 0;
+  while ((1 << head_bits) < heads) ++head_bits;
+  const uint32_t head_mask = (uint32_t{1} << head_bits) - 1;
   int64_t item = 0;
   for (int i = 0; i < num_works_; ++i) {
     for (int h = 0; h < heads; ++h, ++item) {
       const int32_t slot = cta_first_[static_cast<size_t>(item_cta_[static_cast<size_t>(item)])] +
                            item_rank_[static_cast<size_t>(item)];
-      slot_work_[static_cast<size_t>(slot)] = i;
-      slot_head_[static_cast<size_t>(slot)] = h;
+      slot_item_[static_cast<size_t>(slot)] =
+          static_cast<uint32_t>(i) << head_bits | static_cast<uint32_t>(h);
     }
   }
   for (int64_t slot = 0; slot < num_items; ++slot, dst += sizeof(BatchWorkItem)) {
-    const int32_t i = slot_work_[static_cast<size_t>(slot)];
-    const int32_t h = slot_head_[static_cast<size_t>(slot)];
+    const uint32_t word = slot_item_[static_cast<size_t>(slot)];
+    const auto i = static_cast<int32_t>(word >> head_bits);
+    const auto h = static_cast<int32_t>(word & head_mask);
     const BatchWorkItem& it = work_items_[static_cast<size_t>(i)];
     std::memcpy(dst, &it, sizeof(it));
     std::memcpy(dst + offsetof(BatchWorkItem, kv_head), &h, sizeof(int32_t));

@@ -193,8 +193,7 @@ class BatchPlanner {
   std::vector<int32_t> item_cta_;           // CTA of each item, in assignment order
   std::vector<BatchWorkItem> work_items_;   // each work's record (KV head 0), in order_'s order
   std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
-  std::vector<int32_t> slot_work_;          // per item slot of the plan: its work (order_ index)
-  std::vector<int32_t> slot_head_;          // and its KV head
+  std::vector<uint32_t> slot_item_;  // per item slot of the plan: its work (order_ index), KV head
   // assign()'s winner tree: 2 * tree_leaves_ nodes, leaf tree_leaves_ + c for CTA c. A node is
   // one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
   // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses

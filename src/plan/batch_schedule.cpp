@@ -212,13 +212,20 @@ int cost_bucket(int64_t cost) {
 // of works) a least-significant-digit radix sort on max - cost, a byte a pass over only the bits
 // the bucket's range needs (a bucket spans costs within 1/16 of each other).
 void BatchPlanner::sort_works() {
+  if (num_works_ == 0) return;
   int32_t* start = bucket_start_.data();
   std::fill(start, start + kCostBuckets + 1, 0);
+  // Only the buckets from the lowest to the highest one used are walked (a step's costs span a
+  // few octaves of the 64: the full walk was most of the sort's time on a few hundred works).
+  int lowest = kCostBuckets, highest = -1;
   for (int i = 0; i < num_works_; ++i) {
     // Bucket kCostBuckets - 1 - b holds costs of bucket b: ascending positions = decreasing cost.
-    ++start[kCostBuckets - cost_bucket(works_[static_cast<size_t>(i)].cost)];
+    const int r = kCostBuckets - 1 - cost_bucket(works_[static_cast<size_t>(i)].cost);
+    ++start[r + 1];
+    lowest = std::min(lowest, r);
+    highest = std::max(highest, r);
   }
-  for (int b = 1; b <= kCostBuckets; ++b) start[b] += start[b - 1];
+  for (int b = lowest + 1; b <= highest + 1; ++b) start[b] += start[b - 1];
   // start[b] now ends bucket b - 1 (reversed index); place back to front to keep creation order.
   for (int i = num_works_ - 1; i >= 0; --i) {
     const int b = kCostBuckets - 1 - cost_bucket(works_[static_cast<size_t>(i)].cost);
@@ -227,9 +234,9 @@ void BatchPlanner::sort_works() {
   // start[b + 1] is now bucket b's first position; bucket b ends where bucket b + 1 starts.
   const Work* works = works_.data();
   constexpr int kInsertionMost = 32;
-  for (int b = 0; b < kCostBuckets; ++b) {
+  for (int b = lowest; b <= highest; ++b) {
     const int32_t first = start[b + 1];
-    const int32_t last = b + 1 < kCostBuckets ? start[b + 2] : num_works_;
+    const int32_t last = b < highest ? start[b + 2] : num_works_;
     int32_t* o = order_.data() + first;
     const int32_t n = last - first;
     if (n <= 1) continue;

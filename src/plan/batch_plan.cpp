@@ -103,11 +103,11 @@ struct Visibility {
   }
 };
 
-// The low bits of assign()'s tree keys that hold a CTA: log2 of the tree's leaves (num_ctas
-// rounded up to a power of two).
-int cta_key_bits(int ctas) {
+// The bits that hold 0 .. n - 1: log2 of n rounded up to a power of two (assign()'s tree keys
+// keep a CTA in this many low bits; write_items() a KV head).
+int ceil_log2(int n) {
   int bits = 0;
-  while ((1 << bits) < ctas) ++bits;
+  while ((1 << bits) < n) ++bits;
   return bits;
 }
 
@@ -137,7 +137,7 @@ BatchPlanCapacity BatchPlanner::capacity(const BatchPlanLimits& l) {
   // assign()'s keys hold a CTA's load above its number (batch_plan.hpp, tree_): under LPT a
   // CTA's load is at most the mean plus the largest item, which must fit the key's other bits.
   {
-    const int bits = cta_key_bits(l.num_ctas);
+    const int bits = ceil_log2(l.num_ctas);
     const double largest =
         static_cast<double>(std::numeric_limits<int32_t>::max()) *
             static_cast<double>(std::max({kDecodeKeyLoadCost, kDecodeRowKeyCost * kDecodeMaxRows,
@@ -180,7 +180,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   work_items_.resize(max_works);
   head_partial_step_.resize(max_works);
   slot_item_.resize(static_cast<size_t>(capacity_.max_items));
-  cta_bits_ = cta_key_bits(limits_.num_ctas);
+  cta_bits_ = ceil_log2(limits_.num_ctas);
   tree_leaves_ = 1 << cta_bits_;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
   run_sorted_.resize(ctas);
@@ -408,8 +408,7 @@ int BatchPlanner::write_items(unsigned char* dst, int64_t num_items, BatchPlanIn
   }
   // Each slot's work and KV head in one word (work << head_bits | head): one scattered store an
   // item. It fits 32 bits: work < items / heads and 2^head_bits < 2 heads.
-  int head_bits = 0;
-  while ((1 << head_bits) < heads) ++head_bits;
+  const int head_bits = ceil_log2(heads);
   const uint32_t head_mask = (uint32_t{1} << head_bits) - 1;
   int64_t item = 0;
   for (int i = 0; i < num_works_; ++i) {

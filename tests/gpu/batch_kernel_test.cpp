@@ -235,6 +235,14 @@ std::vector<FeatureCase> feature_cases() {
           [](StepSpec& s) { s.head_dim = 256, s.layout = KVLayout::kHND, s.dtype = DType::kFP16; });
   add_fp8("fp8_window100_sinks", [](StepSpec& s) { s.window = {100, 0}, s.sinks = true; });
   add_fp8("fp8_gqa8_ctas7", [](StepSpec& s) { s.group = 8, s.num_ctas = 7; });
+  // One CTA walks every item: decode tiles (consumer 1 widens V) and prefill tiles (warps 1..3
+  // do) alternate over the same K and V rings.
+  add_fp8("fp8_hnd_ps64_ctas1",
+          [](StepSpec& s) { s.layout = KVLayout::kHND, s.page_size = 64, s.num_ctas = 1; });
+  // Decodes only, long and short, two CTAs: many blocks through consumer 1's widening.
+  add_fp8("fp8_decodes_only_ctas2", [](StepSpec& s) {
+    s.q_lens = {1, 1, 4, 16, 0}, s.kv_lens = {4097, 1, 113, 2000, 0}, s.num_ctas = 2;
+  });
   // Scales on 16-bit caches (dequantized the same way: real = stored * scale).
   add("bf16_kv_scales", [](StepSpec& s) { s.k_scale = 0.5f, s.v_scale = 2.f; });
   add("fp16_kv_per_head_scales", [](StepSpec& s) {

@@ -135,12 +135,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // A K or V stage fills by one TMA arrival (+ bytes), or by one cp.async arrival per gather
     // thread.
     const uint32_t kv_arrivals = gather ? Traits::kGatherThreads : 1;
+    // Consumer 1 widens V on some tiles and arrives on every other (widen_v_or_arrive).
+    const bool consumer_widens_v =
+        Traits::kConsumerWidensV && p.kv.source == KVSource::kPagedTmaWiden;
     ptx::mbarrier_init(sm.q_full(), 1);
     ptx::mbarrier_init(sm.q_empty(), Traits::kConsumerThreads);
     for (int s = 0; s < Traits::kStages; ++s) {
       ptx::mbarrier_init(sm.k_full(s), kv_arrivals);
       ptx::mbarrier_init(sm.k_empty(s), Traits::kConsumerThreads);
-      ptx::mbarrier_init(sm.v_full(s), kv_arrivals);
+      ptx::mbarrier_init(sm.v_full(s), kv_arrivals + (consumer_widens_v ? 128 : 0));
       ptx::mbarrier_init(sm.v_empty(s), Traits::kConsumerThreads);
       ptx::mbarrier_init(sm.job_full(s), 1);
       if constexpr (Traits::kFp8KV) {  // one TMA arrival (+ bytes) each

@@ -213,11 +213,13 @@ struct KVLoader {
   // row's lanes are one warp's, and a row's widened chunks overwrite its codes), stores their 16
   // exact values in Elt as two swizzled 16-byte chunks (the layout gather_block writes), then
   // arrives on `bar`. No barrier beyond the warp: no thread reads bytes another warp wrote.
-  template <int kCols>
+  // kThreads: the threads that copy or widen (the gather warps; consumer 1's 128 for V,
+  // mainloop.cuh, widen_v_or_arrive).
+  template <int kCols, int kThreads = Traits::kGatherThreads>
   struct CodeLayout {
     static constexpr uint32_t kChunks = kCols / 16;  // 16-code pieces per row
     static_assert(32 % kChunks == 0, "widen: a row's lanes within one warp");
-    static constexpr uint32_t kRowsPerRound = Traits::kGatherThreads / kChunks;
+    static constexpr uint32_t kRowsPerRound = kThreads / kChunks;
     static constexpr uint32_t kPanels = kCols / Traits::kPanelCols;
     static constexpr uint32_t kRawSlots = kCols >= 128 ? kCols / 128 : 1;
     // Codes of chunk j of row r: byte 16 (j % 8) of row r in panel kPanels - kRawSlots + j / 8.
@@ -266,9 +268,9 @@ struct KVLoader {
     ptx::cp_async_commit();
   }
 
-  template <int kCols>
+  template <int kCols, int kThreads = Traits::kGatherThreads>
   __device__ static void widen_codes(uint32_t stage, uint64_t* bar, uint32_t tid) {
-    using L = CodeLayout<kCols>;
+    using L = CodeLayout<kCols, kThreads>;
     tid = ptx::opaque(tid);
     const uint32_t chunk = tid % L::kChunks;
     const uint32_t raw = L::raw(stage, chunk);

@@ -76,8 +76,14 @@ struct FwdMainloop {
                                    const WorkTile& w, const TileInfo& t, ProducerState& st) {
     constexpr bool kGather = kSource == KVSource::kPagedGather;
     const typename Loader::Source src = Loader::template source<kSource>(p, w, t);
+    // The flag the widening warps read in each job (kVWidenedByConsumer): the rule of
+    // compute_tile, by which consumer 1 has no rows here.
+    const int v_flag = kSource == KVSource::kPagedTmaWiden && Traits::kConsumerWidensV &&
+                               t.rows(p) <= Traits::kRowsPerConsumer
+                           ? kVWidenedByConsumer
+                           : 0;
     int n = t.n_block_max - 1;
-    load_k<kSource>(p, sm, src, n, st.kv);
+    load_k<kSource>(p, sm, src, n, st.kv, v_flag);
     producer_wait(sm.q_empty(), st.q_phase ^ 1);
     // One box per panel: (64 columns, pack heads, positions) from head w.head * pack lands as
     // rows (q_pos - q_start) * pack + h (traits.cuh, PackParams); without packing, 128 rows.
@@ -95,7 +101,7 @@ struct FwdMainloop {
     if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
     st.kv.advance();
     for (--n; n >= t.n_block_min; --n) {
-      load_k<kSource>(p, sm, src, n, st.kv);
+      load_k<kSource>(p, sm, src, n, st.kv, v_flag);
       if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
       st.kv.advance();
     }
@@ -126,10 +132,12 @@ struct FwdMainloop {
                                128>(p, map, stage, raw, src, n, sm.bad_page_note(0));
   }
 
-  // K of block n by TMA, or (kPagedGather) its gather job, once the stage is free.
+  // K of block n by TMA, or (kPagedGather) its gather job, once the stage is free. v_flag:
+  // kVWidenedByConsumer or 0 (kPagedTmaWiden's jobs).
   template <KVSource kSource>
   __device__ static void load_k(const FwdParams& p, const SharedPlan<Traits>& sm,
-                                const typename Loader::Source& src, int n, const Pipeline& kv) {
+                                const typename Loader::Source& src, int n, const Pipeline& kv,
+                                int v_flag) {
     const uint32_t s = kv.stage();
     producer_wait(sm.k_empty(s), kv.phase() ^ 1);
     if constexpr (kSource == KVSource::kPagedGather) {
@@ -138,7 +146,7 @@ struct FwdMainloop {
     } else if constexpr (kSource == KVSource::kPagedTmaWiden) {
       load_codes<Traits::kHeadDim>(p, &p.tm_k, sm.k(s), sm.k_raw(s), src, n, sm);
       if (ptx::lane_id() == 0) {  // the widening warps take the block in job order
-        *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head, n};
+        *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head | v_flag, n};
         ptx::mbarrier_arrive(sm.job_full(s));
       }
     } else {
@@ -195,8 +203,12 @@ struct FwdMainloop {
         if (p.kv.source == KVSource::kPagedTmaWiden) {  // the codes come by TMA (load_codes)
           producer_wait(sm.k_raw(s), kv.phase());
           Loader::template widen_codes<Traits::kHeadDim>(k_stage, sm.k_full(s), tid);
-          producer_wait(sm.v_raw(s), kv.phase());
-          Loader::template widen_codes<Traits::kHeadDimV>(v_stage, sm.v_full(s), tid);
+          if (Traits::kConsumerWidensV && (job.kv_head & kVWidenedByConsumer) != 0) {
+            ptx::mbarrier_arrive(sm.v_full(s));  // consumer 1 widens V (widen_v_or_arrive)
+          } else {
+            producer_wait(sm.v_raw(s), kv.phase());
+            Loader::template widen_codes<Traits::kHeadDimV>(v_stage, sm.v_full(s), tid);
+          }
           kv.advance();
           continue;
         }
@@ -314,6 +326,29 @@ struct FwdMainloop {
     ptx::named_barrier_sync(kVTail, kConsumerThreads);
   }
 
+  // Traits::kConsumerWidensV with codes by TMA: v_full also counts consumer 1's 128 threads
+  // (kernel.cuh). Called by every consumer thread right after its wait on k_full of the block
+  // in stage kv.stage(). Consumer 1 on a tile without its rows (kIdle: the producer flagged the
+  // block's job kVWidenedByConsumer by the same rule) widens the block's V codes and arrives;
+  // on other tiles it only arrives (warps 1..3 widen V). Phases cannot mix: consumer 1 arrives
+  // on v_full of a stage before its k_empty arrival of that stage, which the stage's next job
+  // waits for, and k_full of this block means warps 1..3 are done with the stage's last job.
+  template <bool kIdle>
+  __device__ static void widen_v_or_arrive(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                           const Pipeline& kv, int consumer) {
+    if constexpr (Traits::kConsumerWidensV) {
+      if (consumer != 1 || p.kv.source != KVSource::kPagedTmaWiden) return;
+      const uint32_t s = kv.stage();
+      if constexpr (kIdle) {
+        ptx::mbarrier_wait_or_trap(sm.v_raw(s), kv.phase());
+        Loader::template widen_codes<Traits::kHeadDimV, 128>(
+            ptx::smem_address(sm.v(s)), sm.v_full(s), static_cast<uint32_t>(threadIdx.x) % 128);
+      } else {
+        ptx::mbarrier_arrive(sm.v_full(s));
+      }
+    }
+  }
+
   __device__ static void turn_begin(int consumer) {
     ptx::named_barrier_sync(kGemmTurn0 + consumer, kConsumerThreads);
   }
@@ -372,6 +407,7 @@ struct FwdMainloop {
     // First (highest) KV block: S only.
     int n = t.n_block_max - 1;
     wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
+    widen_v_or_arrive<kIdle>(p, sm, st.kv, consumer);
     turn_begin(consumer);
     if constexpr (!kIdle) {
       fence_all(s, o, pf);
@@ -396,6 +432,7 @@ struct FwdMainloop {
     // Steady state: S of block n with O += P V of block n + 1 in flight.
     for (n = t.n_block_max - 2; n >= t.n_block_min; --n) {
       wait_kv(p, sm.k_full(st.kv.stage()), st.kv.phase());
+      widen_v_or_arrive<kIdle>(p, sm, st.kv, consumer);
       wait_kv(p, sm.v_full(prev.stage()), prev.phase());
       turn_begin(consumer);
       if constexpr (!kIdle) {

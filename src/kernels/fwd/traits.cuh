@@ -42,6 +42,10 @@ struct FwdTraits {
   // fp8 codes can come by TMA (KVSource::kPagedTmaWiden) when a row's codes fill whole 128-byte
   // panel rows (head dims >= 128); hd64's 64 would land 64 bytes apart, not 128.
   static constexpr bool kTmaCodes = kFp8KV && kHeadDim_ >= 128 && kHeadDimV_ >= 128;
+  // With codes by TMA, a tile whose rows all lie in consumer 0's 64 (a batch decode item) leaves
+  // consumer 1 without GEMMs: it widens each block's V codes then, and warps 1..3 only K
+  // (mainloop.cuh, widen_v_or_arrive). Dv <= 128 only: at 256 the consumers spilled.
+  static constexpr bool kConsumerWidensV = kTmaCodes && kHeadDimV_ <= 128;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "fwd: bf16 or fp16");
   static constexpr int kHeadDim = kHeadDim_;
@@ -130,6 +134,9 @@ struct GatherJob {
   int n_block;
 };
 static_assert(sizeof(GatherJob) == 16, "GatherJob: one 16-byte shared load");
+// Set in a kPagedTmaWiden job's kv_head (which the widening warps do not otherwise read): consumer
+// 1 widens this block's V codes, warps 1..3 only arrive on v_full.
+inline constexpr int kVWidenedByConsumer = 1 << 30;
 
 // Views of the shared-memory plan (addresses from a 1024-aligned base).
 template <class Traits>

@@ -12,6 +12,14 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// PTX ISA "bar / barrier" (barrier.sync without .aligned): the same wait, for a barrier that its
+// threads reach from different instructions (two instantiations of one function, one per
+// warpgroup role). bar.sync is barrier.sync.aligned, which asks every thread to execute the same
+// instruction; compute-sanitizer's synccheck reports "Divergent thread(s) in block" otherwise.
+__device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32_t threads) {
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // PTX ISA "bar / barrier" (bar.arrive): counts this warp's arrival on `id` without waiting.
 __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

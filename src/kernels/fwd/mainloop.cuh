@@ -323,7 +323,9 @@ struct FwdMainloop {
         ptx::smem_address(sm.v(kv.stage())), Traits::kKVPanelBytes, valid, Traits::kBlockN, ctid,
         kConsumerThreads);
     ptx::fence_proxy_async_shared();
-    ptx::named_barrier_sync(kVTail, kConsumerThreads);
+    // Unaligned: a consumer without rows (compute_rows<true>) meets its partner here from another
+    // instantiation of this function.
+    ptx::named_barrier_sync_unaligned(kVTail, kConsumerThreads);
   }
 
   // Traits::kConsumerWidensV with codes by TMA: v_full also counts consumer 1's 128 threads

@@ -181,8 +181,13 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   head_partial_step_.resize(max_works);
   slot_item_.resize(static_cast<size_t>(capacity_.max_items));
   cta_bits_ = ceil_log2(limits_.num_ctas);
-  tree_leaves_ = 1 << cta_bits_;
-  tree_.resize(2 * static_cast<size_t>(tree_leaves_));
+  group_ctas_[0] = (limits_.num_ctas + 1) / 2;
+  group_ctas_[1] = limits_.num_ctas / 2;
+  group_base_[1] = group_ctas_[0];
+  tree_levels_ = ceil_log2(group_ctas_[0]);
+  tree_leaves_ = 1 << tree_levels_;
+  tree_.resize(4 * static_cast<size_t>(tree_leaves_));
+  run_keys_.resize(ctas);
   run_sorted_.resize(ctas);
   run_fifo_.resize(ctas);
   cta_load_.resize(ctas);

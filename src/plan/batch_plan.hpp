@@ -25,8 +25,10 @@
 // chunks' rounding, as the decode family's split heuristic does: a step with few units fills the
 // grid (8 decodes x 8 KV heads at 8k keys: 4 chunks each, 256 items on 264 CTAs), a full step
 // splits nothing.
-// Assignment: longest processing time first, each item onto the least-loaded CTA. Bound (tested):
-// the busiest CTA's cost <= mean CTA cost + the largest item's cost.
+// Assignment: longest processing time first over two halves of the grid: each item into the half
+// of the lesser mean load, there onto the least-loaded CTA (long runs of equal items: onto the
+// least-loaded CTA of the whole grid; batch_schedule.cpp, assign_levels). Plain LPT's bound holds
+// (tested): the busiest CTA's cost <= mean CTA cost + the largest item's cost.
 //
 // plan() allocates nothing: every scratch array is sized in the constructor from the limits.
 #pragma once
@@ -62,6 +64,10 @@ inline constexpr int64_t kDecodeRowKeyCost = 2;
 inline constexpr int64_t kDecodeKeyLoadCost = 150;
 // Two 64-key decode tiles streamed (the decode family's kCtaFixedTiles): two dependent global
 // round trips (lengths, page table) before the first KV byte, then the epilogue.
+// assign(): a run of at least this many equal-cost items takes plain LPT over the whole grid in
+// constant time an item (batch_schedule.cpp, assign_run: its sort and rebuild cost about this
+// many tree walks); shorter runs the two groups' trees.
+inline constexpr int64_t kAssignRunItemsMin = 64;
 inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
 
 constexpr int64_t batch_key_cost(BatchTileKind kind, int tile_rows) {
@@ -194,18 +200,26 @@ class BatchPlanner {
   std::vector<BatchWorkItem> work_items_;   // each work's record (KV head 0), in order_'s order
   std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
   std::vector<uint32_t> slot_item_;  // per item slot of the plan: its work (order_ index), KV head
-  // assign()'s winner tree: 2 * tree_leaves_ nodes, leaf tree_leaves_ + c for CTA c. A node is
-  // one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
-  // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses
-  // limits whose loads could overflow it).
-  int tree_leaves_ = 1;  // num_ctas rounded up to a power of two
-  int cta_bits_ = 0;     // log2(tree_leaves_)
+  // assign()'s two groups of CTAs: group 0 the first ceil(num_ctas / 2), group 1 the rest (none
+  // for one CTA). Each has a winner tree of 2 * tree_leaves_ nodes in tree_ (group g's from
+  // g * 2 * tree_leaves_ on), leaf tree_leaves_ + i for its CTA i. A node is one key, load <<
+  // cta_bits_ | CTA (the CTA's number in the grid): the lesser key is the lesser load, and of
+  // equal loads the lower-numbered CTA, so a node is the plain minimum of its children
+  // (capacity() refuses limits whose loads could overflow it).
+  int cta_bits_ = 0;     // ceil(log2(num_ctas))
+  int tree_leaves_ = 1;  // ceil(num_ctas / 2) rounded up to a power of two
+  int tree_levels_ = 0;  // log2(tree_leaves_)
+  int group_base_[2] = {0, 0};
+  int group_ctas_[2] = {0, 0};
   std::vector<uint64_t> tree_;
-  // assign()'s runs of equal-cost items: the CTAs by load, and the FIFO of those a run loaded.
+  // assign()'s runs of equal-cost items: every CTA's key, the CTAs by load, and the FIFO of
+  // those a run loaded.
+  std::vector<uint64_t> run_keys_;
   std::vector<uint64_t> run_sorted_;
   std::vector<uint64_t> run_fifo_;
-  void build_tree_nodes();
-  void assign_run(uint64_t step, int64_t count, int64_t& item);
+  void build_trees(const uint64_t* keys);
+  void read_keys(uint64_t* keys) const;
+  void assign_run(uint64_t step, int64_t count, int64_t& item, int64_t (&total)[2]);
   template <int kLevels>
   void assign_levels();
   std::vector<int32_t> item_rank_;  // its place in its CTA's list

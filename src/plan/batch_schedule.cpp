@@ -268,26 +268,48 @@ void BatchPlanner::sort_works() {
   }
 }
 
-// Every inner node of the winner tree from the leaves: the lesser child.
-void BatchPlanner::build_tree_nodes() {
-  uint64_t* tree = tree_.data();
-  for (int k = tree_leaves_ - 1; k >= 1; --k) tree[k] = std::min(tree[2 * k], tree[2 * k + 1]);
+// The two groups' winner trees (batch_plan.hpp, tree_): every CTA's leaf holds its key from
+// `keys` (load above its number; keys == nullptr: every load 0), padding leaves the largest key;
+// then every inner node from the leaves up, the lesser child.
+void BatchPlanner::build_trees(const uint64_t* keys) {
+  const int leaves = tree_leaves_;
+  for (int g = 0; g < 2; ++g) {
+    uint64_t* tree = tree_.data() + static_cast<size_t>(g) * 2 * leaves;
+    const int base = group_base_[g], count = group_ctas_[g];
+    for (int c = 0; c < leaves; ++c) {
+      uint64_t key = ~uint64_t{0};
+      if (c < count) key = keys != nullptr ? keys[base + c] : static_cast<uint64_t>(base + c);
+      tree[leaves + c] = key;
+    }
+    for (int k = leaves - 1; k >= 1; --k) tree[k] = std::min(tree[2 * k], tree[2 * k + 1]);
+  }
 }
 
-// `count` items of one cost (`step`: the cost as a key increment) from item `item` on, by the
-// same rule as the tree (the least key) in O(count + ctas log ctas): with every cost equal, the
-// key a CTA leaves with (its key + step) is never below one left before it in the run (the keys
-// taken only grow), so the CTAs the run has loaded form a FIFO in key order, and the next CTA is
-// the lesser of that FIFO's front and the front of the CTAs by key at the run's start. The tree
-// is rebuilt from the keys afterwards.
-void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
-  const int ctas = limits_.num_ctas;
+// Every CTA's key, from the leaves, in CTA order.
+void BatchPlanner::read_keys(uint64_t* keys) const {
   const int leaves = tree_leaves_;
+  for (int g = 0; g < 2; ++g) {
+    const uint64_t* tree = tree_.data() + static_cast<size_t>(g) * 2 * leaves;
+    for (int c = 0; c < group_ctas_[g]; ++c) keys[group_base_[g] + c] = tree[leaves + c];
+  }
+}
+
+// `count` items of one cost (`step`: the cost as a key increment) from item `item` on, each onto
+// the least-loaded CTA of the whole grid (plain LPT; the lowest-numbered of equal ones), in
+// O(count + ctas log ctas): with every cost equal, the key a CTA leaves with (its key + step) is
+// never below one left before it in the run (the keys taken only grow), so the CTAs the run has
+// loaded form a FIFO in key order, and the next CTA is the lesser of that FIFO's front and the
+// front of the CTAs by key at the run's start. The trees are rebuilt from the keys afterwards;
+// `total` gains each item's cost in its CTA's group.
+void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item, int64_t (&total)[2]) {
+  const int ctas = limits_.num_ctas;
   const uint64_t cta_mask = (uint64_t{1} << cta_bits_) - 1;
-  uint64_t* tree = tree_.data();
+  const auto cost = static_cast<int64_t>(step >> cta_bits_);
   uint64_t* sorted = run_sorted_.data();
   uint64_t* fifo = run_fifo_.data();
-  std::copy(tree + leaves, tree + leaves + ctas, sorted);
+  uint64_t* keys = run_keys_.data();
+  read_keys(keys);
+  std::copy(keys, keys + ctas, sorted);
   std::sort(sorted, sorted + ctas);
   int next = 0;            // sorted[next..] not yet loaded by the run
   int head = 0, size = 0;  // fifo ring
@@ -303,6 +325,7 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
     const auto cta = static_cast<int32_t>(low & cta_mask);
     item_cta_[static_cast<size_t>(item)] = cta;
     item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
+    total[cta >= group_base_[1] ? 1 : 0] += cost;
     int tail = head + size;
     if (tail >= ctas) tail -= ctas;
     fifo[tail] = low + step;
@@ -310,92 +333,137 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
   }
   for (int i = 0; i < size; ++i) {
     const uint64_t key = fifo[(head + i) % ctas];
-    tree[leaves + static_cast<int>(key & cta_mask)] = key;
+    keys[key & cta_mask] = key;
   }
-  build_tree_nodes();
+  build_trees(keys);
 }
 
-// Longest processing time first: items in decreasing cost, each onto the least-loaded CTA (the
-// lowest-numbered of equally loaded ones). The first num_ctas items meet empty CTAs and take CTA
-// 0, 1, ... in turn. The rest go through a winner tree over the CTAs' keys (load and CTA in one
-// integer): leaf tree_leaves_ + c holds CTA c, an inner node the lesser of its children, so the
-// root is the CTA to load next. After it takes an item only its leaf-to-root path changes, each
-// level one minimum with the sibling, whose address does not depend on the comparisons: the
-// chain an item is log2(tree_leaves_) compare-and-moves. (Against the two-field node of load and
-// CTA it replaces, with a masked tie rule a level: plan() of issue (a) 105 -> 79 us, (b) 184 ->
-// 123 us on the development machine.) Long runs of equal-cost items (a step of equal requests:
-// thousands of them) take assign_run() instead, the same choices in constant time an item. Padding
-// leaves hold the largest key, so they never win. Each item's place in its CTA's list is counted on
-// the way.
+// Longest processing time first over two groups of CTAs: items in decreasing cost, each into the
+// group of the lesser mean load (its items' cost over its CTAs; group 0 on a tie), and there onto
+// the least-loaded CTA (the lowest-numbered of equally loaded ones). Plain LPT's bound holds: the
+// chosen CTA's load is at most its group's mean, which is at most the grid's mean of the items
+// placed so far, so no CTA ends above the mean plus the largest item. Why two groups: a group's
+// choice is a walk up its winner tree (leaf tree_leaves_ + i for its CTA i, a node the lesser
+// child; a key is load << cta_bits_ | CTA, so the least key is the least load, then the lowest
+// CTA), one compare-and-move a level, which the group's next item waits for. Items come in pairs
+// of equal cost (a work's KV heads), which the rule nearly always sends one to each group: the
+// two walks are written out one after the other, on two fixed trees, so that both chains run at
+// once (plan() of issue (b) 1.2-1.5x on the development machine against one tree of the whole
+// grid, the busiest CTA the same). Long runs of equal-cost items (a step of equal requests:
+// thousands of them) take assign_run() instead: plain LPT over the whole grid in constant time
+// an item, within the same bound. Each item's place in its CTA's list is counted on the way.
 template <int kLevels>
 void BatchPlanner::assign_levels() {
-  // Runs shorter than this take the tree: assign_run's sort and rebuild cost about this many
-  // tree walks.
-  constexpr int64_t kRunItemsMin = 64;
-  const int ctas = limits_.num_ctas;
   const int heads = limits_.num_kv_heads;
   const int leaves = tree_leaves_;
   const int bits = cta_bits_;
   const uint64_t cta_mask = (uint64_t{1} << bits) - 1;
-  uint64_t* tree = tree_.data();
+  uint64_t* const tree0 = tree_.data();
+  uint64_t* const tree1 = tree0 + 2 * static_cast<size_t>(leaves);
+  int32_t* const item_cta = item_cta_.data();
+  int32_t* const item_rank = item_rank_.data();
+  int32_t* const cta_count = cta_count_.data();
+  const int32_t base1 = group_base_[1];
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
-  std::fill(cta_load_.begin(), cta_load_.end(), 0);
+  build_trees(nullptr);
+  // Each group's cost so far, scaled by the other group's size: group 1 has the lesser mean load
+  // when scaled1 < scaled0, i.e. total1 / ctas1 < total0 / ctas0 (128 bits: a group's total
+  // reaches 2^63 under capacity()'s bound, times up to 2^16 CTAs).
+  using u128 = unsigned __int128;
+  const auto ctas0 = static_cast<u128>(group_ctas_[0]);
+  const auto ctas1 = static_cast<u128>(group_ctas_[1]);
+  u128 scaled0 = 0, scaled1 = 0;
   int64_t item = 0;
+  // One item onto the least-loaded CTA of the tree at `t` (group base `base`).
+  const auto place = [&](uint64_t* t, int32_t base, uint64_t step) {
+    uint64_t key = t[1] + step;
+    const auto cta = static_cast<int32_t>(key & cta_mask);
+    item_cta[item] = cta;
+    item_rank[item] = cta_count[cta]++;
+    ++item;
+    size_t k = static_cast<size_t>(leaves + cta - base);
+    t[k] = key;
+    // kLevels > 0: a constant trip count, unrolled, so no loop exit to mispredict; 0: the
+    // trees' depth at run time.
+    const int levels = kLevels > 0 ? kLevels : tree_levels_;
+#pragma GCC unroll 16
+    for (int l = 0; l < levels; ++l) {
+      key = std::min(key, t[k ^ 1]);
+      k >>= 1;
+      t[k] = key;
+    }
+  };
   for (int i = 0; i < num_works_;) {
     const int64_t cost = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])].cost;
     const uint64_t step = static_cast<uint64_t>(cost) << bits;
-    if (item >= ctas) {
-      int j = i + 1;
-      while (j < num_works_ &&
-             works_[static_cast<size_t>(order_[static_cast<size_t>(j)])].cost == cost)
-        ++j;
-      const int64_t run = int64_t{j - i} * heads;
-      if (run >= kRunItemsMin) {
-        assign_run(step, run, item);
-        i = j;
-        continue;
-      }
+    int j = i + 1;
+    while (j < num_works_ &&
+           works_[static_cast<size_t>(order_[static_cast<size_t>(j)])].cost == cost) {
+      ++j;
     }
-    for (int h = 0; h < heads; ++h, ++item) {
-      if (item < ctas) {
-        tree[leaves + item] = step | static_cast<uint64_t>(item);
-        item_cta_[static_cast<size_t>(item)] = static_cast<int32_t>(item);
-        item_rank_[static_cast<size_t>(item)] = 0;
-        cta_count_[static_cast<size_t>(item)] = 1;
-        if (item + 1 == ctas) {  // every CTA holds one item: build the tree
-          for (int c = ctas; c < leaves; ++c) tree[leaves + c] = ~uint64_t{0};
-          build_tree_nodes();
+    const int64_t run = int64_t{j - i} * heads;
+    i = j;
+    if (run >= kAssignRunItemsMin) {
+      int64_t added[2] = {0, 0};
+      assign_run(step, run, item, added);
+      scaled0 += static_cast<u128>(added[0]) * ctas1;
+      scaled1 += static_cast<u128>(added[1]) * ctas0;
+      continue;
+    }
+    const u128 add0 = static_cast<u128>(cost) * ctas1, add1 = static_cast<u128>(cost) * ctas0;
+    int64_t n = 0;
+    for (; n + 1 < run; n += 2) {
+      if (scaled1 < scaled0) {           // group 1 first: it has the lesser mean
+        if (scaled1 + add1 < scaled0) {  // and still after this item: both to group 1
+          place(tree1, base1, step);
+          place(tree1, base1, step);
+          scaled1 += 2 * add1;
+          continue;
         }
-        continue;
+        place(tree1, base1, step);
+        place(tree0, 0, step);
+      } else {
+        if (!(scaled1 < scaled0 + add0)) {  // group 0 keeps the lesser (or equal) mean
+          place(tree0, 0, step);
+          place(tree0, 0, step);
+          scaled0 += 2 * add0;
+          continue;
+        }
+        place(tree0, 0, step);
+        place(tree1, base1, step);
       }
-      uint64_t key = tree[1] + step;
-      const auto cta = static_cast<int32_t>(key & cta_mask);
-      item_cta_[static_cast<size_t>(item)] = cta;
-      item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
-      int k = leaves + cta;
-      tree[k] = key;
-      // kLevels > 0: a constant trip count, unrolled, so no loop exit to mispredict (about 7%
-      // of plan()); 0: the tree's depth at run time.
-      const int levels = kLevels > 0 ? kLevels : bits;
-#pragma GCC unroll 16
-      for (int l = 0; l < levels; ++l) {
-        key = std::min(key, tree[k ^ 1]);
-        k >>= 1;
-        tree[k] = key;
+      scaled0 += add0;
+      scaled1 += add1;
+    }
+    if (n < run) {
+      if (scaled1 < scaled0) {
+        place(tree1, base1, step);
+        scaled1 += add1;
+      } else {
+        place(tree0, 0, step);
+        scaled0 += add0;
       }
     }
-    ++i;
   }
-  const int filled = static_cast<int>(std::min<int64_t>(item, ctas));
-  for (int c = 0; c < filled; ++c) {
-    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(tree[leaves + c] >> bits);
+  uint64_t* const keys = run_keys_.data();
+  read_keys(keys);
+  for (int c = 0; c < limits_.num_ctas; ++c) {
+    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[static_cast<size_t>(c)] >> bits);
   }
 }
 
-// assign_levels for the tree's depth (log2 of its leaves): unrolled walks for the grids of
-// 32..1024 CTAs, a loop otherwise.
+// assign_levels for the trees' depth (log2 of their leaves): unrolled walks for groups of up to
+// 1024 CTAs, a loop otherwise.
 void BatchPlanner::assign() {
-  switch (cta_bits_) {
+  switch (tree_levels_) {
+    case 1:
+      return assign_levels<1>();
+    case 2:
+      return assign_levels<2>();
+    case 3:
+      return assign_levels<3>();
+    case 4:
+      return assign_levels<4>();
     case 5:
       return assign_levels<5>();
     case 6:

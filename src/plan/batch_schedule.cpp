@@ -411,39 +411,37 @@ void BatchPlanner::assign_levels() {
       continue;
     }
     const u128 add0 = static_cast<u128>(cost) * ctas1, add1 = static_cast<u128>(cost) * ctas0;
+    // The rule for the next item: group 1 if its mean is the lesser; the item is counted in it.
+    const auto choose = [&]() {
+      const bool g1 = scaled1 < scaled0;
+      scaled1 += g1 ? add1 : 0;
+      scaled0 += g1 ? 0 : add0;
+      return g1;
+    };
+    const auto place_in = [&](bool g1) {
+      if (g1) {
+        place(tree1, base1, step);
+      } else {
+        place(tree0, 0, step);
+      }
+    };
     int64_t n = 0;
     for (; n + 1 < run; n += 2) {
-      if (scaled1 < scaled0) {           // group 1 first: it has the lesser mean
-        if (scaled1 + add1 < scaled0) {  // and still after this item: both to group 1
+      const bool first = choose(), second = choose();
+      if (first != second) {  // nearly always: the two walks on fixed trees, written out
+        if (first) {
           place(tree1, base1, step);
+          place(tree0, 0, step);
+        } else {
+          place(tree0, 0, step);
           place(tree1, base1, step);
-          scaled1 += 2 * add1;
-          continue;
         }
-        place(tree1, base1, step);
-        place(tree0, 0, step);
       } else {
-        if (!(scaled1 < scaled0 + add0)) {  // group 0 keeps the lesser (or equal) mean
-          place(tree0, 0, step);
-          place(tree0, 0, step);
-          scaled0 += 2 * add0;
-          continue;
-        }
-        place(tree0, 0, step);
-        place(tree1, base1, step);
-      }
-      scaled0 += add0;
-      scaled1 += add1;
-    }
-    if (n < run) {
-      if (scaled1 < scaled0) {
-        place(tree1, base1, step);
-        scaled1 += add1;
-      } else {
-        place(tree0, 0, step);
-        scaled0 += add0;
+        place_in(first);
+        place_in(second);
       }
     }
+    if (n < run) place_in(choose());
   }
   uint64_t* const keys = run_keys_.data();
   read_keys(keys);

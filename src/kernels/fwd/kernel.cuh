@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int s = 0; s < Traits::kStages; ++s) {
       ptx::mbarrier_init(sm.k_full(s), kv_arrivals);
       ptx::mbarrier_init(sm.k_empty(s), Traits::kConsumerThreads);
-      ptx::mbarrier_init(sm.v_full(s), kv_arrivals + (consumer_widens_v ? 128 : 0));
+      ptx::mbarrier_init(sm.v_full(s),
+                         kv_arrivals + (consumer_widens_v ? ptx::kWarpgroupThreads : 0));
       ptx::mbarrier_init(sm.v_empty(s), Traits::kConsumerThreads);
       ptx::mbarrier_init(sm.job_full(s), 1);
       if constexpr (Traits::kFp8KV) {  // one TMA arrival (+ bytes) each

@@ -32,6 +32,7 @@
 #include "ptx/pack.cuh"
 #include "ptx/shared_memory.cuh"
 #include "ptx/tma.cuh"
+#include "ptx/warpgroup.cuh"
 #include "ptx/wgmma.cuh"
 
 namespace hopattn::kernels::fwd {
@@ -76,12 +77,12 @@ struct FwdMainloop {
                                    const WorkTile& w, const TileInfo& t, ProducerState& st) {
     constexpr bool kGather = kSource == KVSource::kPagedGather;
     const typename Loader::Source src = Loader::template source<kSource>(p, w, t);
-    // The flag the widening warps read in each job (kVWidenedByConsumer): the rule of
-    // compute_tile, by which consumer 1 has no rows here.
-    const int v_flag = kSource == KVSource::kPagedTmaWiden && Traits::kConsumerWidensV &&
-                               t.rows(p) <= Traits::kRowsPerConsumer
-                           ? kVWidenedByConsumer
-                           : 0;
+    // The flag the widening warps read in each job (kVWidenedByConsumer): consumer 1 has no rows
+    // here, so it widens V (widen_v_or_arrive).
+    const int v_flag =
+        kSource == KVSource::kPagedTmaWiden && Traits::kConsumerWidensV && consumer_idle(p, t, 1)
+            ? kVWidenedByConsumer
+            : 0;
     int n = t.n_block_max - 1;
     load_k<kSource>(p, sm, src, n, st.kv, v_flag);
     producer_wait(sm.q_empty(), st.q_phase ^ 1);
@@ -328,6 +329,12 @@ struct FwdMainloop {
     ptx::named_barrier_sync_unaligned(kVTail, kConsumerThreads);
   }
 
+  // None of the consumer's 64 rows of the tile exists (compute_rows<true>). The producer reads
+  // the same rule for consumer 1 (load_tile's v_flag).
+  __device__ static bool consumer_idle(const FwdParams& p, const TileInfo& t, int consumer) {
+    return consumer * Traits::kRowsPerConsumer >= t.rows(p);
+  }
+
   // Traits::kConsumerWidensV with codes by TMA: v_full also counts consumer 1's 128 threads
   // (kernel.cuh). Called by every consumer thread right after its wait on k_full of the block
   // in stage kv.stage(). Consumer 1 on a tile without its rows (kIdle: the producer flagged the
@@ -343,8 +350,9 @@ struct FwdMainloop {
       const uint32_t s = kv.stage();
       if constexpr (kIdle) {
         ptx::mbarrier_wait_or_trap(sm.v_raw(s), kv.phase());
-        Loader::template widen_codes<Traits::kHeadDimV, 128>(
-            ptx::smem_address(sm.v(s)), sm.v_full(s), static_cast<uint32_t>(threadIdx.x) % 128);
+        Loader::template widen_codes<Traits::kHeadDimV, ptx::kWarpgroupThreads>(
+            ptx::smem_address(sm.v(s)), sm.v_full(s),
+            static_cast<uint32_t>(threadIdx.x) % ptx::kWarpgroupThreads);
       } else {
         ptx::mbarrier_arrive(sm.v_full(s));
       }
@@ -364,7 +372,7 @@ struct FwdMainloop {
                                       const WorkTile& w, const TileInfo& t, int consumer,
                                       ConsumerState& st, OTile& o,
                                       OnlineSoftmax<Traits::kSRegs>& softmax, float softcap_scale) {
-    if (consumer * Traits::kRowsPerConsumer >= t.rows(p)) {
+    if (consumer_idle(p, t, consumer)) {
       compute_rows</*kIdle=*/true>(p, sm, w, t, consumer, st, o, softmax, softcap_scale);
     } else {
       compute_rows</*kIdle=*/false>(p, sm, w, t, consumer, st, o, softmax, softcap_scale);

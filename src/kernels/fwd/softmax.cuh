@@ -57,6 +57,36 @@ struct OnlineSoftmax {
     }
   }
 
+  // update() with a lazy running max: a row keeps its exponent base until a new logit exceeds
+  // it by more than 2^kLazyRescaleLog2 (after scaling), so that after its first blocks a row
+  // almost never needs O rescaled (correction exactly 1: callers skip the multiply). P values up
+  // to 2^kLazyRescaleLog2 fit every format P and the sums are kept in; finalize() divides by the
+  // sum taken against the same base, so the result is the softmax all the same.
+  static constexpr float kLazyRescaleLog2 = 8.f;
+  __device__ void update_lazy(float (&s)[kRegs], float (&correction)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int i = 2 * h; i < kRegs; i += 4) m = fmaxf(m, fmaxf(s[i], s[i + 1]));
+      m = quad_max(m);
+      // The first visible logit (old max -inf) always moves the base: inf > threshold; a row
+      // that has seen nothing keeps -inf (NaN > threshold is false) and takes 0 as its base.
+      const bool move = (m - row_max[h]) * scale_log2 > kLazyRescaleLog2;
+      correction[h] = move ? ptx::exp2_approx((row_max[h] - m) * scale_log2) : 1.f;
+      if (move) row_max[h] = m;
+      const float base = row_max[h] == -INFINITY ? 0.f : row_max[h] * scale_log2;
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 2 * h; i < kRegs; i += 4) {
+        s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -base));
+        s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], scale_log2, -base));
+        sum += s[i] + s[i + 1];
+      }
+      row_sum[h] = row_sum[h] * correction[h] + sum;
+    }
+  }
+
   // Final normalization: O rows are multiplied by out_scale[h]; lse[h] is the natural-log
   // log-sum-exp of the row's logits (sink included). A row with no visible key and no sink gets
   // out_scale 0 and lse -inf. `sink_log2[h]` = the row's sink * log2(e), or -inf without sinks

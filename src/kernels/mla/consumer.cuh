@@ -74,6 +74,15 @@ struct MlaConsumer {
         Traits::kKVPanelBytes);
   }
 
+  // O's rows times their factors, skipped by a warp whose factors are all exactly 1 (the lazy
+  // softmax base rarely moves: 128 multiplies a thread and block saved; the product by 1 is
+  // exact, so skipping it changes nothing).
+  __device__ static void rescale(OTile& o, const float (&f)[2]) {
+    if (!__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) return;
+#pragma unroll
+    for (int i = 0; i < Traits::kORegs; ++i) o[i] *= f[(i >> 1) & 1];
+  }
+
   __device__ static void fence_fragments(PFragments& pf) {
 #pragma unroll
     for (int j = 0; j < Traits::kPVSteps; ++j) ptx::fence_operands(pf[j]);
@@ -150,11 +159,10 @@ struct MlaConsumer {
     const auto soften = [&](int n) {
       ptx::fence_operands(s);
       mask(s, limit, (t.block_begin + n) * kBlockKeys);
-      softmax.update(s, correction);
+      softmax.update_lazy(s, correction);
     };
     const auto hand_over = [&](int n) {
-#pragma unroll
-      for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
+      rescale(o, correction);
 #pragma unroll
       for (int j = 0; j < Traits::kPVSteps; ++j) {
 #pragma unroll
@@ -225,8 +233,7 @@ struct MlaConsumer {
       wait_stage(sm, n);
       ptx::mbarrier_wait_or_trap(sm.p_full(), n & 1);
       const float f[2] = {sm.row_factor()[r], sm.row_factor()[r + 8]};
-#pragma unroll
-      for (int i = 0; i < Traits::kORegs; ++i) o[i] *= f[(i >> 1) & 1];
+      rescale(o, f);
       ptx::fence_operands(o);
       ptx::wgmma_fence();
       const uint64_t v = v_desc(sm, n, 1);

@@ -56,6 +56,11 @@ struct FwdMainloop {
   using Elt = typename Traits::Elt;
   using Pipeline = ptx::PipelineState<Traits::kStages>;
   static constexpr int kConsumerThreads = Traits::kConsumerThreads;
+  // The lazy softmax base (OnlineSoftmax::update_lazy) and the warp-level skip of O's rescale
+  // for O tiles of 64+ registers a thread (value head dims 128 and 256): there it saved 2-5%
+  // (hd256 causal, batch step (a)); at hd64 the skip's vote cost more than its 32 multiplies
+  // (2% slower, H200, docs/perf/NOTES.md).
+  static constexpr bool kLazySoftmax = Traits::kORegs >= 64;
 
   // ---------------------------------------------------------------------------- producer
   using Loader = KVLoader<Traits>;
@@ -276,6 +281,15 @@ struct FwdMainloop {
     }
   }
 
+  template <class Softmax, class S>
+  __device__ static void update_softmax(Softmax& softmax, S& s, float (&correction)[2]) {
+    if constexpr (kLazySoftmax) {
+      softmax.update_lazy(s, correction);
+    } else {
+      softmax.update(s, correction);
+    }
+  }
+
   __device__ static void fence_all(STile& s, OTile& o, PFragments& pf) {
     ptx::fence_operands(s);
     ptx::fence_operands(o);
@@ -432,7 +446,7 @@ struct FwdMainloop {
     ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
     if constexpr (!kIdle) {
       transform_scores(p, t, s, rows, n, lane, softcap_scale);
-      softmax.update(s, correction);  // O is still zero: nothing to correct
+      update_softmax(softmax, s, correction);  // O is still zero: nothing to correct
       convert_p(s, pf);
     }
     if (p.kv.zero_v_tail) zero_v_tail(sm, t, st.kv, n, consumer);
@@ -460,14 +474,19 @@ struct FwdMainloop {
       ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
       if constexpr (!kIdle) {
         transform_scores(p, t, s, rows, n, lane, softcap_scale);
-        softmax.update(s, correction);
+        update_softmax(softmax, s, correction);
       }
       ptx::wgmma_wait_group<0>();  // O and the P registers are free again
       ptx::fence_operands(o);
       ptx::mbarrier_arrive(sm.v_empty(prev.stage()));
       if constexpr (!kIdle) {
+        // With the lazy base, skipped by a warp whose factors are all exactly 1 (the base rarely
+        // moves; a product by 1 is exact, so skipping it changes nothing).
+        if (!kLazySoftmax ||
+            __any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
 #pragma unroll
-        for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
+          for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
+        }
         convert_p(s, pf);
       }
       prev = st.kv;

@@ -281,8 +281,8 @@ struct FwdMainloop {
     }
   }
 
-  template <class Softmax, class S>
-  __device__ static void update_softmax(Softmax& softmax, S& s, float (&correction)[2]) {
+  __device__ static void update_softmax(OnlineSoftmax<Traits::kSRegs>& softmax, STile& s,
+                                        float (&correction)[2]) {
     if constexpr (kLazySoftmax) {
       softmax.update_lazy(s, correction);
     } else {
@@ -482,8 +482,7 @@ struct FwdMainloop {
       if constexpr (!kIdle) {
         // With the lazy base, skipped by a warp whose factors are all exactly 1 (the base rarely
         // moves; a product by 1 is exact, so skipping it changes nothing).
-        if (!kLazySoftmax ||
-            __any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f)) {
+        if (!kLazySoftmax || OnlineSoftmax<Traits::kSRegs>::must_rescale(correction)) {
 #pragma unroll
           for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
         }

@@ -32,59 +32,66 @@ struct OnlineSoftmax {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
   }
 
+  // The max of row half h of the tile (and `init`) over the quad.
+  __device__ static float tile_max(const float (&s)[kRegs], int h, float init) {
+    float m = init;
+#pragma unroll
+    for (int i = 2 * h; i < kRegs; i += 4) m = fmaxf(m, fmaxf(s[i], s[i + 1]));
+    return quad_max(m);
+  }
+
+  // Row half h of the tile becomes 2^(s * scale_log2 - base); returns this thread's sum of it.
+  __device__ float exponentiate(float (&s)[kRegs], int h, float base) const {
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 2 * h; i < kRegs; i += 4) {
+      s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -base));
+      s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], scale_log2, -base));
+      sum += s[i] + s[i + 1];
+    }
+    return sum;
+  }
+
   // Folds a new S tile in: s becomes P = 2^(s*scale_log2 - new_max*scale_log2) (unnormalized),
   // and `correction` the factor by which the O rows (and the sums) computed so far must shrink.
   __device__ void update(float (&s)[kRegs], float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float m = row_max[h];
-#pragma unroll
-      for (int i = 2 * h; i < kRegs; i += 4) m = fmaxf(m, fmaxf(s[i], s[i + 1]));
-      m = quad_max(m);
+      const float m = tile_max(s, h, row_max[h]);
       // A row that has seen no visible key keeps max = -inf; its exponent base is then taken as
       // 0 so that 2^(-inf - base) = 0 instead of NaN.
       const float base = m == -INFINITY ? 0.f : m * scale_log2;
       correction[h] = m == -INFINITY ? 1.f : ptx::exp2_approx(row_max[h] * scale_log2 - base);
       row_max[h] = m;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 2 * h; i < kRegs; i += 4) {
-        s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -base));
-        s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], scale_log2, -base));
-        sum += s[i] + s[i + 1];
-      }
-      row_sum[h] = row_sum[h] * correction[h] + sum;
+      row_sum[h] = row_sum[h] * correction[h] + exponentiate(s, h, base);
     }
   }
 
   // update() with a lazy running max: a row keeps its exponent base until a new logit exceeds
   // it by more than 2^kLazyRescaleLog2 (after scaling), so that after its first blocks a row
-  // almost never needs O rescaled (correction exactly 1: callers skip the multiply). P values up
-  // to 2^kLazyRescaleLog2 fit every format P and the sums are kept in; finalize() divides by the
-  // sum taken against the same base, so the result is the softmax all the same.
+  // almost never needs O rescaled (correction exactly 1: callers skip the multiply, see
+  // must_rescale). P values up to 2^kLazyRescaleLog2 fit every format P and the sums are kept
+  // in; finalize() divides by the sum taken against the same base, so the result is the softmax
+  // all the same.
   static constexpr float kLazyRescaleLog2 = 8.f;
   __device__ void update_lazy(float (&s)[kRegs], float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float m = -INFINITY;
-#pragma unroll
-      for (int i = 2 * h; i < kRegs; i += 4) m = fmaxf(m, fmaxf(s[i], s[i + 1]));
-      m = quad_max(m);
+      const float m = tile_max(s, h, -INFINITY);
       // The first visible logit (old max -inf) always moves the base: inf > threshold; a row
       // that has seen nothing keeps -inf (NaN > threshold is false) and takes 0 as its base.
       const bool move = (m - row_max[h]) * scale_log2 > kLazyRescaleLog2;
       correction[h] = move ? ptx::exp2_approx((row_max[h] - m) * scale_log2) : 1.f;
       if (move) row_max[h] = m;
       const float base = row_max[h] == -INFINITY ? 0.f : row_max[h] * scale_log2;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 2 * h; i < kRegs; i += 4) {
-        s[i] = ptx::exp2_approx(fmaf(s[i], scale_log2, -base));
-        s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], scale_log2, -base));
-        sum += s[i] + s[i + 1];
-      }
-      row_sum[h] = row_sum[h] * correction[h] + sum;
+      row_sum[h] = row_sum[h] * correction[h] + exponentiate(s, h, base);
     }
+  }
+
+  // Whether this warp's O rows need their factors applied: a product by exactly 1 changes
+  // nothing, so a warp whose factors are all 1 skips the multiplies (warp-uniform).
+  __device__ static bool must_rescale(const float (&correction)[2]) {
+    return __any_sync(0xffffffffu, correction[0] != 1.f || correction[1] != 1.f);
   }
 
   // Final normalization: O rows are multiplied by out_scale[h]; lse[h] is the natural-log

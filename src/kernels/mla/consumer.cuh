@@ -78,7 +78,7 @@ struct MlaConsumer {
   // softmax base rarely moves: 128 multiplies a thread and block saved; the product by 1 is
   // exact, so skipping it changes nothing).
   __device__ static void rescale(OTile& o, const float (&f)[2]) {
-    if (!__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) return;
+    if (!fwd::OnlineSoftmax<Traits::kSRegs>::must_rescale(f)) return;
 #pragma unroll
     for (int i = 0; i < Traits::kORegs; ++i) o[i] *= f[(i >> 1) & 1];
   }

@@ -31,15 +31,7 @@
 #include <vector>
 
 #include "../src/kernels/common/state_merge.cuh"  // merged_lse, state_weight: hopattn's exact arithmetic
-
-#define CK(call)                                                                             \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                               \
-    }                                                                                        \
-  } while (0)
+#include "cuda_check.cuh"
 
 using hopattn::kernels::merged_lse;
 using hopattn::kernels::state_weight;

@@ -1,6 +1,7 @@
 // The fwd kernel: a persistent, warp-specialized FlashAttention-3-class forward pass. Warpgroup 0
 // is the producer (one thread issues every TMA load; with a paged cache that TMA cannot address,
-// warps 1..3 gather K and V by cp.async; its registers go to the consumers);
+// warps 1..3 gather K and V by cp.async, and with one it can, warp 1 checks the page ids; its
+// registers go to the consumers);
 // warpgroups 1 and 2 are consumers owning 64 query rows each of a 128-row work tile. All three
 // walk the same tile sequence from the Scheduler: LptTileScheduler for fwd calls, the batch
 // family's work lists (src/kernels/batch/scheduler.cuh) for its persistent launch. See README.md
@@ -45,10 +46,25 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
     Mainloop::template load_tile<kSource>(p, sm, w, t, st);
   }
   if (kGather || kSource == KVSource::kPagedTmaWiden) Mainloop::finish_jobs(sm, st);
-  if (kSource == KVSource::kPagedTma || kSource == KVSource::kPagedTmaWiden) {  // the whole warp
+  if (kSource == KVSource::kPagedTmaWiden) {  // the whole warp
     __syncwarp();
     if (threadIdx.x == 0) KVLoader<Traits>::report_bad_page(p, sm.bad_page_note(0));
   }
+}
+
+// kPagedTma, producer warp 1: the page ids of every tile warp 0 loads, checked for the report
+// (KVLoader::audit_pages), recorded once after the last tile.
+template <class Traits, class Scheduler>
+__device__ void run_page_audit(const FwdParams& p, const SharedPlan<Traits>& sm) {
+  int2* const note = sm.bad_page_note(1);
+  for (Scheduler sched(p); sched.valid(); sched.advance()) {
+    const WorkTile w = sched.tile();
+    const TileInfo t = sched.template info<Traits>(p, w);
+    if (!t.has_rows() || t.n_blocks() == 0) continue;  // as run_producer: no loads
+    KVLoader<Traits>::audit_pages(p, w, t, note);
+  }
+  __syncwarp();
+  if (ptx::lane_id() == 0) KVLoader<Traits>::report_bad_page(p, note);
 }
 
 // The scales of tile w's logits and output: the host's (a per-tensor k scale folded in), with
@@ -188,6 +204,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       }
     } else if (gather) {
       FwdMainloop<Traits>::gather_jobs(p, sm, static_cast<uint32_t>(tid - 32));
+    } else if (p.kv.source == KVSource::kPagedTma && tid < 64) {
+      run_page_audit<Traits, Scheduler>(p, sm);
     }
   } else {
     ptx::setmaxnreg_inc<Traits::kConsumerRegisters>();

@@ -291,8 +291,8 @@ __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
 // compile-time state indices. The general kernel's runtime-n loops fall into their remainder
 // paths for small n and reload each lse, one waited-for load after another (2.2 against 3.9
 // TB/s on two bf16 states, tools/merge_variants.cu). Same arithmetic, in the same order.
-template <class In, class Out, int kP, int kStates>
-__global__ void __launch_bounds__(kVecThreads, kFewBlocksPerSm)
+template <class In, class Out, int kP, int kStates, int kMinBlocks = kFewBlocksPerSm<kStates>>
+__global__ void __launch_bounds__(kVecThreads, kMinBlocks)
     merge_few_kernel(const __grid_constant__ Params p) {
   constexpr int kN = kVec<In>;
   const VecThread<kN * kP> v(p);

@@ -46,14 +46,15 @@ void launch_typed(const Params& p, cudaStream_t stream) {
     const int n = p.src[0].n + (p.num_sources > 1 ? p.src[1].n : 0);
     if (n >= 1 && n <= kFewStates) {
       // The fewest state slots that hold n (slots past n reload a state: wasted loads), with
-      // kFewLoads / slots pieces a thread where the row splits that way.
+      // kFewPieces pieces a thread where the row splits that way.
       const int slots = n <= 2 ? 2 : (n <= 4 ? 4 : 8);
-      const int kp = pieces % (kFewLoads / slots) == 0 ? kFewLoads / slots : 1;
-      const int64_t threads = rows * (pieces / kp);
+      const bool two = slots <= 4 && pieces % 2 == 0;
+      const int64_t threads = rows * (two ? pieces / 2 : pieces);
       const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
-      if (slots == 2 && kp == 4) {
-        merge_few_kernel<In, Out, 4, 2><<<blocks, kVecThreads, 0, stream>>>(p);
-      } else if (slots <= 4 && kp == 2) {
+      static_assert(kFewPieces<2> == 2 && kFewPieces<4> == 2 && kFewPieces<kFewStates> == 1);
+      if (two && slots == 2) {
+        merge_few_kernel<In, Out, 2, 2><<<blocks, kVecThreads, 0, stream>>>(p);
+      } else if (two) {
         merge_few_kernel<In, Out, 2, 4><<<blocks, kVecThreads, 0, stream>>>(p);
       } else {
         merge_few_kernel<In, Out, 1, kFewStates><<<blocks, kVecThreads, 0, stream>>>(p);

@@ -48,12 +48,17 @@ template <int kP>
 inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
 
 // merge_few_kernel: up to kFewStates states whose lse is kept in registers and whose o is all
-// issued up front; slots x pieces = kFewLoads 16-byte loads (128 B) in flight a thread: 2 x 4,
-// 4 x 2 or 8 x 1 (launch.cu picks the fewest slots that hold n). Two blocks of 256 an SM (<= 128
-// registers; 16-bit inputs over eight states spill at 80): 64 KB in flight an SM.
+// issued up front, in 2, 4 or 8 state slots (launch.cu takes the fewest that hold n) of
+// kFewPieces 16-byte pieces a thread (1 where the row does not split that way), with the blocks
+// an SM its register budget is sized for. The fastest shapes of tools/merge_few_sweep.cu on the
+// H200 (2026-12-03, docs/perf/NOTES.md merge): 2 slots x 2 pieces at 4 blocks of 256 (<= 64
+// registers; 1.04-1.07x the 2 x 4 at 2 blocks before, 1.24x 2 x 1 at 8), 4 x 2 at 2 (<= 128),
+// 8 x 1 at 4 (<= 64; 1.11x 2 blocks).
 inline constexpr int kFewStates = 8;
-inline constexpr int kFewLoads = 8;
-inline constexpr int kFewBlocksPerSm = 2;
+template <int kStates>
+inline constexpr int kFewPieces = kStates == 8 ? 1 : 2;
+template <int kStates>
+inline constexpr int kFewBlocksPerSm = kStates == 4 ? 2 : 4;
 
 // merge_wide_kernel: past kFewStates states, when merge_vec_kernel would run fewer than
 // kWideBelowThreads threads (at 128 B in flight a thread, under the ~5 MB that hides a DRAM

@@ -173,7 +173,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   const size_t max_works = static_cast<size_t>(capacity_.max_tiles) + 2 * ctas;
   tiles_.resize(static_cast<size_t>(capacity_.max_tiles));
   split_candidates_.resize(tiles_.size());
-  works_.resize(max_works);
+  work_cost_.resize(max_works);
   order_.resize(max_works);
   sort_scratch_.resize(max_works);
   bucket_start_.resize(kCostBuckets + 1);
@@ -396,37 +396,11 @@ void BatchPlanner::write_cta_offsets(unsigned char* dst, size_t bytes) {
   std::memset(dst + written, 0, bytes - written);
 }
 
-// Each CTA's items in assignment order (largest first): every work's record (at KV head 0) in a
-// pass of its own (built just before being copied, its fields stored one by one would be reread
-// as 16-byte blocks, a store-forwarding stall on every item), group 0's lists of (work, placement)
-// CTA by CTA, then the records front to back, group by group: one sequential write. Returns the
-// prefill items.
+// Each CTA's items in assignment order (largest first): group 0's lists of (work, placement) CTA
+// by CTA, then the works' records (make_works built them) copied front to back, each once per
+// group with its KV head set: one sequential write. Returns the prefill items.
 int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
-  const int heads = limits_.num_kv_heads;
-  int prefill_items = 0;
-  for (int i = 0; i < num_works_; ++i) {
-    const Work& w = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
-    const Tile& t = tiles_[static_cast<size_t>(w.tile)];
-    info.max_item_cost = std::max(info.max_item_cost, w.cost);
-    if (t.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_items += heads;
-    BatchWorkItem& it = work_items_[static_cast<size_t>(i)];
-    it.request = t.request;
-    it.kv_head = 0;
-    it.q_start = t.q_start;
-    it.q_len = t.q_len;
-    it.kv_len = t.kv_len;
-    it.row_begin = t.row_begin;
-    it.row_end = t.row_end;
-    it.kv_begin = w.kv_begin;
-    it.kv_end = w.kv_end;
-    it.kind = t.kind;
-    it.tile_rows = t.tile_rows;
-    const bool split = t.splits > 1;
-    it.partial_row = split ? t.partial_base + w.chunk * t.tile_rows : -1;
-    it.merge = split ? t.merge_base : -1;
-    // KV head h: its partial block this much further on, its merge record h further.
-    head_partial_step_[static_cast<size_t>(i)] = split ? t.splits * t.tile_rows : 0;
-  }
+  info.max_item_cost = max_work_cost_;
   // Each slot's work and placement in one word (work << place_bits | placement): one scattered
   // store a placement. It fits 32 bits: work < items / heads and 2^place_bits < 2 heads.
   const int per_work = group_heads_;
@@ -437,8 +411,9 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
     for (int p = 0; p < per_work; ++p, ++n) {
       const int32_t slot = cta_first_[static_cast<size_t>(place_cta_[static_cast<size_t>(n)])] +
                            place_rank_[static_cast<size_t>(n)];
-      slot_place_[static_cast<size_t>(slot)] =
-          static_cast<uint32_t>(i) << place_bits | static_cast<uint32_t>(p);
+      slot_place_[static_cast<size_t>(slot)] = static_cast<uint32_t>(order_[static_cast<size_t>(i)])
+                                                   << place_bits |
+                                               static_cast<uint32_t>(p);
     }
   }
   // Locals, so that the stores to the plan are not taken to alias them.
@@ -464,7 +439,7 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
       }
     }
   }
-  return prefill_items;
+  return prefill_works_ * limits_.num_kv_heads;
 }
 
 // Merge records: tile by tile, KV head by KV head (the order make_works numbered them).

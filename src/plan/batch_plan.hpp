@@ -150,13 +150,6 @@ class BatchPlanner {
     uint16_t kind, tile_rows;
     int64_t key_cost;  // keys * batch_key_cost: one KV head's cost without the item overhead
   };
-  // One KV chunk of a tile; each KV head makes it one item of this cost.
-  struct Work {
-    int32_t tile;
-    int32_t chunk;
-    int32_t kv_begin, kv_end;
-    int64_t cost;
-  };
   struct Estimate;
   struct ChunkMemo;
   // Buckets of the cost sort (batch_schedule.cpp): a cost's leading one and four more bits.
@@ -194,14 +187,17 @@ class BatchPlanner {
   int num_tiles_ = 0;
   std::vector<int32_t> split_candidates_;  // tiles that some candidate chunk cost would split
   int num_candidates_ = 0;
-  std::vector<Work> works_;
+  // Works: the KV chunks of the tiles, in creation order; each KV head makes a work one item.
   int num_works_ = 0;
-  std::vector<int32_t> order_;  // works_ by decreasing cost
+  int prefill_works_ = 0;
+  int64_t max_work_cost_ = 0;
+  std::vector<int64_t> work_cost_;          // each work's item cost
+  std::vector<BatchWorkItem> work_items_;   // its record (KV head 0)
+  std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
+  std::vector<int32_t> order_;              // the works by decreasing cost
   std::vector<int32_t> sort_scratch_;
   std::vector<int32_t> bucket_start_;
-  std::vector<uint16_t> work_bucket_;       // each work's bucket of the cost sort
-  std::vector<BatchWorkItem> work_items_;   // each work's record (KV head 0), in order_'s order
-  std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
+  std::vector<uint16_t> work_bucket_;  // each work's bucket of the cost sort
   // assign()'s groups (batch_plan.hpp, the assignment): num_groups_ of group_ctas_ CTAs, each
   // work's KV heads g, g + G, ... in group g. Only group 0 is scheduled: placement p of a work
   // (p < group_heads_) stands for its KV head g + p * G in every group g, on CTA g *

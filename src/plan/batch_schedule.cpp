@@ -154,31 +154,24 @@ int64_t BatchPlanner::choose_chunk_cost(int64_t total_key_cost, int64_t max_key_
   return best;
 }
 
-// Cuts each tile into its KV chunks (works_) at split_point(), and gives split tiles their merge
-// records and partial-state rows.
+// Cuts each tile into its KV chunks at split_point(), gives split tiles their merge records and
+// partial-state rows, and writes each chunk's record (at KV head 0) and cost: built here, while
+// the tile is at hand, the record is read back long after its fields were stored one by one.
 void BatchPlanner::make_works(int64_t chunk_cost) {
   num_works_ = 0;
   num_merges_ = 0;
   num_partial_rows_ = 0;
   splits_max_ = 1;
+  prefill_works_ = 0;
+  max_work_cost_ = 0;
+  BatchWorkItem* const records = work_items_.data();
+  int64_t* const costs = work_cost_.data();
+  int32_t* const partial_steps = head_partial_step_.data();
   for (int i = 0; i < num_tiles_; ++i) {
     Tile& t = tiles_[static_cast<size_t>(i)];
     t.splits = split_count(t, chunk_cost);
-    const int64_t key_cost = batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
-    const int64_t lo = t.kv_begin, keys = int64_t{t.kv_end} - t.kv_begin;
-    int64_t begin = lo;
-    for (int k = 0; k < t.splits; ++k) {
-      int64_t end = t.kv_end;
-      if (k + 1 < t.splits) end = split_point(lo, keys, t.splits, k + 1);
-      Work& w = works_[static_cast<size_t>(num_works_++)];
-      w.tile = i;
-      w.chunk = k;
-      w.kv_begin = static_cast<int32_t>(begin);
-      w.kv_end = static_cast<int32_t>(end);
-      w.cost = (end - begin) * key_cost + kItemOverheadCost;
-      begin = end;
-    }
-    if (t.splits > 1) {
+    const bool split = t.splits > 1;
+    if (split) {
       t.merge_base = num_merges_;
       t.partial_base = num_partial_rows_;
       num_merges_ += limits_.num_kv_heads;
@@ -187,6 +180,35 @@ void BatchPlanner::make_works(int64_t chunk_cost) {
     } else {
       t.merge_base = -1;
       t.partial_base = -1;
+    }
+    if (t.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_works_ += t.splits;
+    const int64_t key_cost = batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
+    const int64_t lo = t.kv_begin, keys = int64_t{t.kv_end} - t.kv_begin;
+    int64_t begin = lo;
+    for (int k = 0; k < t.splits; ++k) {
+      int64_t end = t.kv_end;
+      if (k + 1 < t.splits) end = split_point(lo, keys, t.splits, k + 1);
+      const int w = num_works_++;
+      BatchWorkItem& it = records[w];
+      it.request = t.request;
+      it.kv_head = 0;
+      it.q_start = t.q_start;
+      it.q_len = t.q_len;
+      it.kv_len = t.kv_len;
+      it.row_begin = t.row_begin;
+      it.row_end = t.row_end;
+      it.kv_begin = static_cast<int32_t>(begin);
+      it.kv_end = static_cast<int32_t>(end);
+      it.kind = t.kind;
+      it.tile_rows = t.tile_rows;
+      it.partial_row = split ? t.partial_base + k * t.tile_rows : -1;
+      it.merge = split ? t.merge_base : -1;
+      // KV head h: its partial block this much further on, its merge record h further.
+      partial_steps[w] = split ? t.splits * t.tile_rows : 0;
+      const int64_t cost = (end - begin) * key_cost + kItemOverheadCost;
+      costs[w] = cost;
+      max_work_cost_ = std::max(max_work_cost_, cost);
+      begin = end;
     }
   }
 }
@@ -214,7 +236,7 @@ int cost_bucket(int64_t cost) {
 void BatchPlanner::sort_works() {
   const int num_works = num_works_;
   if (num_works == 0) return;
-  const Work* works = works_.data();
+  const int64_t* cost = work_cost_.data();
   int32_t* start = bucket_start_.data();
   uint16_t* bucket = work_bucket_.data();
   std::fill(start, start + kCostBuckets + 1, 0);
@@ -223,7 +245,7 @@ void BatchPlanner::sort_works() {
   int lowest = kCostBuckets, highest = -1;
   for (int i = 0; i < num_works; ++i) {
     // Bucket kCostBuckets - 1 - b holds costs of bucket b: ascending positions = decreasing cost.
-    const int r = kCostBuckets - 1 - cost_bucket(works[i].cost);
+    const int r = kCostBuckets - 1 - cost_bucket(cost[i]);
     bucket[i] = static_cast<uint16_t>(r);
     ++start[r + 1];
     lowest = std::min(lowest, r);
@@ -244,24 +266,23 @@ void BatchPlanner::sort_works() {
       for (int32_t i = 1; i < n; ++i) {
         const int32_t w = o[i];
         int32_t j = i;
-        for (; j > 0 && works[o[j - 1]].cost < works[w].cost; --j) o[j] = o[j - 1];
+        for (; j > 0 && cost[o[j - 1]] < cost[w]; --j) o[j] = o[j - 1];
         o[j] = w;
       }
       continue;
     }
-    int64_t lo = works[o[0]].cost, hi = lo;
+    int64_t lo = cost[o[0]], hi = lo;
     for (int32_t i = 1; i < n; ++i) {
-      lo = std::min(lo, works[o[i]].cost);
-      hi = std::max(hi, works[o[i]].cost);
+      lo = std::min(lo, cost[o[i]]);
+      hi = std::max(hi, cost[o[i]]);
     }
     int32_t* from = o;
     int32_t* to = sort_scratch_.data();
     for (int shift = 0; (hi - lo) >> shift != 0; shift += 8) {
       int32_t count[257] = {};
-      for (int32_t i = 0; i < n; ++i) ++count[((hi - works[from[i]].cost) >> shift & 255) + 1];
+      for (int32_t i = 0; i < n; ++i) ++count[((hi - cost[from[i]]) >> shift & 255) + 1];
       for (int d = 1; d <= 256; ++d) count[d] += count[d - 1];
-      for (int32_t i = 0; i < n; ++i)
-        to[count[(hi - works[from[i]].cost) >> shift & 255]++] = from[i];
+      for (int32_t i = 0; i < n; ++i) to[count[(hi - cost[from[i]]) >> shift & 255]++] = from[i];
       std::swap(from, to);
     }
     if (from != o) std::copy(from, from + n, o);
@@ -345,11 +366,11 @@ void BatchPlanner::assign_levels() {
   build_tree(nullptr);
   int64_t item = 0;
   for (int i = 0; i < num_works_;) {
-    const int64_t cost = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])].cost;
+    const int64_t cost = work_cost_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
     const uint64_t step = static_cast<uint64_t>(cost) << cta_bits_;
     int j = i + 1;
     while (j < num_works_ &&
-           works_[static_cast<size_t>(order_[static_cast<size_t>(j)])].cost == cost) {
+           work_cost_[static_cast<size_t>(order_[static_cast<size_t>(j)])] == cost) {
       ++j;
     }
     const int64_t run = int64_t{j - i} * per_work;

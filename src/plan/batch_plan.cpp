@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include "hopattn/error.hpp"
@@ -104,7 +105,7 @@ struct Visibility {
 };
 
 // The bits that hold 0 .. n - 1: log2 of n rounded up to a power of two (assign()'s tree keys
-// keep a CTA in this many low bits; write_items() a KV head).
+// keep a CTA in this many low bits; write_items() a placement of a work).
 int ceil_log2(int n) {
   int bits = 0;
   while ((1 << bits) < n) ++bits;
@@ -172,28 +173,31 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   const size_t max_works = static_cast<size_t>(capacity_.max_tiles) + 2 * ctas;
   tiles_.resize(static_cast<size_t>(capacity_.max_tiles));
   split_candidates_.resize(tiles_.size());
-  works_.resize(max_works);
+  work_cost_.resize(max_works);
   order_.resize(max_works);
   sort_scratch_.resize(max_works);
   bucket_start_.resize(kCostBuckets + 1);
-  item_cta_.resize(static_cast<size_t>(capacity_.max_items));
+  work_bucket_.resize(max_works);
   work_items_.resize(max_works);
   head_partial_step_.resize(max_works);
-  slot_item_.resize(static_cast<size_t>(capacity_.max_items));
-  cta_bits_ = ceil_log2(limits_.num_ctas);
-  group_ctas_[0] = (limits_.num_ctas + 1) / 2;
-  group_ctas_[1] = limits_.num_ctas / 2;
-  group_base_[1] = group_ctas_[0];
-  tree_levels_ = ceil_log2(group_ctas_[0]);
+  num_groups_ = std::gcd(limits_.num_kv_heads, limits_.num_ctas);
+  group_ctas_ = limits_.num_ctas / num_groups_;
+  group_heads_ = limits_.num_kv_heads / num_groups_;
+  const size_t placements = static_cast<size_t>(capacity_.max_items / num_groups_);
+  place_cta_.resize(placements);
+  place_rank_.resize(placements);
+  slot_place_.resize(placements);
+  cta_bits_ = ceil_log2(group_ctas_);
+  tree_levels_ = cta_bits_;
   tree_leaves_ = 1 << tree_levels_;
-  tree_.resize(4 * static_cast<size_t>(tree_leaves_));
-  run_keys_.resize(ctas);
-  run_sorted_.resize(ctas);
-  run_fifo_.resize(ctas);
-  cta_load_.resize(ctas);
-  cta_count_.resize(ctas);
-  cta_first_.resize(ctas);
-  item_rank_.resize(static_cast<size_t>(capacity_.max_items));
+  tree_.resize(2 * static_cast<size_t>(tree_leaves_));
+  const size_t group = static_cast<size_t>(group_ctas_);
+  run_keys_.resize(group);
+  run_sorted_.resize(group);
+  run_fifo_.resize(group);
+  cta_load_.resize(group);
+  cta_count_.resize(group);
+  cta_first_.resize(group);
 }
 
 // ----------------------------------------------------------------------------- plan
@@ -333,7 +337,7 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
   unsigned char* base = static_cast<unsigned char*>(workspace);
   write_cta_offsets(base + off.cta_offsets, off.items - off.cta_offsets);
   BatchPlanInfo info;
-  const int prefill_items = write_items(base + off.items, num_items, info);
+  const int prefill_items = write_items(base + off.items, info);
   write_merges(base + off.merges);
 
   BatchPlanHeader h;
@@ -360,84 +364,82 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
   info.num_merges = num_merges_;
   info.num_partial_rows = num_partial_rows_;
   info.num_splits_max = splits_max_;
-  for (int64_t load : cta_load_) {
-    info.total_cost += load;
+  // Every group's loads are group 0's.
+  for (int c = 0; c < group_ctas_; ++c) {
+    const int64_t load = cta_load_[static_cast<size_t>(c)];
+    info.total_cost += load * num_groups_;
     info.max_cta_cost = std::max(info.max_cta_cost, load);
   }
   return info;
 }
 
-// The running sums of the item counts per CTA, then zeros up to the items.
+// The running sums of the item counts per CTA, then zeros up to the items. Group g's lists follow
+// group 0's layout, g times its items further on.
 void BatchPlanner::write_cta_offsets(unsigned char* dst, size_t bytes) {
+  const int group_items = num_works_ * group_heads_;
   int32_t running = 0;
-  const int ctas = limits_.num_ctas;
-  for (int c = 0; c < ctas; ++c) {
-    std::memcpy(dst + sizeof(int32_t) * c, &running, sizeof(int32_t));
+  for (int c = 0; c < group_ctas_; ++c) {
     cta_first_[static_cast<size_t>(c)] = running;
     running += cta_count_[static_cast<size_t>(c)];
   }
-  std::memcpy(dst + sizeof(int32_t) * ctas, &running, sizeof(int32_t));
-  const size_t written = sizeof(int32_t) * (static_cast<size_t>(ctas) + 1);
+  int32_t* const offsets = reinterpret_cast<int32_t*>(dst);
+  for (int g = 0; g < num_groups_; ++g) {
+    const int32_t group_first = g * group_items;
+    for (int c = 0; c < group_ctas_; ++c) {
+      const int32_t first = group_first + cta_first_[static_cast<size_t>(c)];
+      std::memcpy(offsets + g * group_ctas_ + c, &first, sizeof(int32_t));
+    }
+  }
+  const int32_t total = num_groups_ * group_items;
+  std::memcpy(offsets + limits_.num_ctas, &total, sizeof(int32_t));
+  const size_t written = sizeof(int32_t) * (static_cast<size_t>(limits_.num_ctas) + 1);
   std::memset(dst + written, 0, bytes - written);
 }
 
-// Each CTA's items in assignment order (largest first): the (work, KV head) of every slot first,
-// then the records front to back. Each work's record (at KV head 0) is built once, in a pass of
-// its own: built just before being copied, its fields stored one by one would be reread as
-// 16-byte blocks, a store-forwarding stall on every work. Returns the prefill items.
-int BatchPlanner::write_items(unsigned char* dst, int64_t num_items, BatchPlanInfo& info) {
-  const int heads = limits_.num_kv_heads;
-  int prefill_items = 0;
-  for (int i = 0; i < num_works_; ++i) {
-    const Work& w = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
-    const Tile& t = tiles_[static_cast<size_t>(w.tile)];
-    info.max_item_cost = std::max(info.max_item_cost, w.cost);
-    if (t.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_items += heads;
-    BatchWorkItem& it = work_items_[static_cast<size_t>(i)];
-    it.request = t.request;
-    it.kv_head = 0;
-    it.q_start = t.q_start;
-    it.q_len = t.q_len;
-    it.kv_len = t.kv_len;
-    it.row_begin = t.row_begin;
-    it.row_end = t.row_end;
-    it.kv_begin = w.kv_begin;
-    it.kv_end = w.kv_end;
-    it.kind = t.kind;
-    it.tile_rows = t.tile_rows;
-    const bool split = t.splits > 1;
-    it.partial_row = split ? t.partial_base + w.chunk * t.tile_rows : -1;
-    it.merge = split ? t.merge_base : -1;
-    // KV head h: its partial block this much further on, its merge record h further.
-    head_partial_step_[static_cast<size_t>(i)] = split ? t.splits * t.tile_rows : 0;
-  }
-  // Each slot's work and KV head in one word (work << head_bits | head): one scattered store an
-  // item. It fits 32 bits: work < items / heads and 2^head_bits < 2 heads.
-  const int head_bits = ceil_log2(heads);
-  const uint32_t head_mask = (uint32_t{1} << head_bits) - 1;
-  int64_t item = 0;
-  for (int i = 0; i < num_works_; ++i) {
-    for (int h = 0; h < heads; ++h, ++item) {
-      const int32_t slot = cta_first_[static_cast<size_t>(item_cta_[static_cast<size_t>(item)])] +
-                           item_rank_[static_cast<size_t>(item)];
-      slot_item_[static_cast<size_t>(slot)] =
-          static_cast<uint32_t>(i) << head_bits | static_cast<uint32_t>(h);
+// Each CTA's items in assignment order (largest first): group 0's lists of (work, placement) CTA
+// by CTA, then the works' records (make_works built them) copied front to back, each once per
+// group with its KV head set: one sequential write. Returns the prefill items.
+int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
+  info.max_item_cost = max_work_cost_;
+  // Each slot's work and placement in one word (work << place_bits | placement): one scattered
+  // store a placement. It fits 32 bits: work < items / heads and 2^place_bits < 2 heads.
+  const int per_work = group_heads_;
+  const int place_bits = ceil_log2(per_work);
+  const uint32_t place_mask = (uint32_t{1} << place_bits) - 1;
+  const int group_items = num_works_ * per_work;
+  for (int i = 0, n = 0; i < num_works_; ++i) {
+    for (int p = 0; p < per_work; ++p, ++n) {
+      const int32_t slot = cta_first_[static_cast<size_t>(place_cta_[static_cast<size_t>(n)])] +
+                           place_rank_[static_cast<size_t>(n)];
+      slot_place_[static_cast<size_t>(slot)] = static_cast<uint32_t>(order_[static_cast<size_t>(i)])
+                                                   << place_bits |
+                                               static_cast<uint32_t>(p);
     }
   }
-  for (int64_t slot = 0; slot < num_items; ++slot, dst += sizeof(BatchWorkItem)) {
-    const uint32_t word = slot_item_[static_cast<size_t>(slot)];
-    const auto i = static_cast<int32_t>(word >> head_bits);
-    const auto h = static_cast<int32_t>(word & head_mask);
-    const BatchWorkItem& it = work_items_[static_cast<size_t>(i)];
-    std::memcpy(dst, &it, sizeof(it));
-    std::memcpy(dst + offsetof(BatchWorkItem, kv_head), &h, sizeof(int32_t));
-    if (it.merge >= 0) {
-      const int32_t split[2] = {it.partial_row + h * head_partial_step_[static_cast<size_t>(i)],
-                                it.merge + h};
-      std::memcpy(dst + offsetof(BatchWorkItem, partial_row), split, sizeof(split));
+  // Locals, so that the stores to the plan are not taken to alias them.
+  const int groups = num_groups_;
+  const uint32_t* const slots = slot_place_.data();
+  const BatchWorkItem* const records = work_items_.data();
+  const int32_t* const partial_steps = head_partial_step_.data();
+  const size_t group_bytes = sizeof(BatchWorkItem) * static_cast<size_t>(group_items);
+  for (int slot = 0; slot < group_items; ++slot, dst += sizeof(BatchWorkItem)) {
+    const uint32_t word = slots[slot];
+    const auto i = static_cast<int32_t>(word >> place_bits);
+    const auto p = static_cast<int32_t>(word & place_mask) * groups;
+    BatchWorkItem it;
+    std::memcpy(&it, records + i, sizeof(it));
+    unsigned char* to = dst;
+    for (int g = 0; g < groups; ++g, to += group_bytes) {
+      const int32_t h = g + p;
+      std::memcpy(to, &it, sizeof(it));
+      std::memcpy(to + offsetof(BatchWorkItem, kv_head), &h, sizeof(int32_t));
+      if (it.merge >= 0) {
+        const int32_t split[2] = {it.partial_row + h * partial_steps[i], it.merge + h};
+        std::memcpy(to + offsetof(BatchWorkItem, partial_row), split, sizeof(split));
+      }
     }
   }
-  return prefill_items;
+  return prefill_works_ * limits_.num_kv_heads;
 }
 
 // Merge records: tile by tile, KV head by KV head (the order make_works numbered them).

@@ -25,10 +25,13 @@
 // chunks' rounding, as the decode family's split heuristic does: a step with few units fills the
 // grid (8 decodes x 8 KV heads at 8k keys: 4 chunks each, 256 items on 264 CTAs), a full step
 // splits nothing.
-// Assignment: longest processing time first over two halves of the grid: each item into the half
-// of the lesser mean load, there onto the least-loaded CTA (long runs of equal items: onto the
-// least-loaded CTA of the whole grid; batch_schedule.cpp, assign_levels). Plain LPT's bound holds
-// (tested): the busiest CTA's cost <= mean CTA cost + the largest item's cost.
+// Assignment: longest processing time first within equal groups of CTAs. The grid is cut into
+// G = gcd(num_kv_heads, num_ctas) groups of consecutive CTAs, and KV head h of every work goes to
+// group h mod G: each group then receives the same costs in the same order, so one LPT schedule
+// of group 0 (each item onto its least-loaded CTA; batch_schedule.cpp, assign_levels) is every
+// group's, and the groups' loads and means are equal. Plain LPT's bound holds in each group, hence
+// over the grid (tested): the busiest CTA's cost <= mean CTA cost + the largest item's cost. G
+// times fewer placements, and each CTA's list is written in one sequential pass.
 //
 // plan() allocates nothing: every scratch array is sized in the constructor from the limits.
 #pragma once
@@ -64,9 +67,9 @@ inline constexpr int64_t kDecodeRowKeyCost = 2;
 inline constexpr int64_t kDecodeKeyLoadCost = 150;
 // Two 64-key decode tiles streamed (the decode family's kCtaFixedTiles): two dependent global
 // round trips (lengths, page table) before the first KV byte, then the epilogue.
-// assign(): a run of at least this many equal-cost items takes plain LPT over the whole grid in
-// constant time an item (batch_schedule.cpp, assign_run: its sort and rebuild cost about this
-// many tree walks); shorter runs the two groups' trees.
+// assign(): a run of at least this many equal-cost placements takes plain LPT over the group in
+// constant time each (batch_schedule.cpp, assign_run: its sort and rebuild cost about this many
+// tree walks); shorter runs the group's tree.
 inline constexpr int64_t kAssignRunItemsMin = 64;
 inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
 
@@ -147,13 +150,6 @@ class BatchPlanner {
     uint16_t kind, tile_rows;
     int64_t key_cost;  // keys * batch_key_cost: one KV head's cost without the item overhead
   };
-  // One KV chunk of a tile; each KV head makes it one item of this cost.
-  struct Work {
-    int32_t tile;
-    int32_t chunk;
-    int32_t kv_begin, kv_end;
-    int64_t cost;
-  };
   struct Estimate;
   struct ChunkMemo;
   // Buckets of the cost sort (batch_schedule.cpp): a cost's leading one and four more bits.
@@ -171,7 +167,7 @@ class BatchPlanner {
   void sort_works();
   void assign();
   void write_cta_offsets(unsigned char* dst, size_t bytes);
-  int write_items(unsigned char* dst, int64_t num_items, BatchPlanInfo& info);
+  int write_items(unsigned char* dst, BatchPlanInfo& info);
   void write_merges(unsigned char* dst);
 
   BatchPlanLimits limits_;
@@ -191,41 +187,47 @@ class BatchPlanner {
   int num_tiles_ = 0;
   std::vector<int32_t> split_candidates_;  // tiles that some candidate chunk cost would split
   int num_candidates_ = 0;
-  std::vector<Work> works_;
+  // Works: the KV chunks of the tiles, in creation order; each KV head makes a work one item.
   int num_works_ = 0;
-  std::vector<int32_t> order_;  // works_ by decreasing cost
+  int prefill_works_ = 0;
+  int64_t max_work_cost_ = 0;
+  std::vector<int64_t> work_cost_;          // each work's item cost
+  std::vector<BatchWorkItem> work_items_;   // its record (KV head 0)
+  std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
+  std::vector<int32_t> order_;              // the works by decreasing cost
   std::vector<int32_t> sort_scratch_;
   std::vector<int32_t> bucket_start_;
-  std::vector<int32_t> item_cta_;           // CTA of each item, in assignment order
-  std::vector<BatchWorkItem> work_items_;   // each work's record (KV head 0), in order_'s order
-  std::vector<int32_t> head_partial_step_;  // and the partial rows between its KV heads
-  std::vector<uint32_t> slot_item_;  // per item slot of the plan: its work (order_ index), KV head
-  // assign()'s two groups of CTAs: group 0 the first ceil(num_ctas / 2), group 1 the rest (none
-  // for one CTA). Each has a winner tree of 2 * tree_leaves_ nodes in tree_ (group g's from
-  // g * 2 * tree_leaves_ on), leaf tree_leaves_ + i for its CTA i. A node is one key, load <<
-  // cta_bits_ | CTA (the CTA's number in the grid): the lesser key is the lesser load, and of
-  // equal loads the lower-numbered CTA, so a node is the plain minimum of its children
-  // (capacity() refuses limits whose loads could overflow it).
-  int cta_bits_ = 0;     // ceil(log2(num_ctas))
-  int tree_leaves_ = 1;  // ceil(num_ctas / 2) rounded up to a power of two
+  std::vector<uint16_t> work_bucket_;  // each work's bucket of the cost sort
+  // assign()'s groups (batch_plan.hpp, the assignment): num_groups_ of group_ctas_ CTAs, each
+  // work's KV heads g, g + G, ... in group g. Only group 0 is scheduled: placement p of a work
+  // (p < group_heads_) stands for its KV head g + p * G in every group g, on CTA g *
+  // group_ctas_ + (its CTA in group 0), at the same place in that CTA's list.
+  int num_groups_ = 1;
+  int group_ctas_ = 1;
+  int group_heads_ = 1;
+  std::vector<int32_t> place_cta_;    // group 0's CTA of each placement, in assignment order
+  std::vector<int32_t> place_rank_;   // its place in its CTA's list
+  std::vector<uint32_t> slot_place_;  // group 0's lists, CTA by CTA: work << bits | placement
+  // Group 0's winner tree of 2 * tree_leaves_ nodes, leaf tree_leaves_ + i for its CTA i. A node
+  // is one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
+  // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses limits
+  // whose loads could overflow it).
+  int cta_bits_ = 0;     // ceil(log2(group_ctas_))
+  int tree_leaves_ = 1;  // group_ctas_ rounded up to a power of two
   int tree_levels_ = 0;  // log2(tree_leaves_)
-  int group_base_[2] = {0, 0};
-  int group_ctas_[2] = {0, 0};
   std::vector<uint64_t> tree_;
   // assign()'s runs of equal-cost items: every CTA's key, the CTAs by load, and the FIFO of
   // those a run loaded.
   std::vector<uint64_t> run_keys_;
   std::vector<uint64_t> run_sorted_;
   std::vector<uint64_t> run_fifo_;
-  void build_trees(const uint64_t* keys);
-  void read_keys(uint64_t* keys) const;
-  void assign_run(uint64_t step, int64_t count, int64_t& item, int64_t (&total)[2]);
+  void build_tree(const uint64_t* keys);
+  void assign_run(uint64_t step, int64_t count, int64_t& item);
   template <int kLevels>
   void assign_levels();
-  std::vector<int32_t> item_rank_;  // its place in its CTA's list
-  std::vector<int64_t> cta_load_;
-  std::vector<int32_t> cta_count_;  // items per CTA
-  std::vector<int32_t> cta_first_;  // the plan slot of each CTA's first item
+  std::vector<int64_t> cta_load_;   // group 0's CTAs
+  std::vector<int32_t> cta_count_;  // items per CTA of group 0
+  std::vector<int32_t> cta_first_;  // the list slot of each CTA's first item in group 0
 };
 
 }  // namespace hopattn::plan

@@ -154,31 +154,24 @@ int64_t BatchPlanner::choose_chunk_cost(int64_t total_key_cost, int64_t max_key_
   return best;
 }
 
-// Cuts each tile into its KV chunks (works_) at split_point(), and gives split tiles their merge
-// records and partial-state rows.
+// Cuts each tile into its KV chunks at split_point(), gives split tiles their merge records and
+// partial-state rows, and writes each chunk's record (at KV head 0) and cost: built here, while
+// the tile is at hand, the record is read back long after its fields were stored one by one.
 void BatchPlanner::make_works(int64_t chunk_cost) {
   num_works_ = 0;
   num_merges_ = 0;
   num_partial_rows_ = 0;
   splits_max_ = 1;
+  prefill_works_ = 0;
+  max_work_cost_ = 0;
+  BatchWorkItem* const records = work_items_.data();
+  int64_t* const costs = work_cost_.data();
+  int32_t* const partial_steps = head_partial_step_.data();
   for (int i = 0; i < num_tiles_; ++i) {
     Tile& t = tiles_[static_cast<size_t>(i)];
     t.splits = split_count(t, chunk_cost);
-    const int64_t key_cost = batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
-    const int64_t lo = t.kv_begin, keys = int64_t{t.kv_end} - t.kv_begin;
-    int64_t begin = lo;
-    for (int k = 0; k < t.splits; ++k) {
-      int64_t end = t.kv_end;
-      if (k + 1 < t.splits) end = split_point(lo, keys, t.splits, k + 1);
-      Work& w = works_[static_cast<size_t>(num_works_++)];
-      w.tile = i;
-      w.chunk = k;
-      w.kv_begin = static_cast<int32_t>(begin);
-      w.kv_end = static_cast<int32_t>(end);
-      w.cost = (end - begin) * key_cost + kItemOverheadCost;
-      begin = end;
-    }
-    if (t.splits > 1) {
+    const bool split = t.splits > 1;
+    if (split) {
       t.merge_base = num_merges_;
       t.partial_base = num_partial_rows_;
       num_merges_ += limits_.num_kv_heads;
@@ -187,6 +180,35 @@ void BatchPlanner::make_works(int64_t chunk_cost) {
     } else {
       t.merge_base = -1;
       t.partial_base = -1;
+    }
+    if (t.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_works_ += t.splits;
+    const int64_t key_cost = batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
+    const int64_t lo = t.kv_begin, keys = int64_t{t.kv_end} - t.kv_begin;
+    int64_t begin = lo;
+    for (int k = 0; k < t.splits; ++k) {
+      int64_t end = t.kv_end;
+      if (k + 1 < t.splits) end = split_point(lo, keys, t.splits, k + 1);
+      const int w = num_works_++;
+      BatchWorkItem& it = records[w];
+      it.request = t.request;
+      it.kv_head = 0;
+      it.q_start = t.q_start;
+      it.q_len = t.q_len;
+      it.kv_len = t.kv_len;
+      it.row_begin = t.row_begin;
+      it.row_end = t.row_end;
+      it.kv_begin = static_cast<int32_t>(begin);
+      it.kv_end = static_cast<int32_t>(end);
+      it.kind = t.kind;
+      it.tile_rows = t.tile_rows;
+      it.partial_row = split ? t.partial_base + k * t.tile_rows : -1;
+      it.merge = split ? t.merge_base : -1;
+      // KV head h: its partial block this much further on, its merge record h further.
+      partial_steps[w] = split ? t.splits * t.tile_rows : 0;
+      const int64_t cost = (end - begin) * key_cost + kItemOverheadCost;
+      costs[w] = cost;
+      max_work_cost_ = std::max(max_work_cost_, cost);
+      begin = end;
     }
   }
 }
@@ -212,31 +234,31 @@ int cost_bucket(int64_t cost) {
 // of works) a least-significant-digit radix sort on max - cost, a byte a pass over only the bits
 // the bucket's range needs (a bucket spans costs within 1/16 of each other).
 void BatchPlanner::sort_works() {
-  if (num_works_ == 0) return;
+  const int num_works = num_works_;
+  if (num_works == 0) return;
+  const int64_t* cost = work_cost_.data();
   int32_t* start = bucket_start_.data();
+  uint16_t* bucket = work_bucket_.data();
   std::fill(start, start + kCostBuckets + 1, 0);
   // Only the buckets from the lowest to the highest one used are walked (a step's costs span a
   // few octaves of the 64: the full walk was most of the sort's time on a few hundred works).
   int lowest = kCostBuckets, highest = -1;
-  for (int i = 0; i < num_works_; ++i) {
+  for (int i = 0; i < num_works; ++i) {
     // Bucket kCostBuckets - 1 - b holds costs of bucket b: ascending positions = decreasing cost.
-    const int r = kCostBuckets - 1 - cost_bucket(works_[static_cast<size_t>(i)].cost);
+    const int r = kCostBuckets - 1 - cost_bucket(cost[i]);
+    bucket[i] = static_cast<uint16_t>(r);
     ++start[r + 1];
     lowest = std::min(lowest, r);
     highest = std::max(highest, r);
   }
   for (int b = lowest + 1; b <= highest + 1; ++b) start[b] += start[b - 1];
   // start[b] now ends bucket b - 1 (reversed index); place back to front to keep creation order.
-  for (int i = num_works_ - 1; i >= 0; --i) {
-    const int b = kCostBuckets - 1 - cost_bucket(works_[static_cast<size_t>(i)].cost);
-    order_[static_cast<size_t>(--start[b + 1])] = i;
-  }
+  for (int i = num_works - 1; i >= 0; --i) order_[static_cast<size_t>(--start[bucket[i] + 1])] = i;
   // start[b + 1] is now bucket b's first position; bucket b ends where bucket b + 1 starts.
-  const Work* works = works_.data();
   constexpr int kInsertionMost = 32;
   for (int b = lowest; b <= highest; ++b) {
     const int32_t first = start[b + 1];
-    const int32_t last = b < highest ? start[b + 2] : num_works_;
+    const int32_t last = b < highest ? start[b + 2] : num_works;
     int32_t* o = order_.data() + first;
     const int32_t n = last - first;
     if (n <= 1) continue;
@@ -244,71 +266,57 @@ void BatchPlanner::sort_works() {
       for (int32_t i = 1; i < n; ++i) {
         const int32_t w = o[i];
         int32_t j = i;
-        for (; j > 0 && works[o[j - 1]].cost < works[w].cost; --j) o[j] = o[j - 1];
+        for (; j > 0 && cost[o[j - 1]] < cost[w]; --j) o[j] = o[j - 1];
         o[j] = w;
       }
       continue;
     }
-    int64_t lo = works[o[0]].cost, hi = lo;
+    int64_t lo = cost[o[0]], hi = lo;
     for (int32_t i = 1; i < n; ++i) {
-      lo = std::min(lo, works[o[i]].cost);
-      hi = std::max(hi, works[o[i]].cost);
+      lo = std::min(lo, cost[o[i]]);
+      hi = std::max(hi, cost[o[i]]);
     }
     int32_t* from = o;
     int32_t* to = sort_scratch_.data();
     for (int shift = 0; (hi - lo) >> shift != 0; shift += 8) {
       int32_t count[257] = {};
-      for (int32_t i = 0; i < n; ++i) ++count[((hi - works[from[i]].cost) >> shift & 255) + 1];
+      for (int32_t i = 0; i < n; ++i) ++count[((hi - cost[from[i]]) >> shift & 255) + 1];
       for (int d = 1; d <= 256; ++d) count[d] += count[d - 1];
-      for (int32_t i = 0; i < n; ++i)
-        to[count[(hi - works[from[i]].cost) >> shift & 255]++] = from[i];
+      for (int32_t i = 0; i < n; ++i) to[count[(hi - cost[from[i]]) >> shift & 255]++] = from[i];
       std::swap(from, to);
     }
     if (from != o) std::copy(from, from + n, o);
   }
 }
 
-// The two groups' winner trees (batch_plan.hpp, tree_): every CTA's leaf holds its key from
-// `keys` (load above its number; keys == nullptr: every load 0), padding leaves the largest key;
-// then every inner node from the leaves up, the lesser child.
-void BatchPlanner::build_trees(const uint64_t* keys) {
+// The group's winner tree (batch_plan.hpp, tree_): every CTA's leaf holds its key from `keys`
+// (load above its number; keys == nullptr: every load 0), padding leaves the largest key; then
+// every inner node from the leaves up, the lesser child.
+void BatchPlanner::build_tree(const uint64_t* keys) {
   const int leaves = tree_leaves_;
-  for (int g = 0; g < 2; ++g) {
-    uint64_t* tree = tree_.data() + static_cast<size_t>(g) * 2 * leaves;
-    const int base = group_base_[g], count = group_ctas_[g];
-    for (int c = 0; c < leaves; ++c) {
-      uint64_t key = ~uint64_t{0};
-      if (c < count) key = keys != nullptr ? keys[base + c] : static_cast<uint64_t>(base + c);
-      tree[leaves + c] = key;
-    }
-    for (int k = leaves - 1; k >= 1; --k) tree[k] = std::min(tree[2 * k], tree[2 * k + 1]);
+  uint64_t* tree = tree_.data();
+  for (int c = 0; c < leaves; ++c) {
+    uint64_t key = ~uint64_t{0};
+    if (c < group_ctas_) key = keys != nullptr ? keys[c] : static_cast<uint64_t>(c);
+    tree[leaves + c] = key;
   }
+  for (int k = leaves - 1; k >= 1; --k) tree[k] = std::min(tree[2 * k], tree[2 * k + 1]);
 }
 
-// Every CTA's key, from the leaves, in CTA order.
-void BatchPlanner::read_keys(uint64_t* keys) const {
-  const int leaves = tree_leaves_;
-  for (int g = 0; g < 2; ++g) {
-    const uint64_t* tree = tree_.data() + static_cast<size_t>(g) * 2 * leaves;
-    for (int c = 0; c < group_ctas_[g]; ++c) keys[group_base_[g] + c] = tree[leaves + c];
-  }
-}
-
-// `count` items of one cost (`step`: the cost as a key increment) from item `item` on, each onto
-// the least-loaded CTA of the whole grid (plain LPT; the lowest-numbered of equal ones), in
-// O(count + ctas log ctas): with every cost equal, the key a CTA leaves with (its key + step) is
-// never below one left before it in the run (the keys taken only grow), so the CTAs the run has
-// loaded form a FIFO in key order, and the next CTA is the lesser of that FIFO's front and the
-// front of the CTAs by key at the run's start. The trees are rebuilt from the keys afterwards;
-// `total` gains each item's cost in its CTA's group.
-void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item, int64_t (&total)[2]) {
-  const int ctas = limits_.num_ctas;
+// `count` items of one cost (`step`: the cost as a key increment) from placement `item` on, each
+// onto the group's least-loaded CTA (the lowest-numbered of equal ones), in O(count + ctas log
+// ctas): with every cost equal, the key a CTA leaves with (its key + step) is never below one
+// left before it in the run (the keys taken only grow), so the CTAs the run has loaded form a FIFO
+// in key order, and the next CTA is the lesser of that FIFO's front and the front of the CTAs by
+// key at the run's start. The tree is rebuilt from the keys afterwards.
+void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
+  const int ctas = group_ctas_;
   const uint64_t cta_mask = (uint64_t{1} << cta_bits_) - 1;
-  const auto cost = static_cast<int64_t>(step >> cta_bits_);
   uint64_t* sorted = run_sorted_.data();
   uint64_t* fifo = run_fifo_.data();
   uint64_t* keys = run_keys_.data();
-  read_keys(keys);
+  const uint64_t* leaves = tree_.data() + tree_leaves_;
+  std::copy(leaves, leaves + ctas, keys);
   std::copy(keys, keys + ctas, sorted);
   std::sort(sorted, sorted + ctas);
   int next = 0;            // sorted[next..] not yet loaded by the run
@@ -323,9 +331,8 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item, int64
       ++next;
     }
     const auto cta = static_cast<int32_t>(low & cta_mask);
-    item_cta_[static_cast<size_t>(item)] = cta;
-    item_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
-    total[cta >= group_base_[1] ? 1 : 0] += cost;
+    place_cta_[static_cast<size_t>(item)] = cta;
+    place_rank_[static_cast<size_t>(item)] = cta_count_[static_cast<size_t>(cta)]++;
     int tail = head + size;
     if (tail >= ctas) tail -= ctas;
     fifo[tail] = low + step;
@@ -335,123 +342,72 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item, int64
     const uint64_t key = fifo[(head + i) % ctas];
     keys[key & cta_mask] = key;
   }
-  build_trees(keys);
+  build_tree(keys);
 }
 
-// Longest processing time first over two groups of CTAs: items in decreasing cost, each into the
-// group of the lesser mean load (its items' cost over its CTAs; group 0 on a tie), and there onto
-// the least-loaded CTA (the lowest-numbered of equally loaded ones). Plain LPT's bound holds: the
-// chosen CTA's load is at most its group's mean, which is at most the grid's mean of the items
-// placed so far, so no CTA ends above the mean plus the largest item. Why two groups: a group's
-// choice is a walk up its winner tree (leaf tree_leaves_ + i for its CTA i, a node the lesser
-// child; a key is load << cta_bits_ | CTA, so the least key is the least load, then the lowest
-// CTA), one compare-and-move a level, which the group's next item waits for. Items come in pairs
-// of equal cost (a work's KV heads), which the rule nearly always sends one to each group: the
-// two walks are written out one after the other, on two fixed trees, so that both chains run at
-// once (plan() of issue (b) 1.2-1.5x on the development machine against one tree of the whole
-// grid, the busiest CTA the same). Long runs of equal-cost items (a step of equal requests:
-// thousands of them) take assign_run() instead: plain LPT over the whole grid in constant time
-// an item, within the same bound. Each item's place in its CTA's list is counted on the way.
+// Longest processing time first within group 0 (batch_plan.hpp, group_ctas_): its placements in
+// decreasing cost (each work's group_heads_ of them in a row), each onto the group's least-loaded
+// CTA, the lowest-numbered of equally loaded ones. The choice is the root of the group's winner
+// tree (leaf tree_leaves_ + i for CTA i, a node the lesser child; a key is load << cta_bits_ |
+// CTA, so the least key is the least load, then the lowest CTA), and placing an item walks its
+// leaf's path back up, one compare-and-move a level. Long runs of equal-cost items (a step of
+// equal requests: thousands of them) take assign_run() instead, in constant time an item. Each
+// placement's place in its CTA's list is counted on the way.
 template <int kLevels>
 void BatchPlanner::assign_levels() {
-  const int heads = limits_.num_kv_heads;
+  const int per_work = group_heads_;
   const int leaves = tree_leaves_;
-  const int bits = cta_bits_;
-  const uint64_t cta_mask = (uint64_t{1} << bits) - 1;
-  uint64_t* const tree0 = tree_.data();
-  uint64_t* const tree1 = tree0 + 2 * static_cast<size_t>(leaves);
-  int32_t* const item_cta = item_cta_.data();
-  int32_t* const item_rank = item_rank_.data();
+  const uint64_t cta_mask = (uint64_t{1} << cta_bits_) - 1;
+  uint64_t* const tree = tree_.data();
+  int32_t* const place_cta = place_cta_.data();
+  int32_t* const place_rank = place_rank_.data();
   int32_t* const cta_count = cta_count_.data();
-  const int32_t base1 = group_base_[1];
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
-  build_trees(nullptr);
-  // Each group's cost so far, scaled by the other group's size: group 1 has the lesser mean load
-  // when scaled1 < scaled0, i.e. total1 / ctas1 < total0 / ctas0 (128 bits: a group's total
-  // reaches 2^63 under capacity()'s bound, times up to 2^16 CTAs).
-  using u128 = unsigned __int128;
-  const auto ctas0 = static_cast<u128>(group_ctas_[0]);
-  const auto ctas1 = static_cast<u128>(group_ctas_[1]);
-  u128 scaled0 = 0, scaled1 = 0;
+  build_tree(nullptr);
   int64_t item = 0;
-  // One item onto the least-loaded CTA of the tree at `t` (group base `base`).
-  const auto place = [&](uint64_t* t, int32_t base, uint64_t step) {
-    uint64_t key = t[1] + step;
-    const auto cta = static_cast<int32_t>(key & cta_mask);
-    item_cta[item] = cta;
-    item_rank[item] = cta_count[cta]++;
-    ++item;
-    size_t k = static_cast<size_t>(leaves + cta - base);
-    t[k] = key;
-    // kLevels > 0: a constant trip count, unrolled, so no loop exit to mispredict; 0: the
-    // trees' depth at run time.
-    const int levels = kLevels > 0 ? kLevels : tree_levels_;
-#pragma GCC unroll 16
-    for (int l = 0; l < levels; ++l) {
-      key = std::min(key, t[k ^ 1]);
-      k >>= 1;
-      t[k] = key;
-    }
-  };
   for (int i = 0; i < num_works_;) {
-    const int64_t cost = works_[static_cast<size_t>(order_[static_cast<size_t>(i)])].cost;
-    const uint64_t step = static_cast<uint64_t>(cost) << bits;
+    const int64_t cost = work_cost_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
+    const uint64_t step = static_cast<uint64_t>(cost) << cta_bits_;
     int j = i + 1;
     while (j < num_works_ &&
-           works_[static_cast<size_t>(order_[static_cast<size_t>(j)])].cost == cost) {
+           work_cost_[static_cast<size_t>(order_[static_cast<size_t>(j)])] == cost) {
       ++j;
     }
-    const int64_t run = int64_t{j - i} * heads;
+    const int64_t run = int64_t{j - i} * per_work;
     i = j;
     if (run >= kAssignRunItemsMin) {
-      int64_t added[2] = {0, 0};
-      assign_run(step, run, item, added);
-      scaled0 += static_cast<u128>(added[0]) * ctas1;
-      scaled1 += static_cast<u128>(added[1]) * ctas0;
+      assign_run(step, run, item);
       continue;
     }
-    const u128 add0 = static_cast<u128>(cost) * ctas1, add1 = static_cast<u128>(cost) * ctas0;
-    // The rule for the next item: group 1 if its mean is the lesser; the item is counted in it.
-    const auto choose = [&]() {
-      const bool g1 = scaled1 < scaled0;
-      scaled1 += g1 ? add1 : 0;
-      scaled0 += g1 ? 0 : add0;
-      return g1;
-    };
-    const auto place_in = [&](bool g1) {
-      if (g1) {
-        place(tree1, base1, step);
-      } else {
-        place(tree0, 0, step);
+    // The root stays in a register from one placement to the next.
+    uint64_t root = tree[1];
+    for (int64_t n = 0; n < run; ++n, ++item) {
+      uint64_t key = root + step;
+      const auto cta = static_cast<int32_t>(key & cta_mask);
+      place_cta[item] = cta;
+      place_rank[item] = cta_count[cta]++;
+      size_t k = static_cast<size_t>(leaves + cta);
+      tree[k] = key;
+      // kLevels > 0: a constant trip count, unrolled, so no loop exit to mispredict; 0: the
+      // tree's depth at run time.
+      const int levels = kLevels > 0 ? kLevels : tree_levels_;
+#pragma GCC unroll 16
+      for (int l = 0; l < levels; ++l) {
+        key = std::min(key, tree[k ^ 1]);
+        k >>= 1;
+        tree[k] = key;
       }
-    };
-    int64_t n = 0;
-    for (; n + 1 < run; n += 2) {
-      const bool first = choose(), second = choose();
-      if (first != second) {  // nearly always: the two walks on fixed trees, written out
-        if (first) {
-          place(tree1, base1, step);
-          place(tree0, 0, step);
-        } else {
-          place(tree0, 0, step);
-          place(tree1, base1, step);
-        }
-      } else {
-        place_in(first);
-        place_in(second);
-      }
+      root = key;
     }
-    if (n < run) place_in(choose());
   }
-  uint64_t* const keys = run_keys_.data();
-  read_keys(keys);
-  for (int c = 0; c < limits_.num_ctas; ++c) {
-    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[static_cast<size_t>(c)] >> bits);
+  const uint64_t* const keys = tree + leaves;
+  for (int c = 0; c < group_ctas_; ++c) {
+    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
   }
 }
 
-// assign_levels for the trees' depth (log2 of their leaves): unrolled walks for groups of up to
-// 1024 CTAs, a loop otherwise.
+// assign_levels for the tree's depth (log2 of its leaves): unrolled walks for groups of up to
+// 1024 CTAs, a loop otherwise. A group of one CTA has a tree of one leaf (no levels).
 void BatchPlanner::assign() {
   switch (tree_levels_) {
     case 1:

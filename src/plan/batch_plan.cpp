@@ -188,8 +188,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   place_rank_.resize(placements);
   slot_place_.resize(placements);
   cta_bits_ = ceil_log2(group_ctas_);
-  tree_levels_ = cta_bits_;
-  tree_leaves_ = 1 << tree_levels_;
+  tree_leaves_ = 1 << cta_bits_;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
   const size_t group = static_cast<size_t>(group_ctas_);
   run_keys_.resize(group);

@@ -212,9 +212,8 @@ class BatchPlanner {
   // is one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
   // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses limits
   // whose loads could overflow it).
-  int cta_bits_ = 0;     // ceil(log2(group_ctas_))
-  int tree_leaves_ = 1;  // group_ctas_ rounded up to a power of two
-  int tree_levels_ = 0;  // log2(tree_leaves_)
+  int cta_bits_ = 0;     // ceil(log2(group_ctas_)), also the tree's depth
+  int tree_leaves_ = 1;  // group_ctas_ rounded up to a power of two: 1 << cta_bits_
   std::vector<uint64_t> tree_;
   // assign()'s runs of equal-cost items: every CTA's key, the CTAs by load, and the FIFO of
   // those a run loaded.

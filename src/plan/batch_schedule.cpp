@@ -390,7 +390,7 @@ void BatchPlanner::assign_levels() {
       tree[k] = key;
       // kLevels > 0: a constant trip count, unrolled, so no loop exit to mispredict; 0: the
       // tree's depth at run time.
-      const int levels = kLevels > 0 ? kLevels : tree_levels_;
+      const int levels = kLevels > 0 ? kLevels : cta_bits_;
 #pragma GCC unroll 16
       for (int l = 0; l < levels; ++l) {
         key = std::min(key, tree[k ^ 1]);
@@ -409,7 +409,7 @@ void BatchPlanner::assign_levels() {
 // assign_levels for the tree's depth (log2 of its leaves): unrolled walks for groups of up to
 // 1024 CTAs, a loop otherwise. A group of one CTA has a tree of one leaf (no levels).
 void BatchPlanner::assign() {
-  switch (tree_levels_) {
+  switch (cta_bits_) {
     case 1:
       return assign_levels<1>();
     case 2:

@@ -48,14 +48,14 @@ void launch_typed(const Params& p, cudaStream_t stream) {
       // The fewest state slots that hold n (slots past n reload a state: wasted loads), with
       // kFewPieces pieces a thread where the row splits that way.
       const int slots = n <= 2 ? 2 : (n <= 4 ? 4 : 8);
-      const bool two = slots <= 4 && pieces % 2 == 0;
-      const int64_t threads = rows * (two ? pieces / 2 : pieces);
+      const int kp = slots <= 4 && pieces % kFewPieces<4> == 0 ? kFewPieces<4> : 1;
+      const int64_t threads = rows * (pieces / kp);
       const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
-      static_assert(kFewPieces<2> == 2 && kFewPieces<4> == 2 && kFewPieces<kFewStates> == 1);
-      if (two && slots == 2) {
-        merge_few_kernel<In, Out, 2, 2><<<blocks, kVecThreads, 0, stream>>>(p);
-      } else if (two) {
-        merge_few_kernel<In, Out, 2, 4><<<blocks, kVecThreads, 0, stream>>>(p);
+      static_assert(kFewPieces<2> == kFewPieces<4> && kFewPieces<kFewStates> == 1);
+      if (kp > 1 && slots == 2) {
+        merge_few_kernel<In, Out, kFewPieces<2>, 2><<<blocks, kVecThreads, 0, stream>>>(p);
+      } else if (kp > 1) {
+        merge_few_kernel<In, Out, kFewPieces<4>, 4><<<blocks, kVecThreads, 0, stream>>>(p);
       } else {
         merge_few_kernel<In, Out, 1, kFewStates><<<blocks, kVecThreads, 0, stream>>>(p);
       }

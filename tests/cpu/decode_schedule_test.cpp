@@ -119,6 +119,7 @@ std::string check_schedule(const Problem& prob) {
   p.rows_per_cta = rows_per_cta_for(prob.head_dim, p.rows_per_request);
   p.row_tiles = (p.rows_per_request + p.rows_per_cta - 1) / p.rows_per_cta;
   p.num_splits = prob.splits;
+  set_divisors(p);
   const int groups = prob.head_dim == 256 ? kWarps / 2 : kWarps;
   const int requests = table_rows / width;
   (void)rows;

@@ -133,6 +133,7 @@ struct CsrDecode {
     p.rows_per_cta = 16;
     p.row_tiles = 1;
     p.num_splits = 1;
+    kernels::decode::set_divisors(p);
     p.status = &status;
   }
   // Tiles of request r's CTA.

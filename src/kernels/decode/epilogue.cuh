@@ -22,9 +22,8 @@ __device__ __forceinline__ float add_sink(float lse2, float sink2) {
 // Final lse (natural log) and output scale of request row `row` from its sink-free log2 lse.
 __device__ __forceinline__ float finish_row(const Params& p, int request, int kv_head, int row,
                                             float lse2, float v_scale) {
-  const int w = row / (p.q_len * p.group);
-  const int i = (row / p.group) % p.q_len;
-  const int h = kv_head * p.group + row % p.group;
+  const RowCoord c = row_coord(p, row);
+  const int w = c.beam, i = c.token, h = kv_head * p.group + c.head;
   float total = lse2;
   if (p.sinks != nullptr) total = add_sink(lse2, p.sinks[h * p.sinks_stride] * kLog2e);
   if (p.lse != nullptr) {
@@ -38,9 +37,8 @@ __device__ __forceinline__ float finish_row(const Params& p, int request, int kv
 template <class Elt>
 __device__ __forceinline__ void store_out8(const Params& p, int request, int kv_head, int row,
                                            int d, const float (&v)[8]) {
-  const int w = row / (p.q_len * p.group);
-  const int i = (row / p.group) % p.q_len;
-  const int h = kv_head * p.group + row % p.group;
+  const RowCoord c = row_coord(p, row);
+  const int w = c.beam, i = c.token, h = kv_head * p.group + c.head;
   const int64_t offset = (request * p.beam_width + w) * p.out_stride[0] + i * p.out_stride[1] +
                          h * p.out_stride[2] + d;
   const uint4 packed = make_uint4(ptx::pack2<Elt>(v[0], v[1]), ptx::pack2<Elt>(v[2], v[3]),
@@ -51,9 +49,8 @@ __device__ __forceinline__ void store_out8(const Params& p, int request, int kv_
 template <class Elt>
 __device__ __forceinline__ void store_out4(const Params& p, int request, int kv_head, int row,
                                            int d, float4 v) {
-  const int w = row / (p.q_len * p.group);
-  const int i = (row / p.group) % p.q_len;
-  const int h = kv_head * p.group + row % p.group;
+  const RowCoord c = row_coord(p, row);
+  const int w = c.beam, i = c.token, h = kv_head * p.group + c.head;
   const int64_t offset = (request * p.beam_width + w) * p.out_stride[0] + i * p.out_stride[1] +
                          h * p.out_stride[2] + d;
   const uint2 packed = make_uint2(ptx::pack2<Elt>(v.x, v.y), ptx::pack2<Elt>(v.z, v.w));

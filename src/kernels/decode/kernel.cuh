@@ -181,7 +181,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     }
   }
   __syncthreads();
-  if (tid < p.rows_per_cta) {
+  // Only the valid rows from here on: at batch 1 with 4 heads a KV head, 12 of the 16 rows are
+  // padding, and these loops are on every CTA's critical path.
+  if (tid < rows_valid) {
     const int rr = tid, mt = rr / kMmaRows, r16 = rr % kMmaRows;
     float mmax = -INFINITY;
     for (int s = 0; s < slices; ++s)
@@ -200,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   __syncthreads();
   // Normalized o of CTA row rr, in place into slice 0's buffer rows (= rows 0..rows_per_cta-1):
   // each element is read and written by one thread only.
-  for (int idx = tid; idx < p.rows_per_cta * (kHeadDim / 4); idx += kThreads) {
+  for (int idx = tid; idx < rows_valid * (kHeadDim / 4); idx += kThreads) {
     const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));
     const int mt = rr / kMmaRows, r16 = rr % kMmaRows;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);

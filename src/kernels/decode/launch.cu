@@ -151,6 +151,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   p.rows_per_cta = pl.rows_per_cta;
   p.row_tiles = pl.row_tiles;
   p.num_splits = pl.num_splits;
+  set_divisors(p);
   if (pl.num_splits > 1) {
     char* ws = static_cast<char*>(a.workspace.data);
     p.semaphores = reinterpret_cast<uint32_t*>(ws);

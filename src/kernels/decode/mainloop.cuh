@@ -70,12 +70,17 @@ __device__ __forceinline__ const char* shfl_ptr(const char* ptr, int from) {
 }
 
 // Issues this warp's 16 K rows and 16 V rows of one tile: consecutive lanes copy consecutive
-// 16-byte pieces of a row, so each instruction reads whole rows (coalesced). The address math is
-// done once per key, not once per piece: lane l < 16 turns its key's (page, slot) into the 64-bit
-// K and V row addresses, and each copy shuffles the two addresses of its row and adds the lane's
-// fixed piece offset (a row's kChunks pieces divide 32, so lane l always copies piece
-// l % kChunks, of row j * 32 / kChunks + l / kChunks in copy j). Missing keys and bad page ids:
-// a ballot bit (zero-fill, the source then the cache base).
+// 16-byte pieces of a row, so each instruction reads whole rows (coalesced); a row's kChunks
+// pieces divide 32, so lane l always copies piece l % kChunks, of row j * 32 / kChunks +
+// l / kChunks in copy j. Missing keys and bad page ids: a ballot bit (zero-fill, the source then
+// the cache base).
+//
+// Two address paths. When the warp's keys are consecutive slots of one page (pages of 16 and
+// more, keys not cut by a page boundary: nearly every tile), every row address is the first
+// key's plus a multiple of the slot stride, so each lane walks its rows by one add a copy. Else
+// lane l < 16 turns its key's (page, slot) into the 64-bit K and V row addresses and each copy
+// shuffles the two addresses of its row: 4 shuffles and the swizzle of a row a copy, about half
+// of a tile's instructions at batch 1 (run set l's profile), hence the first path.
 template <class T>
 __device__ __forceinline__ void issue_tile(const Params& p, CtaShared& cs, char* stage,
                                            const PageRef& ref, const char* k_head,
@@ -90,16 +95,43 @@ __device__ __forceinline__ void issue_tile(const Params& p, CtaShared& cs, char*
     cs.bad_page = ref.page;
     cs.bad_claimed = 1u;
   }
-  const int64_t page = own ? ref.page : 0;
-  const char* k_row =
-      own ? k_head + page * p.k_page_stride + ref.slot * p.k_slot_stride : p.k_cache;
-  const char* v_row =
-      own ? v_head + page * p.v_page_stride + ref.slot * p.v_slot_stride : p.v_cache;
   const uint32_t present = __ballot_sync(0xffffffffu, own);
   const int chunk = lane % kChunks;
   const int first = lane / kChunks;
   const auto k_tile = static_cast<uint32_t>(__cvta_generic_to_shared(stage));
   const uint32_t v_tile = k_tile + T::kTileBytes;
+
+  // Keys are a prefix of the warp's 16 (a tile ends, it has no holes): the first path needs
+  // lane 0's key present and every present key at lane 0's slot + lane in its page.
+  const int page0 = __shfl_sync(0xffffffffu, ref.page, 0);
+  const int slot0 = __shfl_sync(0xffffffffu, ref.slot, 0);
+  const bool in_line = !own || (ref.page == page0 && ref.slot == slot0 + lane);
+  if ((present & 1u) != 0u && __all_sync(0xffffffffu, in_line)) {
+    const int64_t k_step = kRowsPerCopy * p.k_slot_stride, v_step = kRowsPerCopy * p.v_slot_stride;
+    const char* k_src =
+        k_head + page0 * p.k_page_stride + (slot0 + first) * p.k_slot_stride + chunk * 16;
+    const char* v_src =
+        v_head + page0 * p.v_page_stride + (slot0 + first) * p.v_slot_stride + chunk * 16;
+#pragma unroll
+    for (int j = 0; j < T::kIssueIters; ++j) {
+      const int token = j * kRowsPerCopy + first;
+      const int row = warp * kLoadTokensPerWarp + token;
+      const bool ok = (present >> token) & 1u;
+      ptx::cp_async_16(k_tile + T::swizzled(row, chunk * 16, T::kRowBytes, T::k_mask(row)),
+                       ok ? k_src : p.k_cache, ok ? 16 : 0);
+      ptx::cp_async_16(v_tile + T::swizzled(row, chunk * 16, T::kRowBytes, T::v_mask(row)),
+                       ok ? v_src : p.v_cache, ok ? 16 : 0);
+      k_src += k_step;
+      v_src += v_step;
+    }
+    return;
+  }
+
+  const int64_t page = own ? ref.page : 0;
+  const char* k_row =
+      own ? k_head + page * p.k_page_stride + ref.slot * p.k_slot_stride : p.k_cache;
+  const char* v_row =
+      own ? v_head + page * p.v_page_stride + ref.slot * p.v_slot_stride : p.v_cache;
 #pragma unroll(T::kIssueUnroll)
   for (int j = 0; j < T::kIssueIters; ++j) {
     const int token = j * kRowsPerCopy + first;
@@ -122,17 +154,14 @@ template <class T, bool kTrackMax>
 __device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_smem, int request,
                                        int kv_head, int row_begin, int rows_valid) {
   constexpr int kChunks = T::kQRowBytes / 16;
-  const int rows_per_beam = p.q_len * p.group;
   uint32_t absmax = 0;
   for (int idx = threadIdx.x; idx < p.rows_per_cta * kChunks; idx += kThreads) {
     const int rr = idx / kChunks;
     const int chunk = idx % kChunks;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (rr < rows_valid) {
-      const int row = row_begin + rr;
-      const int w = row / rows_per_beam;
-      const int i = (row / p.group) % p.q_len;
-      const int h = kv_head * p.group + row % p.group;
+      const RowCoord c = row_coord(p, row_begin + rr);
+      const int w = c.beam, i = c.token, h = kv_head * p.group + c.head;
       const int64_t offset =
           (request * p.beam_width + w) * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
       v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + offset) + chunk);

@@ -82,10 +82,15 @@ struct Params {
   MaskOptions mask;
 
   int q_len, num_kv_heads, group;
+  // FastDivisor::of(group) and of(q_len) (set_divisors): a row's (beam, token, head) in two
+  // multiply-highs where the runtime divisions took ~20 instructions each, on every CTA's
+  // critical path at batch 1 (q loads, row masks, output stores).
+  FastDivisor group_div, q_len_div;
   int rows_per_request;  // beam_width * q_len * group: (beam, token, head) rows of one KV head
   int rows_per_cta;      // 16, 32 or 64
   int row_tiles;
   int num_splits;
+  FastDivisor splits_div;  // FastDivisor::of(num_splits): the tiles of a split
 
   // num_splits > 1: partials of every (request, KV head, row tile) = "problem" and split, and one
   // semaphore per problem (zero between launches).
@@ -98,6 +103,24 @@ struct Params {
   // recorded, as in the CPU tests).
   DeviceStatus* status;
 };
+
+// The divisors of group, q_len and num_splits, once these are set.
+inline void set_divisors(Params& p) {
+  p.group_div = FastDivisor::of(static_cast<uint32_t>(p.group));
+  p.q_len_div = FastDivisor::of(static_cast<uint32_t>(p.q_len));
+  p.splits_div = FastDivisor::of(static_cast<uint32_t>(p.num_splits));
+}
+
+// Row `row` of a request's (beam, token, head in group) rows: row = (beam * q_len + token) *
+// group + head.
+struct RowCoord {
+  int beam, token, head;
+};
+HOPATTN_HOST_DEVICE RowCoord row_coord(const Params& p, int row) {
+  const int bt = static_cast<int>(p.group_div.divide(static_cast<uint32_t>(row)));
+  const int beam = static_cast<int>(p.q_len_div.divide(static_cast<uint32_t>(bt)));
+  return {beam, bt - beam * p.q_len, row - bt * p.group};
+}
 
 // The first bad index this kernel meets (device_status.cuh).
 HOPATTN_HOST_DEVICE void record_bad_index(const Params& p, StatusIndex what, int row, int position,
@@ -180,9 +203,8 @@ HOPATTN_HOST_DEVICE int window_first_key(const Params& p, int kv_len) {
 HOPATTN_HOST_DEVICE void setup_cta(const Params& p, CtaShared& cs, int request, int row_begin,
                                    int rows_valid, int split) {
   const int width = p.beam_width;
-  const int rows_per_beam = p.q_len * p.group;
-  cs.beam_lo = row_begin / rows_per_beam;
-  cs.beam_hi = (row_begin + rows_valid - 1) / rows_per_beam;
+  cs.beam_lo = row_coord(p, row_begin).beam;
+  cs.beam_hi = row_coord(p, row_begin + rows_valid - 1).beam;
   int shortest = INT_MAX;
   for (int w = 0; w < width; ++w) {
     cs.kv_len[w] = kv_len_of(p, request * width + w);
@@ -222,10 +244,12 @@ HOPATTN_HOST_DEVICE void setup_cta(const Params& p, CtaShared& cs, int request, 
   cs.num_segments = n;
   cs.seg_first_tile[n] = tiles;
   cs.bad_claimed = 0;
-  const int64_t begin = int64_t(split) * tiles / p.num_splits;
-  const int64_t end = int64_t(split + 1) * tiles / p.num_splits;
-  cs.tile_begin = static_cast<int>(begin);
-  cs.tile_count = static_cast<int>(end - begin);
+  // Splits of q or q + 1 tiles (the first r take one more), in 32-bit arithmetic: two 64-bit
+  // divisions here cost thread 0 ~60 instructions while the CTA waited at its first barrier.
+  const int q = static_cast<int>(p.splits_div.divide(static_cast<uint32_t>(tiles)));
+  const int r = tiles - q * p.num_splits;
+  cs.tile_begin = split * q + smaller(split, r);
+  cs.tile_count = q + (split < r ? 1 : 0);
 
   // Mask-free bounds: every row sees [full_lo, full_hi] below draft_min (rows of any query token
   // i of any of the CTA's beams; a row's diagonal is kv_len - q_len + i).
@@ -263,8 +287,8 @@ HOPATTN_HOST_DEVICE TileInfo tile_info(const CtaShared& cs, int k) {
 HOPATTN_HOST_DEVICE RowMask row_mask(const Params& p, const CtaShared& cs, int request, int row) {
   RowMask m{1, 0, INT_MAX, -2, 0u};
   if (row >= p.rows_per_request) return m;  // padding row of the last row tile
-  const int w = row / (p.q_len * p.group);
-  const int i = (row / p.group) % p.q_len;
+  const RowCoord c = row_coord(p, row);
+  const int w = c.beam, i = c.token;
   const int64_t kv_len = cs.kv_len[w];
   const int64_t diag = kv_len - p.q_len + i;
   int64_t hi = kv_len - 1;

@@ -374,6 +374,10 @@ void BatchPlanner::assign_levels() {
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
   build_tree(nullptr);
   int64_t item = 0;
+  // The root stays in a register from one placement to the next, and from one run to the next
+  // (reread only after assign_run() rebuilt the tree): a reload right after the walk stored it
+  // waits on store forwarding.
+  uint64_t root = tree[1];
   for (int i = 0; i < num_works_;) {
     const int64_t cost = work_cost_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
     const uint64_t step = static_cast<uint64_t>(cost) << cta_bits_;
@@ -386,10 +390,9 @@ void BatchPlanner::assign_levels() {
     i = j;
     if (run >= kAssignRunItemsMin) {
       assign_run(step, run, item);
+      root = tree[1];
       continue;
     }
-    // The root stays in a register from one placement to the next.
-    uint64_t root = tree[1];
     for (int64_t n = 0; n < run; ++n, ++item) {
       uint64_t key = root + step;
       const auto cta = static_cast<int32_t>(key & cta_mask);

@@ -20,6 +20,13 @@ using detail::concat;
 
 namespace {
 
+// Four int32 lanes (GCC / Clang vector extension): write_items() moves records 16 bytes at a time.
+typedef int32_t v4si __attribute__((vector_size(16)));
+static_assert(sizeof(BatchWorkItem) == 3 * sizeof(v4si), "a work record is three 16-byte words");
+static_assert(offsetof(BatchWorkItem, kv_head) == 4,
+              "the lanes write_items() patches: word 0 lane 1 (kv_head), word 2 lanes 2 and 3 "
+              "(partial_row and merge)");
+
 constexpr const char* kWhere = "hopattn.BatchAttention";
 constexpr const char* kPlanWhere = "hopattn.BatchAttention.plan";
 
@@ -87,21 +94,18 @@ void validate_limits(const BatchPlanLimits& l) {
 // The keys query position p (of q_len, against kv_len keys) sees: [lo, hi). Bottom-right aligned
 // (DESIGN.md): p sees its diagonal key p + kv_len - q_len, so with kv_len >= q_len the range is
 // never empty, and both ends are non-decreasing in p. Hence the keys a run of positions p0..p1 sees
-// are exactly [lo(p0), hi(p1)).
+// are exactly [lo(p0), hi(p1)). Each end is the diagonal plus an offset, clipped to the keys: an
+// unbounded side's offset is too far out to bind (keys and positions are int32), so neither end
+// branches on the mask.
 struct Visibility {
-  bool causal;
-  int64_t left, right;  // -1: unbounded
-  int64_t lo(int64_t p, int64_t q_len, int64_t kv_len) const {
-    const int64_t diag = p + kv_len - q_len;
-    return left >= 0 ? std::max<int64_t>(0, diag - left) : 0;
-  }
-  int64_t hi(int64_t p, int64_t q_len, int64_t kv_len) const {
-    const int64_t diag = p + kv_len - q_len;
-    int64_t last = kv_len - 1;
-    if (causal) last = std::min(last, diag);
-    if (right >= 0) last = std::min(last, diag + right);
-    return last + 1;
-  }
+  static constexpr int64_t kUnbounded = int64_t{1} << 40;
+  int64_t before, after;  // keys seen before and after the diagonal
+  Visibility(bool causal, const Window& w)
+      : before(w.left >= 0 ? w.left : kUnbounded),
+        after(w.right >= 0 ? (causal ? std::min(w.right, 0) : w.right)
+                           : (causal ? 0 : kUnbounded)) {}
+  int64_t lo(int64_t diag) const { return std::max<int64_t>(0, diag - before); }
+  int64_t hi(int64_t diag, int64_t kv_len) const { return std::min(kv_len, diag + after + 1); }
 };
 
 // The bits that hold 0 .. n - 1: log2 of n rounded up to a power of two (assign()'s tree keys
@@ -226,6 +230,45 @@ void BatchPlanner::check_workspace(const void* workspace, size_t bytes) const {
   }
 }
 
+namespace {
+
+// Request b broke a rule of read_tiles() (whose requests before b all passed): the rules one by
+// one in their order, so that the message names the first one broken.
+[[noreturn, gnu::cold, gnu::noinline]] void fail_request(const int32_t* lengths, bool offsets,
+                                                         const int32_t* kv_lens, int b,
+                                                         int64_t q_start, int max_tokens) {
+  const char* len_arg = offsets ? "cu_seqlens_q" : "q_lens";
+  int64_t q_len;
+  if (offsets) {
+    if (lengths[b + 1] < lengths[b]) {
+      fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b + 1),
+           concat(">= ", len_arg, "[", b, "] = ", lengths[b], " (non-decreasing offsets)"),
+           lengths[b + 1]);
+    }
+    q_len = int64_t{lengths[b + 1]} - lengths[b];
+  } else {
+    if (lengths[b] < 0) {
+      fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b), ">= 0", lengths[b]);
+    }
+    q_len = lengths[b];
+  }
+  const int64_t q_end = q_start + q_len;
+  if (q_end > max_tokens) {
+    if (offsets) {
+      fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b + 1),
+           concat("<= max_tokens = ", max_tokens, " q tokens (the planner's limit)"), q_end);
+    }
+    fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg),
+         concat("a total <= max_tokens = ", max_tokens, " q tokens (the planner's limit)"),
+         concat(q_end, " by ", len_arg, "[", b, "]"));
+  }
+  const int64_t kv_len = kv_lens[b];
+  fail(ErrorKind::kValue, arg_at(kPlanWhere, "kv_lens", b),
+       concat(">= q_len = ", q_len, " (kv_lens include the new tokens)"), kv_len);
+}
+
+}  // namespace
+
 // Validates the step and cuts it into tiles; returns the total key cost over all units.
 int64_t BatchPlanner::read_tiles(const int32_t* lengths, bool offsets, const int32_t* kv_lens,
                                  int batch) {
@@ -244,71 +287,69 @@ int64_t BatchPlanner::read_tiles(const int32_t* lengths, bool offsets, const int
   if (offsets && lengths[0] != 0) {
     fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, 0), "0", lengths[0]);
   }
-  const Visibility vis{limits_.causal, limits_.window.left, limits_.window.right};
+  const Visibility vis(limits_.causal, limits_.window);
   const int ppt = prefill_positions_per_tile(group_);
   int64_t q_start = 0, total = 0, max_key_cost = 0;
-  num_tiles_ = 0;
+  int prefill_tiles = 0;
+  // Locals, so that the stores below are not taken to alias the planner's members.
+  Tile* const tiles = tiles_.data();
+  BatchWorkItem* const records = work_items_.data();
+  int64_t* const costs = work_cost_.data();
+  int32_t* const partial_steps = head_partial_step_.data();
+  const int group = group_;
+  const int64_t max_tokens = limits_.max_tokens;
+  int n = 0;
   for (int b = 0; b < batch; ++b) {
-    int64_t q_len;
-    if (offsets) {
-      if (lengths[b + 1] < lengths[b]) {
-        fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b + 1),
-             concat(">= ", len_arg, "[", b, "] = ", lengths[b], " (non-decreasing offsets)"),
-             lengths[b + 1]);
-      }
-      q_len = int64_t{lengths[b + 1]} - lengths[b];
-    } else {
-      if (lengths[b] < 0) {
-        fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b), ">= 0", lengths[b]);
-      }
-      q_len = lengths[b];
-    }
+    const int64_t q_len = offsets ? int64_t{lengths[b + 1]} - lengths[b] : lengths[b];
     const int64_t q_end = q_start + q_len;
-    if (q_end > limits_.max_tokens) {
-      if (offsets) {
-        fail(ErrorKind::kValue, arg_at(kPlanWhere, len_arg, b + 1),
-             concat("<= max_tokens = ", limits_.max_tokens, " q tokens (the planner's limit)"),
-             q_end);
-      }
-      fail(
-          ErrorKind::kValue, arg_at(kPlanWhere, len_arg),
-          concat("a total <= max_tokens = ", limits_.max_tokens, " q tokens (the planner's limit)"),
-          concat(q_end, " by ", len_arg, "[", b, "]"));
-    }
     const int64_t kv_len = kv_lens[b];
-    if (kv_len < q_len) {
-      fail(ErrorKind::kValue, arg_at(kPlanWhere, "kv_lens", b),
-           concat(">= q_len = ", q_len, " (kv_lens include the new tokens)"), kv_len);
+    // Every rule on request b in one test (| rather than ||: one branch, not three).
+    if ((q_len < 0) | (q_end > max_tokens) | (kv_len < q_len)) {
+      fail_request(lengths, offsets, kv_lens, b, q_start, limits_.max_tokens);
     }
-    const int64_t rows = q_len * group_;
-    const int decode_rows = decode_tile_rows(rows);
+    const int decode_rows = decode_tile_rows(q_len * group);
     const int64_t positions = decode_rows > 0 ? q_len : ppt;
-    for (int64_t p0 = 0; p0 < q_len; p0 += positions) {
+    const auto kind = decode_rows > 0 ? BatchTileKind::kDecode : BatchTileKind::kPrefill;
+    const int tile_rows = decode_rows > 0 ? decode_rows : kPrefillTileRows;
+    const int64_t key_cost = batch_key_cost(kind, tile_rows);
+    const int prefill = decode_rows > 0 ? 0 : 1;
+    for (int64_t p0 = 0; p0 < q_len; p0 += positions, ++n) {
       const int64_t p1 = std::min(q_len, p0 + positions);
-      Tile& t = tiles_[static_cast<size_t>(num_tiles_++)];
-      t.request = b;
-      t.q_start = static_cast<int32_t>(q_start);
-      t.q_len = static_cast<int32_t>(q_len);
-      t.kv_len = static_cast<int32_t>(kv_len);
-      t.row_begin = static_cast<int32_t>(p0 * group_);
-      t.row_end = static_cast<int32_t>(p1 * group_);
-      const int64_t lo = vis.lo(p0, q_len, kv_len);
-      const int64_t hi = std::max(lo, vis.hi(p1 - 1, q_len, kv_len));
+      const int64_t lo = vis.lo(p0 + kv_len - q_len);
+      const int64_t hi = std::max(lo, vis.hi(p1 - 1 + kv_len - q_len, kv_len));
+      Tile& t = tiles[n];
+      t.key_cost = (hi - lo) * key_cost;
       t.kv_begin = static_cast<int32_t>(lo);
       t.kv_end = static_cast<int32_t>(hi);
-      t.kind =
-          static_cast<uint16_t>(decode_rows > 0 ? BatchTileKind::kDecode : BatchTileKind::kPrefill);
-      t.tile_rows = static_cast<uint16_t>(decode_rows > 0 ? decode_rows : kPrefillTileRows);
-      t.key_cost = (hi - lo) * batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
       t.splits = 1;
+      // Work n: tile n whole, what a step that splits nothing keeps (make_works()).
+      BatchWorkItem& it = records[n];
+      it.request = b;
+      it.kv_head = 0;
+      it.q_start = static_cast<int32_t>(q_start);
+      it.q_len = static_cast<int32_t>(q_len);
+      it.kv_len = static_cast<int32_t>(kv_len);
+      it.row_begin = static_cast<int32_t>(p0 * group);
+      it.row_end = static_cast<int32_t>(p1 * group);
+      it.kv_begin = static_cast<int32_t>(lo);
+      it.kv_end = static_cast<int32_t>(hi);
+      it.kind = static_cast<uint16_t>(kind);
+      it.tile_rows = static_cast<uint16_t>(tile_rows);
+      it.partial_row = -1;
+      it.merge = -1;
+      costs[n] = t.key_cost + kItemOverheadCost;
+      partial_steps[n] = 0;
+      prefill_tiles += prefill;
       total += t.key_cost;
       max_key_cost = std::max(max_key_cost, t.key_cost);
     }
     q_start = q_end;
   }
+  num_tiles_ = n;
   units_ = int64_t{num_tiles_} * limits_.num_kv_heads;
   q_total_ = q_start;
   max_key_cost_ = max_key_cost;
+  prefill_tiles_ = prefill_tiles;
   return total * limits_.num_kv_heads;
 }
 
@@ -425,36 +466,48 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
     const uint32_t word = slots[slot];
     const auto i = static_cast<int32_t>(word >> place_bits);
     const auto p = static_cast<int32_t>(word & place_mask) * groups;
-    BatchWorkItem it;
-    std::memcpy(&it, records + i, sizeof(it));
+    // The record as three 16-byte words, KV head h's fields added in registers, each word stored
+    // whole: a copy through a stack record patched by 4-byte stores was slower (its reload waits
+    // on store forwarding). KV head h adds h to kv_head (0 in the record) and, if split, h
+    // partial blocks to partial_row and h to merge.
+    const unsigned char* const from = reinterpret_cast<const unsigned char*>(records + i);
+    v4si first, middle, last;
+    std::memcpy(&first, from, sizeof(v4si));
+    std::memcpy(&middle, from + sizeof(v4si), sizeof(v4si));
+    std::memcpy(&last, from + 2 * sizeof(v4si), sizeof(v4si));
+    const int32_t partial_step = partial_steps[i], merge_step = records[i].merge >= 0 ? 1 : 0;
+    const v4si head_step = {0, 1, 0, 0}, split_step = {0, 0, partial_step, merge_step};
+    first += v4si{0, p, 0, 0};
+    last += v4si{0, 0, p * partial_step, p * merge_step};
     unsigned char* to = dst;
     for (int g = 0; g < groups; ++g, to += group_bytes) {
-      const int32_t h = g + p;
-      std::memcpy(to, &it, sizeof(it));
-      std::memcpy(to + offsetof(BatchWorkItem, kv_head), &h, sizeof(int32_t));
-      if (it.merge >= 0) {
-        const int32_t split[2] = {it.partial_row + h * partial_steps[i], it.merge + h};
-        std::memcpy(to + offsetof(BatchWorkItem, partial_row), split, sizeof(split));
-      }
+      std::memcpy(to, &first, sizeof(v4si));
+      std::memcpy(to + sizeof(v4si), &middle, sizeof(v4si));
+      std::memcpy(to + 2 * sizeof(v4si), &last, sizeof(v4si));
+      first += head_step;
+      last += split_step;
     }
   }
   return prefill_works_ * limits_.num_kv_heads;
 }
 
-// Merge records: tile by tile, KV head by KV head (the order make_works numbered them).
+// Merge records: tile by tile, KV head by KV head (the order make_works numbered them), each from
+// its tile's first chunk.
 void BatchPlanner::write_merges(unsigned char* dst) {
+  if (num_merges_ == 0) return;
   for (int i = 0; i < num_tiles_; ++i) {
     const Tile& t = tiles_[static_cast<size_t>(i)];
     if (t.splits <= 1) continue;
+    const BatchWorkItem& first = work_items_[static_cast<size_t>(t.first_work)];
     for (int h = 0; h < limits_.num_kv_heads; ++h) {
       BatchMergeRecord m;
-      m.request = t.request;
+      m.request = first.request;
       m.kv_head = h;
-      m.q_start = t.q_start;
-      m.row_begin = t.row_begin;
-      m.row_end = t.row_end;
-      m.partial_row = t.partial_base + h * t.splits * t.tile_rows;
-      m.partial_stride = t.tile_rows;
+      m.q_start = first.q_start;
+      m.row_begin = first.row_begin;
+      m.row_end = first.row_end;
+      m.partial_row = t.partial_base + h * t.splits * first.tile_rows;
+      m.partial_stride = first.tile_rows;
       m.num_splits = t.splits;
       std::memcpy(dst + sizeof(BatchMergeRecord) * static_cast<size_t>(t.merge_base + h), &m,
                   sizeof(m));

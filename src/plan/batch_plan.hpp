@@ -139,21 +139,21 @@ class BatchPlanner {
   const BatchPlanCapacity& capacity() const { return capacity_; }
 
  private:
-  // One (request, row tile) pair: its keys are the same for every KV head.
+  // One (request, row tile) pair: its keys are the same for every KV head. Its other fields are
+  // in its unsplit work record (read_tiles() writes work i for tile i).
   struct Tile {
-    int32_t request, q_start, q_len, kv_len;
-    int32_t row_begin, row_end;
-    int32_t kv_begin, kv_end;
-    int32_t splits;        // KV chunks (1: unsplit)
-    int32_t merge_base;    // split: merge record of KV head 0 (KV head h: + h)
-    int32_t partial_base;  // split: partial row of (KV head 0, chunk 0)
-    uint16_t kind, tile_rows;
     int64_t key_cost;  // keys * batch_key_cost: one KV head's cost without the item overhead
+    int32_t kv_begin, kv_end;
+    int32_t splits;  // KV chunks (1: unsplit)
+    // Split only (make_works()):
+    int32_t first_work;    // its chunk 0
+    int32_t merge_base;    // merge record of KV head 0 (KV head h: + h)
+    int32_t partial_base;  // partial row of (KV head 0, chunk 0)
   };
   struct Estimate;
   struct ChunkMemo;
-  // Buckets of the cost sort (batch_schedule.cpp): a cost's leading one and four more bits.
-  static constexpr int kCostBuckets = 64 * 16;
+  // Buckets of the cost sort (batch_schedule.cpp): a cost's leading one and six more bits.
+  static constexpr int kCostBuckets = 64 * 64;
 
   BatchPlanInfo plan_impl(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch,
                           void* workspace, size_t workspace_bytes);
@@ -178,6 +178,7 @@ class BatchPlanner {
   int64_t units_ = 0;  // (tile, KV head) pairs
   int64_t q_total_ = 0;
   int64_t max_key_cost_ = 0;
+  int prefill_tiles_ = 0;
   int num_merges_ = 0;
   int num_partial_rows_ = 0;
   int splits_max_ = 1;

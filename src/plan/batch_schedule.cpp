@@ -155,56 +155,61 @@ int64_t BatchPlanner::choose_chunk_cost(int64_t total_key_cost, int64_t max_key_
 }
 
 // Cuts each tile into its KV chunks at split_point(), gives split tiles their merge records and
-// partial-state rows, and writes each chunk's record (at KV head 0) and cost: built here, while
-// the tile is at hand, the record is read back long after its fields were stored one by one.
+// partial-state rows, and writes each chunk's record (at KV head 0) and cost. A cap that splits
+// no tile keeps read_tiles()' works, one a tile. Otherwise the works are numbered front to back,
+// then written back to front from the unsplit records: tile i's works start at or after work i,
+// so every record a tile is made from is read before any later tile's works overwrite it.
 void BatchPlanner::make_works(int64_t chunk_cost) {
-  num_works_ = 0;
   num_merges_ = 0;
   num_partial_rows_ = 0;
   splits_max_ = 1;
-  prefill_works_ = 0;
-  max_work_cost_ = 0;
+  if (chunk_cost >= max_key_cost_) {
+    num_works_ = num_tiles_;
+    prefill_works_ = prefill_tiles_;
+    max_work_cost_ = num_tiles_ > 0 ? max_key_cost_ + kItemOverheadCost : 0;
+    return;
+  }
   BatchWorkItem* const records = work_items_.data();
   int64_t* const costs = work_cost_.data();
   int32_t* const partial_steps = head_partial_step_.data();
+  num_works_ = 0;
+  prefill_works_ = 0;
   for (int i = 0; i < num_tiles_; ++i) {
     Tile& t = tiles_[static_cast<size_t>(i)];
+    const BatchWorkItem& whole = records[i];
     t.splits = split_count(t, chunk_cost);
-    const bool split = t.splits > 1;
-    if (split) {
+    t.first_work = num_works_;
+    num_works_ += t.splits;
+    if (t.splits > 1) {
       t.merge_base = num_merges_;
       t.partial_base = num_partial_rows_;
       num_merges_ += limits_.num_kv_heads;
-      num_partial_rows_ += limits_.num_kv_heads * t.splits * t.tile_rows;
+      num_partial_rows_ += limits_.num_kv_heads * t.splits * whole.tile_rows;
       splits_max_ = std::max(splits_max_, t.splits);
-    } else {
-      t.merge_base = -1;
-      t.partial_base = -1;
     }
-    if (t.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_works_ += t.splits;
-    const int64_t key_cost = batch_key_cost(static_cast<BatchTileKind>(t.kind), t.tile_rows);
+    if (whole.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_works_ += t.splits;
+  }
+  max_work_cost_ = 0;
+  for (int i = num_tiles_ - 1; i >= 0; --i) {
+    const Tile& t = tiles_[static_cast<size_t>(i)];
+    const BatchWorkItem whole = records[i];
+    const bool split = t.splits > 1;
+    const int64_t key_cost =
+        batch_key_cost(static_cast<BatchTileKind>(whole.kind), whole.tile_rows);
     const int64_t lo = t.kv_begin, keys = int64_t{t.kv_end} - t.kv_begin;
     int64_t begin = lo;
     for (int k = 0; k < t.splits; ++k) {
       int64_t end = t.kv_end;
       if (k + 1 < t.splits) end = split_point(lo, keys, t.splits, k + 1);
-      const int w = num_works_++;
+      const int w = t.first_work + k;
       BatchWorkItem& it = records[w];
-      it.request = t.request;
-      it.kv_head = 0;
-      it.q_start = t.q_start;
-      it.q_len = t.q_len;
-      it.kv_len = t.kv_len;
-      it.row_begin = t.row_begin;
-      it.row_end = t.row_end;
+      it = whole;
       it.kv_begin = static_cast<int32_t>(begin);
       it.kv_end = static_cast<int32_t>(end);
-      it.kind = t.kind;
-      it.tile_rows = t.tile_rows;
-      it.partial_row = split ? t.partial_base + k * t.tile_rows : -1;
+      it.partial_row = split ? t.partial_base + k * whole.tile_rows : -1;
       it.merge = split ? t.merge_base : -1;
       // KV head h: its partial block this much further on, its merge record h further.
-      partial_steps[w] = split ? t.splits * t.tile_rows : 0;
+      partial_steps[w] = split ? t.splits * whole.tile_rows : 0;
       const int64_t cost = (end - begin) * key_cost + kItemOverheadCost;
       costs[w] = cost;
       max_work_cost_ = std::max(max_work_cost_, cost);
@@ -217,13 +222,15 @@ void BatchPlanner::make_works(int64_t chunk_cost) {
 
 namespace {
 
-// Buckets of the cost sort: the top five bits of a cost (its leading one and four more), so a
-// bucket spans costs within a factor 1 + 1/16; each bucket is then sorted exactly.
+// Buckets of the cost sort: the top seven bits of a cost (its leading one and six more), so a
+// bucket spans costs within a factor 1 + 1/64; each bucket is then sorted exactly. Finer buckets
+// than 16 an octave leave fewer works to the insertion sorts (a step's distinct lengths).
+constexpr int kBucketBits = 6;
 int cost_bucket(int64_t cost) {
   const uint64_t c = static_cast<uint64_t>(cost);
   const int msb = 63 - __builtin_clzll(c | 1);
-  const uint64_t frac = msb >= 4 ? c >> (msb - 4) : c << (4 - msb);
-  return msb * 16 + static_cast<int>(frac & 15);
+  const uint64_t frac = msb >= kBucketBits ? c >> (msb - kBucketBits) : c << (kBucketBits - msb);
+  return msb << kBucketBits | static_cast<int>(frac & ((1 << kBucketBits) - 1));
 }
 
 }  // namespace
@@ -232,25 +239,27 @@ int cost_bucket(int64_t cost) {
 // then each bucket ordered by its exact costs, both stable. Small buckets take an insertion sort;
 // large ones (a step of equal requests or a window's equal tiles: few distinct costs, thousands
 // of works) a least-significant-digit radix sort on max - cost, a byte a pass over only the bits
-// the bucket's range needs (a bucket spans costs within 1/16 of each other).
+// the bucket's range needs (a bucket spans costs within 1/64 of each other).
 void BatchPlanner::sort_works() {
+  static_assert(kCostBuckets == 64 << kBucketBits, "64 octaves of cost buckets");
   const int num_works = num_works_;
   if (num_works == 0) return;
   const int64_t* cost = work_cost_.data();
   int32_t* start = bucket_start_.data();
   uint16_t* bucket = work_bucket_.data();
-  std::fill(start, start + kCostBuckets + 1, 0);
-  // Only the buckets from the lowest to the highest one used are walked (a step's costs span a
-  // few octaves of the 64: the full walk was most of the sort's time on a few hundred works).
+  // Only the buckets from the lowest to the highest one used are cleared and walked (a step's
+  // costs span a few octaves of the 64: the full walk was most of the sort's time on a few
+  // hundred works).
   int lowest = kCostBuckets, highest = -1;
   for (int i = 0; i < num_works; ++i) {
     // Bucket kCostBuckets - 1 - b holds costs of bucket b: ascending positions = decreasing cost.
     const int r = kCostBuckets - 1 - cost_bucket(cost[i]);
     bucket[i] = static_cast<uint16_t>(r);
-    ++start[r + 1];
     lowest = std::min(lowest, r);
     highest = std::max(highest, r);
   }
+  std::fill(start + lowest, start + highest + 2, 0);
+  for (int i = 0; i < num_works; ++i) ++start[bucket[i] + 1];
   for (int b = lowest + 1; b <= highest + 1; ++b) start[b] += start[b - 1];
   // start[b] now ends bucket b - 1 (reversed index); place back to front to keep creation order.
   for (int i = num_works - 1; i >= 0; --i) order_[static_cast<size_t>(--start[bucket[i] + 1])] = i;
@@ -365,6 +374,10 @@ void BatchPlanner::assign_levels() {
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
   build_tree(nullptr);
   int64_t item = 0;
+  // The root stays in a register from one placement to the next, and from one run to the next
+  // (reread only after assign_run() rebuilt the tree): a reload right after the walk stored it
+  // waits on store forwarding.
+  uint64_t root = tree[1];
   for (int i = 0; i < num_works_;) {
     const int64_t cost = work_cost_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
     const uint64_t step = static_cast<uint64_t>(cost) << cta_bits_;
@@ -377,10 +390,9 @@ void BatchPlanner::assign_levels() {
     i = j;
     if (run >= kAssignRunItemsMin) {
       assign_run(step, run, item);
+      root = tree[1];
       continue;
     }
-    // The root stays in a register from one placement to the next.
-    uint64_t root = tree[1];
     for (int64_t n = 0; n < run; ++n, ++item) {
       uint64_t key = root + step;
       const auto cta = static_cast<int32_t>(key & cta_mask);

@@ -104,6 +104,14 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
     pl.num_splits =
         std::min(bound, choose_decode_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm));
   }
+  // The third CTA an SM pays only where the grid fills the third slots: a grid of at most two
+  // CTAs an SM runs the two-CTA kernel (its 96 KB ring keeps two tiles in flight a CTA where the
+  // three-CTA kernel keeps one), as batch 1 does.
+  if (pl.config == 3 &&
+      pl.problems * pl.num_splits <=
+          int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), 2, pl.rows_per_cta, 2)) {
+    pl.config = 2;
+  }
   if (pl.num_splits > 1) {
     const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;
     pl.semaphore_bytes = align256(size_t(pl.problems) * sizeof(uint32_t));

@@ -20,9 +20,9 @@ struct DecodePlan {
   int row_tiles = 0;         // ceil(rows_per_request / rows_per_cta)
   int num_splits = 1;
   // Kernel configuration: CTAs per SM it is built for (kernels/decode/traits.hpp; the rows of
-  // configs.hpp marked three_ctas): 3 for D = 128 bf16 over a bf16 cache with <= 32 rows a CTA;
-  // else 2. (The two measured within 3% of each
-  // other, docs/perf/decode.md run 19; tests set 2 to cover that kernel too.)
+  // configs.hpp marked three_ctas): 3 for D = 128 bf16 over a bf16 cache with <= 32 rows a CTA
+  // where the grid holds more than two CTAs an SM; else 2 (docs/perf/decode.md, run 19 and run
+  // set l; tests set 2 to cover that kernel too).
   int config = 2;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start

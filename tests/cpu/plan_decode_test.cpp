@@ -40,8 +40,8 @@ TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
   EXPECT_EQ(p.rows_per_request, 4);
   EXPECT_EQ(p.rows_per_cta, 16);
   EXPECT_EQ(p.problems, 8);
-  EXPECT_EQ(p.config, 3);       // D = 128 bf16 over bf16, 16 rows: the three-CTA kernel
   EXPECT_EQ(p.num_splits, 32);  // 8 x 32 CTAs in one wave of 132 x 3 slots, 4 tiles each
+  EXPECT_EQ(p.config, 2);       // 256 CTAs fit two an SM: the two-CTA kernel's deeper ring
   ASSERT_GT(bytes, 0u);
   EXPECT_EQ(bytes, p.workspace_bytes);
   EXPECT_EQ(decode_workspace_size(a, opts), bytes);  // a pure function: same answer again
@@ -52,6 +52,21 @@ TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
   EXPECT_EQ(p.partial_o_offset, p.semaphore_bytes);
   EXPECT_EQ(p.partial_lse_offset, p.partial_o_offset + align256(rows * 128 * 4));
   EXPECT_EQ(bytes, p.partial_lse_offset + align256(rows * 4));
+}
+
+TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
+  const DecodeOptions opts;
+  int seen[4] = {};
+  for (int64_t batch : {1, 4, 8, 32, 33, 64}) {
+    for (int64_t max_pages : {4, 512, 2048}) {
+      const plan::DecodePlan p = plan::plan_decode(cuda_decode(batch, max_pages), opts, 132);
+      const bool third_slot = p.problems * p.num_splits > 2 * 132;
+      EXPECT_EQ(p.config, third_slot ? 3 : 2) << batch << " x " << max_pages << " pages";
+      ++seen[p.config];
+    }
+  }
+  EXPECT_GT(seen[2], 0);
+  EXPECT_GT(seen[3], 0);
 }
 
 TEST(PlanDecode, NoSmCountNeedsMoreThanTheReportedWorkspace) {

@@ -181,9 +181,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     }
   }
   __syncthreads();
-  // Only the valid rows from here on: at batch 1 with 4 heads a KV head, 12 of the 16 rows are
-  // padding, and these loops are on every CTA's critical path.
-  if (tid < rows_valid) {
+  if (tid < p.rows_per_cta) {
     const int rr = tid, mt = rr / kMmaRows, r16 = rr % kMmaRows;
     float mmax = -INFINITY;
     for (int s = 0; s < slices; ++s)
@@ -201,7 +199,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   }
   __syncthreads();
   // Normalized o of CTA row rr, in place into slice 0's buffer rows (= rows 0..rows_per_cta-1):
-  // each element is read and written by one thread only.
+  // each element is read and written by one thread only. Valid rows only: at batch 1 with 4
+  // heads a KV head, 12 of the 16 rows are padding, and this loop is on every CTA's critical
+  // path. (The coefficients above cover every row: bounding them by rows_valid as well made
+  // ptxas spill 24 bytes in the three-CTA kernel's main loop.)
   for (int idx = tid; idx < rows_valid * (kHeadDim / 4); idx += kThreads) {
     const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));
     const int mt = rr / kMmaRows, r16 = rr % kMmaRows;
@@ -246,7 +247,11 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     *reinterpret_cast<float4*>(po + rr * kHeadDim + d) =
         *reinterpret_cast<const float4*>(merge_o + rr * T::kMergeStride + d);
   }
-  __threadfence();
+  // The barrier orders every thread's partial stores before thread 0's acq_rel increment, whose
+  // release is cumulative over them, and its acquire is ordered by the second barrier before the
+  // last CTA's loads of the other partials: the pattern of cooperative groups' grid sync (one
+  // fence by one thread). A __threadfence() by every thread before the increment and after it
+  // cost each CTA two gpu-scope fences on the critical path of a batch-1 call.
   __syncthreads();
   if (tid == 0) {
     const uint32_t last = static_cast<uint32_t>(p.num_splits - 1);
@@ -254,10 +259,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   }
   __syncthreads();
   if (cs.is_last == 0) return;
-  __threadfence();
 
-  merge_splits<kHeadDim, Elt>(p, request, kv_head, row_tile, rows_valid, v_scale,
-                              reinterpret_cast<float*>(ring));
+  merge_splits<kHeadDim, Elt, T::kMergePrefetch>(p, request, kv_head, row_tile, rows_valid, v_scale,
+                                                 reinterpret_cast<float*>(ring));
 }
 
 }  // namespace hopattn::kernels::decode

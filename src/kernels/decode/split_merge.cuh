@@ -17,7 +17,7 @@ namespace hopattn::kernels::decode {
 // Merge of a problem's split partials, the first `rows` rows of the row tile, into out and lse.
 // Weights of every (row, split): w = 2^(lse_s - max) / sum * (output factor of the row), in
 // `weight` (shared, rows x num_splits floats). Every thread of the CTA calls it.
-template <int kHeadDim, class Elt>
+template <int kHeadDim, class Elt, bool kPrefetch>
 __device__ __forceinline__ void merge_splits(const Params& p, int request, int kv_head,
                                              int row_tile, int rows, float v_scale, float* weight) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -27,6 +27,24 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
   // whole launch, so no thread walks the splits alone.
   const int splits = p.num_splits;
   const float* lse_all = p.partial_lse + problem * splits * p.rows_per_cta;
+  const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
+  // D <= 128: thread per (row, 4 features), the splits kUnroll at a time with every load issued
+  // before the first use. kPrefetch: the first item's first kUnroll partials are loaded before
+  // the weights are computed, one L2 round trip off the last CTA's path (at batch 1 each thread
+  // has one item).
+  constexpr int kUnroll = 16;
+  constexpr int kQuads = kHeadDim / 4;
+  const int items = rows * kQuads;
+  float4 first[kPrefetch ? kUnroll : 1];
+  if constexpr (kPrefetch) {
+    const float* src = o_all + int64_t(tid / kQuads) * kHeadDim + 4 * (tid % kQuads);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      first[u] = tid < items && u < splits ? __ldcg(reinterpret_cast<const float4*>(
+                                                 src + int64_t(u) * p.rows_per_cta * kHeadDim))
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
   for (int rr = warp; rr < rows; rr += kWarps) {
     float* w = weight + rr * splits;
     float mmax = -INFINITY;
@@ -54,7 +72,6 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
   if constexpr (kHeadDim == 256) {
     // D = 256 runs at 255 registers, and the unrolled loop below makes ptxas spill there (32
     // bytes, ptxas 13.0): one split at a time, 8 features a thread.
-    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
     for (int idx = tid; idx < rows * (kHeadDim / 8); idx += kThreads) {
       const int rr = idx / (kHeadDim / 8), d = 8 * (idx % (kHeadDim / 8));
       const float* w = weight + rr * splits;
@@ -71,25 +88,26 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
       store_out8<Elt>(p, request, kv_head, row_begin + rr, d, v);
     }
   } else {
-    // Thread per (row, 4 features), the splits unrolled by kUnroll with every load issued before
-    // the first use: kUnroll L2 round trips in flight instead of one.
-    constexpr int kUnroll = 16;
-    const float* o_all = p.partial_o + problem * splits * p.rows_per_cta * kHeadDim;
-    for (int idx = tid; idx < rows * (kHeadDim / 4); idx += kThreads) {
-      const int rr = idx / (kHeadDim / 4), d = 4 * (idx % (kHeadDim / 4));
+    for (int idx = tid; idx < items; idx += kThreads) {
+      const int rr = idx / kQuads, d = 4 * (idx % kQuads);
       const float* w = weight + rr * splits;
       const float* src = o_all + int64_t(rr) * kHeadDim + d;
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int s0 = 0; s0 < splits; s0 += kUnroll) {
         float4 x[kUnroll];
         float c[kUnroll];
+        const bool prefetched = kPrefetch && idx == tid && s0 == 0;
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int s = s0 + u;
           c[u] = s < splits ? w[s] : 0.f;
-          x[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(
-                                  src + int64_t(s) * p.rows_per_cta * kHeadDim))
-                            : make_float4(0.f, 0.f, 0.f, 0.f);
+          if (prefetched) {
+            x[u] = first[kPrefetch ? u : 0];
+          } else {
+            x[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(
+                                    src + int64_t(s) * p.rows_per_cta * kHeadDim))
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {

@@ -67,6 +67,11 @@ struct Traits {
   static constexpr int kGroups = kWarps / kFeatureSplit;  // warp groups with their own rows/keys
   static constexpr int kMaxRows = kMmaRows * kGroups;     // rows per CTA: one m16 tile a group
 
+  // The last CTA's merge of the splits loads its first partials before it computes their weights
+  // (split_merge.cuh): 64 registers a thread, so only where the budget has them (D = 128 at two
+  // CTAs an SM: D = 64 keeps three CTAs an SM by registers, the three-CTA kernel its 168).
+  static constexpr bool kMergePrefetch = kHeadDim == 128 && kCtasPerSm < 3;
+
   // q fragments live in registers for D <= 128 (32 registers); D = 256 rereads them from smem.
   static constexpr bool kQInRegisters = kHeadDim <= 128;
   static constexpr int kQRowBytes = kHeadDim * 2;

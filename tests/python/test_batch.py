@@ -211,6 +211,14 @@ def test_batch_plan_takes_torch_cpu_lengths(rng):
     ba = hopattn.BatchAttention(4, 2, 64, 16, device="cpu")
     ba.plan(torch.tensor([0, 1, 4], dtype=torch.int32), torch.tensor([9, 3], dtype=torch.int32))
     assert ba._c.planned["batch"] == 2
+    # Strided int32 views cross as numpy views too (the same plan as contiguous lengths), and
+    # other dtypes keep the extension's message.
+    cu = torch.tensor([0, 0, 1, 0, 4, 0], dtype=torch.int32)[::2]
+    kv = torch.tensor([9, 0, 3, 0], dtype=torch.int32)[::2]
+    ba.plan(cu, kv)
+    assert ba._c.planned["batch"] == 2
+    with pytest.raises(TypeError, match="cu_seqlens_q: expected int32, got int64"):
+        ba.plan(cu.long(), kv)
 
 
 # ---------------------------------------------------------------------------- errors

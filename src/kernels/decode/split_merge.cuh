@@ -35,7 +35,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
   constexpr int kUnroll = 16;
   constexpr int kQuads = kHeadDim / 4;
   const int items = rows * kQuads;
-  float4 first[kPrefetch ? kUnroll : 1];
+  float4 first[kUnroll];  // without kPrefetch never used, so never allocated
   if constexpr (kPrefetch) {
     const float* src = o_all + int64_t(tid / kQuads) * kHeadDim + 4 * (tid % kQuads);
 #pragma unroll
@@ -102,7 +102,7 @@ __device__ __forceinline__ void merge_splits(const Params& p, int request, int k
           const int s = s0 + u;
           c[u] = s < splits ? w[s] : 0.f;
           if (prefetched) {
-            x[u] = first[kPrefetch ? u : 0];
+            x[u] = first[u];
           } else {
             x[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(
                                     src + int64_t(s) * p.rows_per_cta * kHeadDim))

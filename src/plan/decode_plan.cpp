@@ -34,11 +34,10 @@ int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
   int n = 1;
   kernels::decode::visit_head_dim(head_dim, [&](auto d) {
     constexpr int kD = decltype(d)::value;
-    if constexpr (kernels::decode::has_three_cta_variant(kD, true, KvFormat::kNative16)) {
-      if (config == 3) {
-        n = ctas_per_sm<kD, 2, 3>(rows_per_cta);
-        return;
-      }
+    // The three-CTA geometry of either KV width; only called with config 3 where it is built.
+    if (config == 3) {
+      n = kv_bytes == 2 ? ctas_per_sm<kD, 2, 3>(rows_per_cta) : ctas_per_sm<kD, 1, 3>(rows_per_cta);
+      return;
     }
     n = kv_bytes == 2 ? ctas_per_sm<kD, 2>(rows_per_cta) : ctas_per_sm<kD, 1>(rows_per_cta);
   });
@@ -47,10 +46,10 @@ int ctas_per_sm(int head_dim, int kv_bytes, int rows_per_cta, int config) {
 
 // The instantiation's configuration: 3 where it exists and three CTAs of this row count fit an
 // SM's shared memory (64-row CTAs do not), else 2.
-int kernel_config(int head_dim, bool bf16, bool native16, int rows_per_cta) {
-  const KvFormat format = native16 ? KvFormat::kNative16 : KvFormat::kE4M3;
+int kernel_config(int head_dim, bool bf16, KvFormat format, int rows_per_cta) {
   if (!kernels::decode::has_three_cta_variant(head_dim, bf16, format)) return 2;
-  return ctas_per_sm(head_dim, 2, rows_per_cta, 3) == 3 ? 3 : 2;
+  return ctas_per_sm(head_dim, kernels::decode::kv_format_bytes(format), rows_per_cta, 3) == 3 ? 3
+                                                                                               : 2;
 }
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -90,7 +89,7 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   pl.problems = int64_t(pl.requests) * hkv * pl.row_tiles;
 
   pl.config = kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16,
-                            dtype_size(a.k_cache.dtype()) == 2, pl.rows_per_cta);
+                            kernels::decode::kv_format_of(a.k_cache.dtype()), pl.rows_per_cta);
   if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, tile::kMaxSplits);
   } else {
@@ -109,7 +108,8 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   // three-CTA kernel keeps one), as batch 1 does.
   if (pl.config == 3 &&
       pl.problems * pl.num_splits <=
-          int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), 2, pl.rows_per_cta, 2)) {
+          int64_t(num_sms) *
+              ctas_per_sm(static_cast<int>(d), dtype_size(a.k_cache.dtype()), pl.rows_per_cta, 2)) {
     pl.config = 2;
   }
   if (pl.num_splits > 1) {

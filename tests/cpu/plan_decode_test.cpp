@@ -54,19 +54,26 @@ TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
   EXPECT_EQ(bytes, p.partial_lse_offset + align256(rows * 4));
 }
 
+// bf16 q over a bf16, fp8 e4m3 or fp8 e5m2 cache has the three-CTA kernel; an int8 cache does
+// not, so it keeps the two-CTA one whatever the grid.
 TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   const DecodeOptions opts;
-  int seen[4] = {};
-  for (int64_t batch : {1, 4, 8, 32, 33, 64}) {
-    for (int64_t max_pages : {4, 512, 2048}) {
-      const plan::DecodePlan p = plan::plan_decode(cuda_decode(batch, max_pages), opts, 132);
-      const bool third_slot = p.problems * p.num_splits > 2 * 132;
-      EXPECT_EQ(p.config, third_slot ? 3 : 2) << batch << " x " << max_pages << " pages";
-      ++seen[p.config];
+  for (DType cache : {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    const bool built = cache != DType::kInt8;
+    int seen[4] = {};
+    for (int64_t batch : {1, 4, 8, 32, 33, 64, 128}) {
+      for (int64_t max_pages : {4, 512, 2048}) {
+        const plan::DecodePlan p =
+            plan::plan_decode(cuda_decode(batch, max_pages, cache), opts, 132);
+        const bool third_slot = p.problems * p.num_splits > 2 * 132;
+        EXPECT_EQ(p.config, built && third_slot ? 3 : 2)
+            << dtype_name(cache) << ", " << batch << " x " << max_pages << " pages";
+        ++seen[p.config];
+      }
     }
+    EXPECT_GT(seen[2], 0) << dtype_name(cache);
+    EXPECT_EQ(seen[3] > 0, built) << dtype_name(cache);
   }
-  EXPECT_GT(seen[2], 0);
-  EXPECT_GT(seen[3], 0);
 }
 
 TEST(PlanDecode, NoSmCountNeedsMoreThanTheReportedWorkspace) {

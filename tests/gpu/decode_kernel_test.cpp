@@ -311,16 +311,23 @@ std::vector<KernelCase> kernel_cases() {
     add(k);
   }
 
-  // The two-CTA configuration of D = 128 bf16 (the plan picks the three-CTA one by default):
-  // every case with a bf16 cache at D = 128 again, forced to config 2.
+  // Both configurations where D = 128 bf16 q has a three-CTA kernel (a bf16, fp8 e4m3 or fp8
+  // e5m2 cache): the plan picks the three-CTA one only where the grid fills a third slot an SM,
+  // which few of these small cases do, so every such case runs again forced to each.
   const size_t n_plain = cases.size();
   for (size_t i = 0; i < n_plain; ++i) {
     const DecodeCase& c = cases[i].c;
-    if (c.head_dim != 128 || c.q_dtype != DType::kBF16 || c.cache.dtype != DType::kBF16) continue;
-    KernelCase k = cases[i];
-    k.name += "_ctas2";
-    k.config = 2;
-    cases.push_back(std::move(k));
+    const DType kv = c.cache.dtype;
+    if (c.head_dim != 128 || c.q_dtype != DType::kBF16 ||
+        (kv != DType::kBF16 && kv != DType::kFP8E4M3 && kv != DType::kFP8E5M2)) {
+      continue;
+    }
+    for (int config : {2, 3}) {
+      KernelCase k = cases[i];
+      k.name += config == 2 ? "_ctas2" : "_ctas3";
+      k.config = config;
+      cases.push_back(std::move(k));
+    }
   }
   return cases;
 }

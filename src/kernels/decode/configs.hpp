@@ -41,10 +41,21 @@ constexpr DType kv_format_dtype(KvFormat f, DType q) {
   }
 }
 
+// The 8-bit row of kKvFormats whose cache dtype is kv, else kNative16 (q's own type, or a
+// dtype no row has: the callers check that apart).
+constexpr KvFormat kv_format_of(DType kv) {
+  for (const KvFormat f : kKvFormats) {
+    if (f != KvFormat::kNative16 && kv_format_dtype(f, DType::kBF16) == kv) return f;
+  }
+  return KvFormat::kNative16;
+}
+
 struct DecodeConfig {
   int head_dim;
-  // Also built with three CTAs per SM (traits.hpp) for bf16 q over a bf16 cache: the benchmarked
-  // case only, one extra kernel for the 2-core CI build.
+  // Also built with three CTAs per SM (traits.hpp) for bf16 q over a bf16, fp8 e4m3 or fp8 e5m2
+  // cache: the benchmarked cases only, three extra kernels for the device build. With an 8-bit
+  // cache two CTAs an SM (8 warps) leave the kernel latency-bound at ~50% of the issue slots
+  // (ncu, 2026-12-03), and half the bytes a stage give the three-CTA ring four stages.
   bool three_ctas;
 };
 
@@ -70,7 +81,8 @@ constexpr bool built_head_dim(int64_t d) { return decode_config_index(d) >= 0; }
 // Whether a (head dim, q dtype, KV format) has the three-CTAs-per-SM instantiation.
 constexpr bool has_three_cta_variant(int head_dim, bool bf16, KvFormat format) {
   const int i = decode_config_index(head_dim);
-  return i >= 0 && kDecodeConfigs[i].three_ctas && bf16 && format == KvFormat::kNative16;
+  return i >= 0 && kDecodeConfigs[i].three_ctas && bf16 &&
+         (format == KvFormat::kNative16 || format == KvFormat::kE4M3 || format == KvFormat::kE5M2);
 }
 
 // "64, 128, 256" (last = ", ") or "64, 128 or 256" (last = " or "): the built head dims.

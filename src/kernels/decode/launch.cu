@@ -29,11 +29,11 @@ void check_cuda(cudaError_t status, const char* what) { throw_if_cuda_error(stat
 
 // The row of configs.hpp's kKvFormats whose cache dtype (with q's) is kv.
 KvFormat kv_format(DType q, DType kv) {
-  for (const KvFormat f : kKvFormats) {
-    if (f != KvFormat::kNative16 && kv_format_dtype(f, q) == kv) return f;
+  const KvFormat f = kv_format_of(kv);
+  if (f == KvFormat::kNative16 && kv != q) {
+    not_supported("a 16-bit KV cache of q's dtype", dtype_name(kv));
   }
-  if (kv != q) not_supported("a 16-bit KV cache of q's dtype", dtype_name(kv));
-  return KvFormat::kNative16;
+  return f;
 }
 
 // cp.async copies 16-byte pieces: rows (and the base) must be 16-byte aligned.

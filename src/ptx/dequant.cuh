@@ -11,10 +11,23 @@
 
 namespace hopattn::ptx {
 
-// PTX ISA "cvt" (cvt.rn.f16x2.e4m3x2): the low byte becomes the low half.
-__device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
+// PTX ISA "cvt" (cvt.rn.f16x2.e4m3x2, the low byte becoming the low half) of the codes in
+// bytes 0, 1 (kHigh = false) or 2, 3 (true) of a 32-bit word.
+// The word is split into its halves by a mov.b32 inside the asm, so ptxas reads the high half
+// through the conversion's operand selector (SASS `R.H1`); a 16-bit argument of `four >> 16` cost
+// a shift first.
+template <bool kHigh>
+__device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2_half(uint32_t four) {
   uint32_t r;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"(two));
+  if constexpr (kHigh) {
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.rn.f16x2.e4m3x2 %0, h;\n}\n"
+        : "=r"(r)
+        : "r"(four));
+  } else {
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %1;\n cvt.rn.f16x2.e4m3x2 %0, l;\n}\n"
+        : "=r"(r)
+        : "r"(four));
+  }
   return r;
 }
 
@@ -45,12 +58,14 @@ __device__ __forceinline__ uint2 int8x4_to_f16x2x2(uint32_t four) {
   return make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
 }
 
-// An e4m3 pair (low byte -> low half) -> a bf16 pair, exact for every code, NaN codes included:
-// e4m3 -> f16 (cvt, exact: every code is an f16), f16 -> f32 (exact), f32 -> bf16 (exact: at most
-// 4 significant bits). Four instructions a pair on sm_90 (one cvt, two half-to-float moves, one
-// pack), against ten for an integer construction of the bf16 bits.
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t two) {
-  const uint32_t h = cvt_f16x2_e4m3x2(two);
+// The e4m3 pair in bytes 0, 1 (kHigh: 2, 3) of `four` (low byte -> low half) -> a bf16 pair, exact
+// for every code, NaN codes included: e4m3 -> f16 (cvt, exact: every code is an f16), f16 -> f32
+// (exact), f32 -> bf16 (exact: at most 4 significant bits). Four instructions a pair on sm_90 (one
+// cvt, two half-to-float moves, one pack), against ten for an integer construction of the bf16
+// bits.
+template <bool kHigh>
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t four) {
+  const uint32_t h = cvt_f16x2_e4m3x2_half<kHigh>(four);
   const __half2 v = *reinterpret_cast<const __half2*>(&h);
   const __nv_bfloat162 r = __floats2bfloat162_rn(__low2float(v), __high2float(v));
   return *reinterpret_cast<const uint32_t*>(&r);
@@ -61,11 +76,9 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t two) {
 template <class Elt>
 __device__ __forceinline__ uint2 e4m3x4_to_16bit(uint32_t four) {
   if constexpr (std::is_same_v<Elt, __half>) {
-    return make_uint2(cvt_f16x2_e4m3x2(static_cast<uint16_t>(four & 0xffffu)),
-                      cvt_f16x2_e4m3x2(static_cast<uint16_t>(four >> 16)));
+    return make_uint2(cvt_f16x2_e4m3x2_half<false>(four), cvt_f16x2_e4m3x2_half<true>(four));
   } else {
-    return make_uint2(e4m3x2_to_bf16x2(static_cast<uint16_t>(four & 0xffffu)),
-                      e4m3x2_to_bf16x2(static_cast<uint16_t>(four >> 16)));
+    return make_uint2(e4m3x2_to_bf16x2<false>(four), e4m3x2_to_bf16x2<true>(four));
   }
 }
 

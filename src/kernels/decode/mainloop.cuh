@@ -258,12 +258,12 @@ __device__ __forceinline__ void load_q_chunk(const char* q_smem, int m_tile, int
 template <KvFormat kFormat, bool kIntHi = false>
 __device__ __forceinline__ uint2 dequant4(uint32_t four) {
   if constexpr (kFormat == KvFormat::kE4M3) {
-    const uint32_t lo = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four & 0xffffu));
+    const uint32_t lo = ptx::cvt_f16x2_e4m3x2_half<false>(four);
     if constexpr (kIntHi) {
       // Bytes 2, 3 to bytes 1, 3 (bytes 0, 2 are ignored).
       return make_uint2(lo, e4m3x2_hi_bytes_to_f16x2_scaled(ptx::prmt(four, 0u, 0x3322u)));
     } else {
-      return make_uint2(lo, ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(four >> 16)));
+      return make_uint2(lo, ptx::cvt_f16x2_e4m3x2_half<true>(four));
     }
   } else if constexpr (kFormat == KvFormat::kE5M2) {
     // {0, x0, 0, x1} and {0, x2, 0, x3}: byte 4 of the selector is the zero operand's.

@@ -189,6 +189,12 @@ def merge_states_n(
 ) -> None: ...
 def current_cuda_device() -> int: ...
 
+class Workspace:
+    # A byte tensor imported once (and kept alive): BatchAttention's device workspace.
+    def __init__(self, workspace: _Tensor) -> None: ...
+    @property
+    def nbytes(self) -> int: ...
+
 class BatchAttention:
     def __init__(
         self,
@@ -213,7 +219,7 @@ class BatchAttention:
     def plan(self, cu_seqlens_q: _Tensor, kv_lens: _Tensor) -> None: ...
     @overload
     def plan(
-        self, cu_seqlens_q: _Tensor, kv_lens: _Tensor, workspace: _Tensor, stream: int
+        self, cu_seqlens_q: _Tensor, kv_lens: _Tensor, workspace: Workspace, stream: int
     ) -> None: ...
     def run(
         self,
@@ -231,7 +237,7 @@ class BatchAttention:
         k_scale_per_head: Optional[_Tensor] = None,
         v_scale: float = 1.0,
         v_scale_per_head: Optional[_Tensor] = None,
-        workspace: Optional[_Tensor] = None,
+        workspace: Optional[Workspace] = None,
         stream: int = 0,
     ) -> None: ...
     @property

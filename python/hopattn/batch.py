@@ -8,6 +8,7 @@ which names its BatchAttention by an integer handle (:func:`lookup`): the object
 and an int is what an op schema, torch.compile and its guards take.
 """
 
+import functools
 import itertools
 import sys
 import weakref
@@ -75,14 +76,6 @@ def _empty(ref, shape, dtype=None, zeroed=False):
     return _generic.empty(ref, shape, dtype, zeroed)
 
 
-def _stream(x):
-    if hopattn._is_torch(x):
-        import torch
-
-        return torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
-    return _generic.stream_of(x)
-
-
 def _torch_workspace(index, nbytes):
     """A zeroed uint8 [nbytes] torch tensor on cuda:index, or None where torch is not installed
     or does not see that device (then the first CUDA run() allocates it in q's framework)."""
@@ -95,13 +88,32 @@ def _torch_workspace(index, nbytes):
     return torch.zeros(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
 
 
-def _host_lengths(x):
-    """plan()'s lengths as the extension takes them. A CPU int32 torch tensor crosses as its
+def _torch_stream_query(index):
+    """plan()'s query of torch's current raw stream on cuda:index: the shim's torch._C call (the
+    public torch.cuda.current_stream() builds a device and a Stream object each call, microseconds
+    of plan()), or the public form where the shim refuses this torch."""
+    try:
+        from hopattn._torch._compat import current_raw_stream
+    except ImportError:  # a torch older than hopattn.torch supports
+        import torch
+
+        return lambda: torch.cuda.current_stream(index).cuda_stream
+    return functools.partial(current_raw_stream, index)
+
+
+def _host_lengths(x, name):
+    """plan()'s lengths as the extension takes them. numpy arrays and CPU int32 torch tensors,
+    the usual ones, need no tensor check (~0.2 us each). A CPU int32 torch tensor crosses as its
     numpy view (the buffer protocol: ~0.7 us, where a DLPack capsule costs ~2.4 us, twice a
     plan() call); anything else, errors included, as _generic.dl passes it."""
+    kind = type(x)
+    np = sys.modules.get("numpy")
+    if np is not None and kind is np.ndarray:
+        return _generic.dl(x)
     torch = sys.modules.get("torch")
-    if torch is not None and type(x) is torch.Tensor and x.dtype is torch.int32 and x.is_cpu:
+    if torch is not None and kind is torch.Tensor and x.dtype is torch.int32 and x.is_cpu:
         return x.numpy()
+    hopattn._require_tensors(**{name: x})
     return _generic.dl(x)
 
 
@@ -162,13 +174,17 @@ class BatchAttention:
             device=self._device[0],
             device_index=self._device[1],
         )
-        self._workspace = None
+        self._workspace = None  # the device workspace, a tensor of its framework
+        self._held = None  # the same imported once (_C.Workspace): what plan() and run() pass
+        self._current_stream = None  # () -> the raw current stream of the workspace's device
         self.handle = next(_HANDLES)
         _OBJECTS[self.handle] = self
         kind, index = self._device
         size = self._c.workspace_size
         if kind == "cuda" and size > 0 and _C.built_with_cuda():
-            self._workspace = _torch_workspace(index, size)
+            ws = _torch_workspace(index, size)
+            if ws is not None:
+                self._keep_workspace(ws)
 
     @property
     def device(self):
@@ -189,13 +205,13 @@ class BatchAttention:
         CUDA configurations: the plan is copied into the object's device workspace by an
         asynchronous copy on the device's current stream (torch's, or CuPy's; no device sync),
         so runs enqueued after it on that stream, captured graphs' replays included, see it."""
-        hopattn._require_tensors(cu_seqlens_q=cu_seqlens_q, kv_lens=kv_lens)
-        cu, kv = _host_lengths(cu_seqlens_q), _host_lengths(kv_lens)
-        ws = self._workspace
-        if ws is None:
+        cu = _host_lengths(cu_seqlens_q, "cu_seqlens_q")
+        kv = _host_lengths(kv_lens, "kv_lens")
+        held = self._held
+        if held is None:
             self._c.plan(cu, kv)  # CPU, or a CUDA workspace not allocated yet: run() uploads
         else:
-            self._c.plan(cu, kv, _generic.dl(ws), _stream(ws))
+            self._c.plan(cu, kv, held, self._current_stream())
 
     def run(
         self,
@@ -283,20 +299,30 @@ class BatchAttention:
             k_scale_per_head=dl(k_per_head),
             v_scale=v_value,
             v_scale_per_head=dl(v_per_head),
-            workspace=dl(self._workspace_for(q)),
-            stream=_stream(q),
+            workspace=self._workspace_for(q),
+            stream=_generic.stream_of(q),
         )
         return out, lse_out
 
+    def _keep_workspace(self, ws):
+        """Makes `ws` the device workspace, imported once here (a bad one is refused now), and
+        picks plan()'s query of the current stream of its device: torch's or CuPy's."""
+        self._held = _C.Workspace(_generic.dl(ws))
+        self._workspace = ws
+        if hopattn._is_torch(ws):
+            self._current_stream = _torch_stream_query(self._device[1])
+        else:
+            self._current_stream = functools.partial(_generic.stream_of, ws)
+
     def _workspace_for(self, q):
-        """run()'s workspace (CUDA): the one made at construction, or, where none could be made
-        there, one allocated zeroed in q's framework now (once); None where none is needed or q
-        is elsewhere (run() then names the device)."""
-        if self._workspace is None:
+        """run()'s workspace (CUDA), as a _C.Workspace: the one made at construction, or, where
+        none could be made there, one allocated zeroed in q's framework now (once); None where
+        none is needed or q is elsewhere (run() then names the device)."""
+        if self._held is None:
             size = self._c.workspace_size
             if size == 0 or _device_of(q) != self._device:
                 return None
-            self._workspace = _empty(q, (size,), "uint8", zeroed=True)
+            self._keep_workspace(_empty(q, (size,), "uint8", zeroed=True))
         elif _device_of(q) != self._device:
             return None
-        return self._workspace
+        return self._held

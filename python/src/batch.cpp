@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "bindings.hpp"
 #include "hopattn/error.hpp"
@@ -44,11 +45,34 @@ int current_cuda_device() {
 #endif
 }
 
+// A workspace imported once. BatchAttention's device workspace is allocated once and never
+// changes, so Python imports it here at allocation, not through DLPack on every plan() and run()
+// (a torch CUDA tensor's __dlpack__ costs microseconds: it builds stream objects each call). The
+// importer keeps the tensor's memory alive as long as this object lives.
+struct HeldWorkspace {
+  TensorImporter tensors;
+  Workspace workspace;
+};
+
 }  // namespace
 
 void bind_batch(nb::module_& m) {
   m.def("current_cuda_device", &current_cuda_device,
         "The current CUDA device of the calling thread, or -1 when there is none.");
+
+  nb::class_<HeldWorkspace>(m, "Workspace",
+                            "A byte tensor imported once as a workspace (kept alive), for "
+                            "BatchAttention.plan() and run().")
+      .def(
+          "__init__",
+          [](HeldWorkspace* self, nb::handle workspace) {
+            // Imported before construction: a rejected tensor leaves no half-made object.
+            TensorImporter t;
+            const Workspace ws = import_workspace(t, workspace);
+            new (self) HeldWorkspace{std::move(t), ws};
+          },
+          "workspace"_a)
+      .def_prop_ro("nbytes", [](const HeldWorkspace& w) { return w.workspace.bytes; });
 
   nb::class_<BatchAttention>(m, "BatchAttention",
                              "Planner and runner of one serving step (hopattn::BatchAttention).")
@@ -92,27 +116,28 @@ void bind_batch(nb::module_& m) {
       .def(
           "plan",
           [](BatchAttention& self, nb::handle cu_seqlens_q, nb::handle kv_lens,
-             nb::handle workspace, uintptr_t stream) {
+             const HeldWorkspace& workspace, uintptr_t stream) {
             TensorImporter t;
             const TensorView cu = t.index(cu_seqlens_q, "cu_seqlens_q");
             const TensorView kv = t.index(kv_lens, "kv_lens");
-            const Workspace ws = import_workspace(t, workspace);
             // The upload (an event record and an async copy on `stream`) runs on the
-            // configuration's device, whatever the caller's current one.
+            // configuration's device, whatever the caller's current one (no cudaSetDevice when
+            // it already is).
             DeviceGuard device(self.config().device);
             nb::gil_scoped_release release;
-            self.plan(cu, kv, ws, as_stream(stream));
+            self.plan(cu, kv, workspace.workspace, as_stream(stream));
           },
           "cu_seqlens_q"_a, "kv_lens"_a, "workspace"_a, "stream"_a,
-          "Plans a step from host int32 arrays and uploads the plan into `workspace` (a byte "
-          "tensor of workspace_size bytes on the configuration's CUDA device) by an "
+          "Plans a step from host int32 arrays and uploads the plan into `workspace` (a "
+          "Workspace of workspace_size bytes on the configuration's CUDA device) by an "
           "asynchronous copy on `stream` (a cudaStream_t as an integer).")
       .def(
           "run",
           [](const BatchAttention& self, nb::handle q, nb::handle k_cache, nb::handle v_cache,
              nb::handle cu_seqlens_q, nb::handle kv_lens, nb::handle page_table, nb::handle out,
              nb::handle lse, nb::handle sinks, float k_scale, nb::handle k_scale_per_head,
-             float v_scale, nb::handle v_scale_per_head, nb::handle workspace, uintptr_t stream) {
+             float v_scale, nb::handle v_scale_per_head, const HeldWorkspace* workspace,
+             uintptr_t stream) {
             TensorImporter t;
             BatchArgs a;
             a.q = t.input(q, "q");
@@ -126,7 +151,7 @@ void bind_batch(nb::module_& m) {
             a.v_scale = {v_scale, t.input(v_scale_per_head, "v_scale")};
             a.out = t.output(out, "out");
             a.lse = t.output(lse, "lse");
-            a.workspace = import_workspace(t, workspace);
+            if (workspace != nullptr) a.workspace = workspace->workspace;
             DeviceGuard device(a.q.device());
             nb::gil_scoped_release release;
             self.run(a, as_stream(stream));
@@ -134,7 +159,7 @@ void bind_batch(nb::module_& m) {
           "q"_a, "k_cache"_a, "v_cache"_a, "cu_seqlens_q"_a, "kv_lens"_a, "page_table"_a, "out"_a,
           "lse"_a, nb::kw_only(), "sinks"_a = nb::none(), "k_scale"_a = 1.f,
           "k_scale_per_head"_a = nb::none(), "v_scale"_a = 1.f, "v_scale_per_head"_a = nb::none(),
-          "workspace"_a = nb::none(), "stream"_a = 0,
+          nb::arg("workspace").none() = nb::none(), "stream"_a = 0,
           "Writes the planned step's attention into out and lse (caller-allocated).")
       .def_prop_ro("plan_buffer_size",
                    [](const BatchAttention& self) { return self.plan_buffer_size(); })

@@ -241,6 +241,25 @@ def test_batch_errors_plan(rng):
         ba.plan(cu, kv[:-1])
     with pytest.raises(TypeError, match="cu_seqlens_q: expected a tensor supporting DLPack"):
         ba.plan([0, 1], kv[:1])
+    with pytest.raises(TypeError, match="kv_lens: expected a tensor supporting DLPack"):
+        ba.plan(cu, list(kv))
+
+
+def test_batch_workspace_imported_once(rng):
+    # The device workspace is imported once (_C.Workspace), and what it refuses it refuses there;
+    # the size and device checks stay with the plan() that uploads into it.
+    ba, tensors, (cu, kv) = _cpu_step(rng)
+    assert hopattn._C.Workspace(np.zeros(64, np.float32)).nbytes == 256
+    read_only = np.zeros(64, np.uint8)
+    read_only.flags.writeable = False
+    with pytest.raises(TypeError, match="workspace: expected a writable tensor"):
+        hopattn._C.Workspace(read_only)
+    with pytest.raises(TypeError, match="workspace: expected a writable tensor"):
+        hopattn._C.Workspace([0, 1])
+    with pytest.raises(ValueError, match="workspace: expected no workspace"):
+        ba._c.plan(cu, kv, hopattn._C.Workspace(np.zeros(64, np.uint8)), 0)
+    # A CPU object keeps no workspace; its run() passes none.
+    assert ba._held is None and ba._workspace_for(tensors["q"]) is None
 
 
 def test_batch_errors_run(rng):

@@ -236,6 +236,7 @@ def test_batch_cuda_workspace_made_once():
         pytest.skip("this build has no GPU kernels")
     assert ws is not None and ws.is_cuda and ws.dtype == torch.uint8
     assert ws.numel() == ba._c.workspace_size > 0
+    assert ba._held.nbytes == ws.numel()  # imported once, at allocation
     rng = np.random.default_rng(0)
     step = _Step(rng, *_lengths(rng, 16, 2048), 8, 2, 128, 16, "NHD", "cuda", torch.bfloat16)
     ba.plan(*step.host)

@@ -9,7 +9,6 @@ outside the compiled region, and a CUDA graph that captured the op replays the l
 """
 
 import torch
-from torch.utils.dlpack import to_dlpack
 
 from hopattn import batch as _batch
 from hopattn._torch.ops import Family, stream
@@ -23,12 +22,7 @@ def _run(family, args, outs):
     kw = family.kwargs(args, outs)
     ba = _batch.lookup(kw.pop("handle"))
     q = args[0]
-    workspace = ba._workspace_for(q)
-    ba._c.run(
-        **kw,
-        workspace=None if workspace is None else to_dlpack(workspace),
-        stream=stream(q),
-    )
+    ba._c.run(**kw, workspace=ba._workspace_for(q), stream=stream(q))
 
 
 # After the tensors: the handle, then the keys of BatchAttention.run's normalized options.

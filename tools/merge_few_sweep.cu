@@ -1,21 +1,30 @@
-// The library's merge_few_kernel (src/kernels/merge/kernel.cuh) over its shapes: state slots x
-// 16-byte pieces a thread x blocks an SM, on merge_peers.py's rows (bf16 in and out), to pick
-// the shape launch.cu takes for each state count. Every variant runs the same arithmetic, so
-// every output must equal the first variant's bit for bit (checked; the GPU tests compare the
-// library's choice with the CPU reference).
+// The library's merge_few_kernel (src/kernels/merge/kernel.cuh) over its shapes: 16-byte pieces a
+// thread x state slots x blocks an SM x rounds (kStates / rounds states' o in flight at once) x
+// sources (1: merge_states_n, 2: merge_states' form, its state addresses picked per source), on
+// merge_peers.py's rows and 8 / 12 / 16 states of 16384 x 32 x 128 (bf16 in and out), to pick the
+// shape launch.cu takes for each state count. Each row times the slot count launch.cu takes for
+// it, and rows past 8 states also merge_vec_kernel (what ran them before merge_few_kernel had 16
+// slots). Every variant runs the same arithmetic, so every output (o and lse) must equal the row's
+// first variant bit for bit (checked; the GPU tests compare the library's choice with the CPU
+// reference).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc \
 //        -Xptxas -v -o /tmp/merge_few_sweep tools/merge_few_sweep.cu   (from the repository root)
 //   /tmp/merge_few_sweep
 // Per row and variant: the median of 30 launches, each after a 256 MB memset that flushes L2,
 // CUDA events around the kernel only; TB/s of the bytes a merge must move (every state's o and
-// lse read once, out and lse written once). Exits 1 on a CUDA error, 2 on a mismatch.
-// H200, 2026-12-03 (docs/perf/NOTES.md, merge): two states 2 x 2 x 4 fastest (16384 x 32 x 128:
-// 100.2 us, 4.08 TB/s; 4 x 2 x 2, the shape before, 104.3; 1 x 2 x 8 124.1); four states 2 x 4
-// x 2 (47.2 us at 4096 x 32 x 128); eight 1 x 8 x 4 (86.9 us; 1 x 8 x 2 97.4).
+// lse read once, out and lse written once); the last line of a row names its fastest variant.
+// Exits 1 on a CUDA error, 2 on a mismatch. Variants that spill (ptxas -v: 1 x 16 x 4 in 2
+// rounds, 2 x 16 x 3 or 4 in 4, 2 x 8 x 4 in 2, 1 x 8 x 6 in 2) are left out.
+// H200, 2026-12-03 (docs/perf/NOTES.md, merge; the kernel before SourceRows, the one-source form
+// and the exponentials kept for the weights, 8 slots at most): two states 2 x 2 x 4 fastest (16384
+// x 32 x 128: 100.2 us, 4.08 TB/s; 4 x 2 x 2, the shape before, 104.3; 1 x 2 x 8 124.1); four
+// states 2 x 4 x 2 (47.2 us at 4096 x 32 x 128); eight 1 x 8 x 4 (86.9 us; 1 x 8 x 2 97.4). The
+// 16-slot, rounds and sources variants: not yet measured on the GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -36,26 +45,78 @@ struct Row {
 
 using Launch = void (*)(const m::Params&, cudaStream_t);
 
-template <int kP, int kSlots, int kBlocks>
-void launch(const m::Params& p, cudaStream_t s) {
-  const int64_t rows = int64_t(p.tokens) * p.heads;
-  const int64_t threads = rows * (p.dim / 8 / kP);
-  const auto blocks = static_cast<unsigned>((threads + m::kVecThreads - 1) / m::kVecThreads);
-  m::merge_few_kernel<bf16, bf16, kP, kSlots, kBlocks><<<blocks, m::kVecThreads, 0, s>>>(p);
+unsigned blocks_for(const m::Params& p, int pieces) {
+  const int64_t threads = int64_t(p.tokens) * p.heads * (p.dim / 8 / pieces);
+  return static_cast<unsigned>((threads + m::kVecThreads - 1) / m::kVecThreads);
+}
+
+template <int kP, int kSlots, int kBlocks, int kRounds, int kSources>
+void launch_few(const m::Params& p, cudaStream_t s) {
+  m::merge_few_kernel<bf16, bf16, kP, kSlots, kSources, kBlocks, kRounds>
+      <<<blocks_for(p, kP), m::kVecThreads, 0, s>>>(p);
+}
+
+void launch_vec(const m::Params& p, cudaStream_t s) {
+  m::merge_vec_kernel<bf16, bf16, 4><<<blocks_for(p, 4), m::kVecThreads, 0, s>>>(p);
 }
 
 struct Variant {
-  int pieces, slots, blocks;
+  int pieces, slots, blocks, rounds, sources;  // slots 0: merge_vec_kernel, 4 pieces
   Launch fn;
 };
 
-// Shapes worth timing for each slot count (pieces x slots x blocks an SM).
+template <int kP, int kSlots, int kBlocks, int kRounds = 1, int kSources = 1>
+constexpr Variant few() {
+  constexpr Launch fn = launch_few<kP, kSlots, kBlocks, kRounds, kSources>;
+  return {kP, kSlots, kBlocks, kRounds, kSources, fn};
+}
+
+// Shapes worth timing for each slot count; the first of a slot count is the row's reference.
+// clang-format off
 const Variant kVariants[] = {
-    {4, 2, 2, launch<4, 2, 2>}, {2, 2, 4, launch<2, 2, 4>}, {1, 2, 8, launch<1, 2, 8>},
-    {1, 2, 6, launch<1, 2, 6>}, {2, 2, 3, launch<2, 2, 3>}, {2, 4, 2, launch<2, 4, 2>},
-    {1, 4, 4, launch<1, 4, 4>}, {1, 4, 6, launch<1, 4, 6>}, {1, 8, 2, launch<1, 8, 2>},
-    {1, 8, 3, launch<1, 8, 3>}, {1, 8, 4, launch<1, 8, 4>},
+    few<2, 2, 4>(), few<2, 2, 4, 1, 2>(), few<4, 2, 2>(), few<1, 2, 8>(), few<1, 2, 6>(),
+    few<2, 2, 3>(),
+    few<2, 4, 2>(), few<1, 4, 4>(), few<1, 4, 6>(),
+    few<1, 8, 4>(), few<1, 8, 4, 1, 2>(), few<1, 8, 2>(), few<1, 8, 3>(), few<2, 8, 2>(),
+    few<2, 8, 3, 2>(),
+    {4, 0, 0, 0, 1, launch_vec}, few<1, 16, 3, 2>(), few<1, 16, 2>(), few<1, 16, 4, 4>(),
+    few<2, 16, 2, 2>(),
 };
+// clang-format on
+
+// launch.cu's slot count for n states (the fewest that hold n).
+int slots_for(int n) { return n <= 2 ? 2 : (n <= 4 ? 4 : (n <= 8 ? 8 : 16)); }
+
+// Whether v has the pieces, blocks and rounds launch.cu takes for its slot count (traits.cuh).
+template <int kS>
+bool library_shape_of(const Variant& v) {
+  return v.pieces == m::kFewPieces<kS> && v.blocks == m::kFewBlocksPerSm<kS> &&
+         v.rounds == m::kFewRounds<kS>;
+}
+bool library_shape(const Variant& v) {
+  return (v.slots == 2 && library_shape_of<2>(v)) || (v.slots == 4 && library_shape_of<4>(v)) ||
+         (v.slots == 8 && library_shape_of<8>(v)) || (v.slots == 16 && library_shape_of<16>(v));
+}
+
+// Deterministic inputs, made on the device (the 16-state rows hold 2 GB of o): o uniform in
+// [-1, 1], lse uniform in [-5, 5) with ~1/17 empty states and ~1/4099 NaN.
+__device__ uint32_t mix(uint64_t i) {
+  uint64_t x = i * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return static_cast<uint32_t>(x >> 32);
+}
+
+__global__ void fill(bf16* o, int64_t n_o, float* lse, int64_t n_lse) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_o;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    o[i] = __float2bfloat16(float(mix(i) % 2001) / 1000.f - 1.f);
+    if (i < n_lse) {
+      const uint32_t r = mix(i + (1ull << 40));
+      lse[i] = r % 4099 == 0 ? NAN : (r % 17 == 0 ? -INFINITY : float(r % 1000) / 100.f - 5.f);
+    }
+  }
+}
 
 double median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -65,8 +126,9 @@ double median(std::vector<float> v) {
 }  // namespace
 
 int main() {
-  const Row rows[] = {{16384, 32, 128, 2}, {4096, 32, 128, 2}, {16384, 8, 512, 2},
-                      {4096, 32, 128, 4},  {4096, 32, 128, 8}, {16384, 32, 128, 8}};
+  const Row rows[] = {{16384, 32, 128, 2},  {4096, 32, 128, 2},   {16384, 8, 512, 2},
+                      {4096, 32, 128, 4},   {4096, 32, 128, 8},   {16384, 32, 128, 8},
+                      {16384, 32, 128, 16}, {16384, 32, 128, 12}, {1024, 32, 128, 16}};
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   const size_t flush_bytes = size_t(256) << 20;
@@ -76,28 +138,23 @@ int main() {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   int bad = 0;
-  printf("| tokens x heads x dim | states | pieces x slots x blocks/SM | us | TB/s |\n");
-  printf("| --- | --- | --- | --- | --- |\n");
+  printf(
+      "| tokens x heads x dim | states | pieces x slots x blocks/SM, rounds, sources | us | TB/s"
+      " | check |\n");
+  printf("| --- | --- | --- | --- | --- | --- |\n");
   for (const Row& r : rows) {
     const int64_t row_elts = int64_t(r.tokens) * r.heads * r.dim;
     const int64_t rows_n = int64_t(r.tokens) * r.heads;
     // o [T, n, H, D], lse [T, n, H]: one source of n states (merge_states_n's layout).
-    std::vector<bf16> h_o(size_t(row_elts) * r.states);
-    std::vector<float> h_lse(size_t(rows_n) * r.states);
-    uint32_t x = 12345;
-    auto rnd = [&] { return (x = x * 1664525u + 1013904223u) >> 8; };
-    for (auto& v : h_o) v = __float2bfloat16(float(rnd() % 2001) / 1000.f - 1.f);
-    for (size_t i = 0; i < h_lse.size(); ++i) {
-      h_lse[i] = (rnd() % 17 == 0) ? -INFINITY : float(rnd() % 1001) / 100.f - 5.f;
-    }
+    const int64_t n_o = row_elts * r.states, n_lse = rows_n * r.states;
     bf16 *o, *out;
     float *lse, *lse_out;
-    CK(cudaMalloc(&o, h_o.size() * sizeof(bf16)));
-    CK(cudaMalloc(&lse, h_lse.size() * sizeof(float)));
-    CK(cudaMalloc(&out, size_t(row_elts) * sizeof(bf16)));
-    CK(cudaMalloc(&lse_out, size_t(rows_n) * sizeof(float)));
-    CK(cudaMemcpy(o, h_o.data(), h_o.size() * sizeof(bf16), cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(lse, h_lse.data(), h_lse.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&o, n_o * sizeof(bf16)));
+    CK(cudaMalloc(&lse, n_lse * sizeof(float)));
+    CK(cudaMalloc(&out, row_elts * sizeof(bf16)));
+    CK(cudaMalloc(&lse_out, rows_n * sizeof(float)));
+    fill<<<132 * 8, 256, 0, s>>>(o, n_o, lse, n_lse);
+    CK(cudaGetLastError());
     m::Params p{};
     p.src[0].o = o;
     p.src[0].o_stride[0] = int64_t(r.states) * r.heads * r.dim;
@@ -120,20 +177,29 @@ int main() {
     p.lse_stride[1] = 1;
     const double bytes =
         double(row_elts) * 2 * (r.states + 1) + double(rows_n) * 4 * (r.states + 1);
-    std::vector<bf16> first;
-    std::vector<bf16> got(static_cast<size_t>(row_elts));
+    std::vector<bf16> first, got(static_cast<size_t>(row_elts));
+    std::vector<float> first_lse, got_lse(static_cast<size_t>(rows_n));
+    double best_us = INFINITY;
+    const Variant* best = nullptr;
     for (const Variant& v : kVariants) {
-      if (v.slots < r.states || (r.dim / 8) % v.pieces != 0) continue;
-      CK(cudaMemsetAsync(out, 0xff, size_t(row_elts) * sizeof(bf16), s));
+      const bool vec = v.slots == 0;
+      if (vec ? r.states <= 8 : v.slots != slots_for(r.states)) continue;
+      if ((r.dim / 8) % v.pieces != 0) continue;
+      CK(cudaMemsetAsync(out, 0xff, row_elts * sizeof(bf16), s));
+      CK(cudaMemsetAsync(lse_out, 0xff, rows_n * sizeof(float), s));
       v.fn(p, s);
       CK(cudaGetLastError());
       CK(cudaStreamSynchronize(s));
       CK(cudaMemcpy(got.data(), out, got.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(got_lse.data(), lse_out, got_lse.size() * sizeof(float),
+                    cudaMemcpyDeviceToHost));
       const char* check = "same";
       if (first.empty()) {
         first = got;
+        first_lse = got_lse;
         check = "first";
-      } else if (memcmp(first.data(), got.data(), got.size() * sizeof(bf16)) != 0) {
+      } else if (memcmp(first.data(), got.data(), got.size() * sizeof(bf16)) != 0 ||
+                 memcmp(first_lse.data(), got_lse.data(), got_lse.size() * sizeof(float)) != 0) {
         check = "MISMATCH";
         bad = 1;
       }
@@ -149,8 +215,23 @@ int main() {
         if (i >= 3) ms.push_back(t);
       }
       const double us = median(ms) * 1e3;
-      printf("| %d x %d x %d | %d | %d x %d x %d | %.1f | %.2f | %s\n", r.tokens, r.heads, r.dim,
-             r.states, v.pieces, v.slots, v.blocks, us, bytes / us * 1e-6, check);
+      if (us < best_us) best_us = us, best = &v;
+      char shape[96];
+      if (vec) {
+        snprintf(shape, sizeof shape, "merge_vec_kernel, 4 pieces (before)");
+      } else {
+        snprintf(
+            shape, sizeof shape, "%d x %d x %d, %d, %d%s", v.pieces, v.slots, v.blocks, v.rounds,
+            v.sources,
+            library_shape(v) ? (v.sources == 1 ? " (launch.cu)" : " (merge_states' form)") : "");
+      }
+      printf("| %d x %d x %d | %d | %s | %.1f | %.2f | %s |\n", r.tokens, r.heads, r.dim, r.states,
+             shape, us, bytes / us * 1e-6, check);
+    }
+    if (best != nullptr) {
+      printf("fastest for %d x %d x %d, %d states: %d x %d x %d, %d, %d (%.1f us)\n", r.tokens,
+             r.heads, r.dim, r.states, best->pieces, best->slots, best->blocks, best->rounds,
+             best->sources, best_us);
     }
     CK(cudaFree(o));
     CK(cudaFree(lse));

@@ -1,7 +1,8 @@
 // The merge_states / merge_states_n kernels (src/kernels/merge) through the public API against
 // the CPU reference (double, fp32 outputs) on fresh seeded random states: every input/output
-// float type, strided (row-padded) views, empty states (lse = -inf) and rows where every state
-// is empty (out 0, lse -inf). Outputs are poisoned first.
+// float type, strided (row-padded) views, empty states (lse = -inf, their o NaN: never read),
+// rows where every state is empty (out 0, lse -inf) and, in the `nan` cases, rows with a NaN lse
+// (out and lse NaN). Outputs are poisoned first.
 //
 // Error bound: inputs are exact on both sides; the kernel's weights e^(lse_k - lse) come from
 // fp32 expf/logf (relative error ~1e-7 each) and it accumulates in fp32, so before the final
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/element_access.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/api.hpp"
 #include "reference/reference.hpp"
@@ -29,6 +31,7 @@ struct MergeCase {
   int tokens = 37, heads = 5, dim = 128;
   int states = 2;  // 2 with n_way = false: merge_states(a, b)
   bool n_way = false;
+  bool nan = false;  // a NaN lse in some rows
 };
 
 void PrintTo(const MergeCase& c, std::ostream* os) { *os << c.name; }
@@ -36,10 +39,11 @@ void PrintTo(const MergeCase& c, std::ostream* os) { *os << c.name; }
 std::vector<MergeCase> merge_cases() {
   std::vector<MergeCase> cases;
   auto add = [&](std::string name, DType in, DType out, int dim, int states, bool n_way,
-                 int tokens = 37, int heads = 5) {
+                 int tokens = 37, int heads = 5, bool nan = false) {
     MergeCase c;
     c.tokens = tokens;
     c.heads = heads;
+    c.nan = nan;
     c.name = std::move(name);
     c.in = in;
     c.out = out;
@@ -52,8 +56,9 @@ std::vector<MergeCase> merge_cases() {
   add("pair_fp16_d64", DType::kFP16, DType::kFP16, 64, 2, false);
   add("pair_fp32_to_bf16_d512", DType::kFP32, DType::kBF16, 512, 2, false);
   add("pair_fp32_d96", DType::kFP32, DType::kFP32, 96, 2, false);
-  // 5 16-byte pieces a row: the one-piece-a-thread vector kernel (the others take four).
+  // 5 16-byte pieces a row: merge_few_kernel's 8 slots of one piece, with two sources.
   add("pair_bf16_d40", DType::kBF16, DType::kBF16, 40, 2, false);
+  add("pair_nan_fp16", DType::kFP16, DType::kFP16, 128, 2, false, 37, 5, true);
   add("n1_bf16_to_fp32", DType::kBF16, DType::kFP32, 128, 1, true);
   add("n2_fp16", DType::kFP16, DType::kFP16, 256, 2, true);
   add("n7_fp32_to_fp16", DType::kFP32, DType::kFP16, 128, 7, true);
@@ -68,8 +73,25 @@ std::vector<MergeCase> merge_cases() {
   // The mla family's split partials of one request: 64 fp32 states of 128 heads x 512.
   add("wide_n64_fp32_to_bf16_t1_h128_d512", DType::kFP32, DType::kBF16, 512, 64, true, 1, 128);
   add("wide_n77_fp16_d8", DType::kFP16, DType::kFP16, 8, 77, true);
-  // Enough rows for merge_vec_kernel (76800 threads of four pieces).
-  add("vec_n12_bf16_t600_h32", DType::kBF16, DType::kBF16, 128, 12, true, 600, 32);
+  add("wide_n16_bf16_nan", DType::kBF16, DType::kBF16, 128, 16, true, 37, 5, true);
+  // 9 to 16 states over enough rows to pass launch.cu's merge_wide_kernel bound (>= 65536
+  // threads of merge_vec_kernel's four pieces, or one where the row does not split into fours):
+  // merge_few_kernel's 16 slots, in two rounds, with slots past n for all but 16; one piece a
+  // row (D = 8 fp16), five (D = 40 bf16) and six fp32 fours (D = 96).
+  add("few_n9_bf16_t600_h32", DType::kBF16, DType::kBF16, 128, 9, true, 600, 32);
+  add("few_n13_fp16_to_fp32_t600_h32_nan", DType::kFP16, DType::kFP32, 128, 13, true, 600, 32,
+      true);
+  add("few_n16_fp32_d64_t600_h32", DType::kFP32, DType::kFP32, 64, 16, true, 600, 32);
+  add("few_n16_bf16_t600_h32_nan", DType::kBF16, DType::kBF16, 128, 16, true, 600, 32, true);
+  add("few_n11_bf16_d40_t420_h32", DType::kBF16, DType::kBF16, 40, 11, true, 420, 32);
+  add("few_n15_fp32_to_bf16_d96_t400_h32", DType::kFP32, DType::kBF16, 96, 15, true, 400, 32);
+  add("few_n10_fp16_d8_t2048_h32_nan", DType::kFP16, DType::kFP16, 8, 10, true, 2048, 32, true);
+  // The 8 slots of one source over as many rows, with NaN rows.
+  add("few_n7_bf16_t600_h32_nan", DType::kBF16, DType::kBF16, 128, 7, true, 600, 32, true);
+  // Past 16 states over as many rows: merge_vec_kernel, four pieces (76800 threads) and one
+  // (D = 40: 67200).
+  add("vec_n20_bf16_t600_h32", DType::kBF16, DType::kBF16, 128, 20, true, 600, 32);
+  add("vec_n17_bf16_d40_t420_h32_nan", DType::kBF16, DType::kBF16, 40, 17, true, 420, 32, true);
   return cases;
 }
 
@@ -82,14 +104,17 @@ double ulp(DType dtype, double x) {
   return std::ldexp(1.0, std::max(e - 1, min_exp) - man);
 }
 
-// lse values: mostly finite, some empty states, and whole rows of empty states.
-void fill_lse(const TensorView& lse, std::mt19937_64& rng, int64_t rows_per_state, int states) {
+// lse values: mostly finite, some empty states, whole rows of empty states and, with `nan`, a
+// NaN lse in every 13th row (state row % states, empty or not otherwise).
+void fill_lse(const TensorView& lse, std::mt19937_64& rng, int64_t rows_per_state, int states,
+              bool nan) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (int64_t row = 0; row < rows_per_state; ++row) {
     const bool all_empty = row % 11 == 3;
     for (int k = 0; k < states; ++k) {
-      const double v =
+      double v =
           all_empty || u(rng) < 0.2 ? -std::numeric_limits<double>::infinity() : 8.0 * u(rng) - 4.0;
+      if (nan && row % 13 == 5 && k == row % states) v = std::numeric_limits<double>::quiet_NaN();
       // row = t * heads + h; element (t, k, h) or (t, h) for a single state.
       store_element(lse, row * states + k, v);
     }
@@ -120,7 +145,7 @@ TEST_P(MergeKernel, MatchesReference) {
   if (c.n_way) {
     // lse [T, n, H] contiguous: element (t, k, h) at (t * n + k) * H + h.
     HostTensor tmp(DType::kFP32, {T * H, n});
-    fill_lse(tmp, rng, T * H, static_cast<int>(n));
+    fill_lse(tmp, rng, T * H, static_cast<int>(n), c.nan);
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         for (int64_t k = 0; k < n; ++k) {
@@ -130,10 +155,27 @@ TEST_P(MergeKernel, MatchesReference) {
     }
   } else {
     HostTensor tmp(DType::kFP32, {T * H, 2});
-    fill_lse(tmp, rng, T * H, 2);
+    fill_lse(tmp, rng, T * H, 2, c.nan);
     for (int64_t i = 0; i < T * H; ++i) {
       lse[0].storage.set(i, tmp.get(i * 2));
       lse[1].storage.set(i, tmp.get(i * 2 + 1));
+    }
+  }
+  // An empty state's o is never read: NaN there would poison any kernel that read it.
+  const double kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t k = 0; k < n; ++k) {
+      for (int64_t h = 0; h < H; ++h) {
+        const TensorView& ov = o[c.n_way ? 0 : k].view;
+        const TensorView& lv = lse[c.n_way ? 0 : k].view;
+        const int64_t o_row = c.n_way ? t * ov.stride(0) + k * ov.stride(1) + h * ov.stride(2)
+                                      : t * ov.stride(0) + h * ov.stride(1);
+        const int64_t l_at = c.n_way ? t * lv.stride(0) + k * lv.stride(1) + h * lv.stride(2)
+                                     : t * lv.stride(0) + h * lv.stride(1);
+        if (load_element(lv, l_at) != -std::numeric_limits<double>::infinity()) continue;
+        for (int64_t d = 0; d < D; ++d)
+          store_element(ov, o_row + d * ov.stride(c.n_way ? 3 : 2), kNaN);
+      }
     }
   }
   TestTensor out = padded_tensor(c.out, {T, H, D}, pad);
@@ -171,14 +213,18 @@ TEST_P(MergeKernel, MatchesReference) {
   double max_err = 0;
   std::string first;
   for (size_t i = 0; i < w.size(); ++i) {
-    const double err = std::fabs(g[i] - w[i]);
-    if (!(err <= ulp(c.out, w[i]) + 1e-5)) {
+    // A row with a NaN lse is NaN throughout.
+    const bool want_nan = std::isnan(w[i]);
+    const double err = want_nan ? (std::isnan(g[i]) ? 0.0 : INFINITY) : std::fabs(g[i] - w[i]);
+    if (!(err <= (want_nan ? 0.0 : ulp(c.out, w[i]) + 1e-5))) {
       if (bad++ == 0) first = "out[" + std::to_string(i) + "] = " + std::to_string(g[i]);
     }
     if (std::isnan(err) || err > max_err) max_err = err;
   }
   for (size_t i = 0; i < wl.size(); ++i) {
-    const bool ok = wl[i] == -INFINITY ? gl[i] == -INFINITY : std::fabs(gl[i] - wl[i]) <= 1e-5;
+    const bool ok = std::isnan(wl[i])    ? std::isnan(gl[i])
+                    : wl[i] == -INFINITY ? gl[i] == -INFINITY
+                                         : std::fabs(gl[i] - wl[i]) <= 1e-5;
     if (!ok && bad++ == 0) {
       first = "lse[" + std::to_string(i) + "] = " + std::to_string(gl[i]) + ", want " +
               std::to_string(wl[i]);

@@ -4,8 +4,8 @@
 // kernels: merge_vec_kernel (16-byte aligned rows, the usual case): one thread per four 16-byte
 // pieces of a row (one piece when the row does not split into fours), its first states' o loads
 // issued before the lse math so that bytes are in flight from the start; merge_kernel (any
-// layout): one warp per row, one element per load; merge_few_kernel (16-byte rows, at most 8
-// states): every lse loaded once and every state's o in flight before the lse math;
+// layout): one warp per row, one element per load; merge_few_kernel (16-byte rows, at most 16
+// states): every lse loaded once, every state's o (or a round of states' o) in flight at once;
 // merge_wide_kernel (16-byte rows, many states over few rows): the states split over the thread
 // groups of a block.
 #pragma once
@@ -184,15 +184,56 @@ struct VecThread {
   }
 };
 
+// kP consecutive 16-byte pieces from o on.
+template <class In, int kP>
+__device__ __forceinline__ void load_pieces(const In* o, uint4 (&raw)[kP]) {
+#pragma unroll
+  for (int j = 0; j < kP; ++j) raw[j] = __ldg(reinterpret_cast<const uint4*>(o + j * kVec<In>));
+}
+
 // State k's kP 16-byte pieces of the thread's row.
 template <class In, int kP, int kElts>
 __device__ __forceinline__ void load_pieces(const Params& p, int k, const VecThread<kElts>& v,
                                             uint4 (&raw)[kP]) {
   int64_t base;
-  const In* o = static_cast<const In*>(state_o(p, k, v.t, v.h, base)) + base + v.first_elt;
-#pragma unroll
-  for (int j = 0; j < kP; ++j) raw[j] = __ldg(reinterpret_cast<const uint4*>(o + j * kVec<In>));
+  load_pieces<In>(static_cast<const In*>(state_o(p, k, v.t, v.h, base)) + base + v.first_elt, raw);
 }
+
+// The thread's row in each of kSources sources (element offsets; o from the thread's first
+// element on), so that state k's address is a select and an add, not state_o's three 64-bit
+// products again for every state of an unrolled kernel. With one source (merge_states_n) no
+// state needs a source select at all: ~20% fewer instructions in the 8-state merge_few_kernel.
+template <int kSources>
+struct SourceRows {
+  static_assert(kSources == 1 || kSources == 2, "merge_states_n or merge_states");
+  int64_t o[kSources], lse[kSources];
+  template <int kElts>
+  __device__ SourceRows(const Params& p, const VecThread<kElts>& v) {
+#pragma unroll
+    for (int s = 0; s < kSources; ++s) {
+      const Source& src = p.src[s];
+      o[s] = v.t * src.o_stride[0] + v.h * src.o_stride[2] + v.first_elt;
+      lse[s] = v.t * src.lse_stride[0] + v.h * src.lse_stride[2];
+    }
+  }
+  // The source of state k (the same for the whole grid); k becomes its index there.
+  __device__ static int which(const Params& p, int& k) {
+    if (kSources == 1 || k < p.src[0].n) return 0;
+    k -= p.src[0].n;
+    return 1;
+  }
+  template <class In>
+  __device__ const In* state_o(const Params& p, int k) const {
+    const int s = which(p, k);
+    const int64_t row = s == 0 ? o[0] : o[kSources - 1];
+    return static_cast<const In*>(p.src[s].o) + row + k * p.src[s].o_stride[1];
+  }
+  __device__ float state_lse(const Params& p, int k) const {
+    const int s = which(p, k);
+    const int64_t row = s == 0 ? lse[0] : lse[kSources - 1];
+    return p.src[s].lse[row + k * p.src[s].lse_stride[1]];
+  }
+};
 
 // A thread's kP pieces of row (t, h) from element first_elt on (NaN everywhere when `nan`).
 template <class Out, int kP, int kN>
@@ -286,28 +327,40 @@ __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
   store_pieces<Out>(p, t, h, first_elt, nan, acc);
 }
 
-// At most kStates states (n known to be <= kStates, e.g. merge_states' two): every lse loaded
-// once into registers and every state's o issued before the lse math, all loops unrolled over
+// At most kStates states (n <= kStates; merge_states' two among them): every lse loaded once into
+// registers and the o of kStates / kRounds states in flight at once, all loops unrolled over
 // compile-time state indices. The general kernel's runtime-n loops fall into their remainder
-// paths for small n and reload each lse, one waited-for load after another (2.2 against 3.9
-// TB/s on two bf16 states, tools/merge_variants.cu). Same arithmetic, in the same order.
-template <class In, class Out, int kP, int kStates, int kMinBlocks = kFewBlocksPerSm<kStates>>
+// paths for small n and reload each lse, one waited-for load after another (2.2 against 3.9 TB/s
+// on two bf16 states, tools/merge_variants.cu). Same arithmetic, in the same order, as
+// merge_kernel. kRounds > 1 trades a DRAM latency a round for registers (the o of 16 states of
+// one piece alone would take 64); kSources: 1 for merge_states_n, 2 for merge_states.
+template <class In, class Out, int kP, int kStates, int kSources,
+          int kMinBlocks = kFewBlocksPerSm<kStates>, int kRounds = kFewRounds<kStates>>
 __global__ void __launch_bounds__(kVecThreads, kMinBlocks)
     merge_few_kernel(const __grid_constant__ Params p) {
+  static_assert(kStates % kRounds == 0, "whole rounds of states");
   constexpr int kN = kVec<In>;
+  constexpr int kBatch = kStates / kRounds;  // states whose o is in flight at once
   const VecThread<kN * kP> v(p);
   if (!v.valid) return;
   const int t = v.t, h = v.h, first_elt = v.first_elt, n = v.n;
+  const SourceRows<kSources> rows(p, v);
 
   // Slots past n load state n - 1 again (valid memory, weight 0): no branch around any load, so
-  // that every load is issued before the first one is waited for.
-  uint4 raw[kStates][kP];
+  // that every load of a round is issued before the first one is waited for.
+  uint4 raw[kBatch][kP];
+  auto load_round = [&](int r) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int k = r * kBatch + u;
+      load_pieces<In>(rows.template state_o<In>(p, k < n ? k : n - 1), raw[u]);
+    }
+  };
+  load_round(0);
   float lse[kStates];
 #pragma unroll
-  for (int k = 0; k < kStates; ++k) load_pieces<In>(p, k < n ? k : n - 1, v, raw[k]);
-#pragma unroll
   for (int k = 0; k < kStates; ++k) {
-    const float l = state_lse(p, k < n ? k : n - 1, t, h);
+    const float l = rows.state_lse(p, k < n ? k : n - 1);
     lse[k] = k < n ? l : -INFINITY;
   }
 
@@ -318,20 +371,32 @@ __global__ void __launch_bounds__(kVecThreads, kMinBlocks)
     nan = nan || isnan(lse[k]);
     mmax = fmaxf(mmax, lse[k]);
   }
+  // e^(lse - top) of each state, computed once for the total and the weight:
+  // state_weight(lse, top, total, inv) is e x inv, 0 for an empty state (e^-inf = 0; the slots
+  // past n too) and for a row of only empty states (every e and inv 0).
+  float e[kStates];
   float total = 0.f;
-  if (mmax != -INFINITY) {
 #pragma unroll
-    for (int k = 0; k < kStates; ++k) total += expf(lse[k] - mmax);  // e^-inf = 0 past n
+  for (int k = 0; k < kStates; ++k) {
+    e[k] = mmax != -INFINITY ? expf(lse[k] - mmax) : 0.f;
+    total += e[k];
   }
   const float inv = total > 0.f ? 1.f / total : 0.f;
   store_merged_lse(p, t, h, first_elt, nan, mmax, total);
 
   float acc[kP][kN] = {};
 #pragma unroll
-  for (int k = 0; k < kStates; ++k) {
-    // Empty states (and the slots past n, lse -inf) weigh 0 and their o is ignored.
-    const float w = state_weight(lse[k], mmax, total, inv);
-    if (w != 0.f) add_pieces<In>(w, raw[k], acc);
+  for (int r = 0; r < kRounds; ++r) {
+    if (r > 0) {
+      if (r * kBatch >= n) break;  // the rest weighs 0; n is the same for the whole grid
+      load_round(r);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      // Empty states weigh 0 and their o is ignored, whatever it holds (0 * NaN would be NaN).
+      const float w = e[r * kBatch + u] * inv;
+      if (w != 0.f) add_pieces<In>(w, raw[u], acc);
+    }
   }
   store_pieces<Out>(p, t, h, first_elt, nan, acc);
 }

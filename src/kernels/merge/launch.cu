@@ -35,6 +35,20 @@ bool vector_rows(const Params& p) {
   return aligned(p.out, p.out_stride, 2, sizeof(Out), out_bytes);
 }
 
+// merge_few_kernel with kStates slots and kFewPieces<kStates> pieces a thread; rows that do not
+// split that way take the 8 slots of one piece.
+template <class In, class Out, int kStates, int kSources>
+void launch_few(const Params& p, int64_t rows, int pieces, cudaStream_t stream) {
+  constexpr int kP = kFewPieces<kStates>;
+  static_assert(kFewPieces<8> == 1 && kFewPieces<kFewStates> == 1, "one piece from 8 slots on");
+  if constexpr (kP > 1) {
+    if (pieces % kP != 0) return launch_few<In, Out, 8, kSources>(p, rows, pieces, stream);
+  }
+  const int64_t threads = rows * (pieces / kP);
+  const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
+  merge_few_kernel<In, Out, kP, kStates, kSources><<<blocks, kVecThreads, 0, stream>>>(p);
+}
+
 template <class In, class Out>
 void launch_typed(const Params& p, cudaStream_t stream) {
   const int64_t rows = int64_t(p.tokens) * p.heads;
@@ -44,29 +58,24 @@ void launch_typed(const Params& p, cudaStream_t stream) {
     const int pieces = p.dim / kVec<In>;
     const bool four = pieces % 4 == 0;
     const int n = p.src[0].n + (p.num_sources > 1 ? p.src[1].n : 0);
-    if (n >= 1 && n <= kFewStates) {
-      // The fewest state slots that hold n (slots past n reload a state: wasted loads), with
-      // kFewPieces pieces a thread where the row splits that way.
-      const int slots = n <= 2 ? 2 : (n <= 4 ? 4 : 8);
-      const int kp = slots <= 4 && pieces % kFewPieces<4> == 0 ? kFewPieces<4> : 1;
-      const int64_t threads = rows * (pieces / kp);
-      const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
-      static_assert(kFewPieces<2> == kFewPieces<4> && kFewPieces<kFewStates> == 1);
-      if (kp > 1 && slots == 2) {
-        merge_few_kernel<In, Out, kFewPieces<2>, 2><<<blocks, kVecThreads, 0, stream>>>(p);
-      } else if (kp > 1) {
-        merge_few_kernel<In, Out, kFewPieces<4>, 4><<<blocks, kVecThreads, 0, stream>>>(p);
-      } else {
-        merge_few_kernel<In, Out, 1, kFewStates><<<blocks, kVecThreads, 0, stream>>>(p);
-      }
-      return;
-    }
     const int64_t threads = rows * (four ? pieces / 4 : pieces);
-    if (threads < kWideBelowThreads) {
+    // Many states over few rows (traits.cuh): the states split over a block's thread groups.
+    if (n > kWideAboveStates && threads < kWideBelowThreads) {
       constexpr int kLanes = kVecThreads / kWideGroups;
       const auto wide = static_cast<unsigned>((rows * pieces + kLanes - 1) / kLanes);
       merge_wide_kernel<In, Out><<<wide, kVecThreads, 0, stream>>>(p);
       return;
+    }
+    if (n >= 1 && n <= kFewStates && p.num_sources == 1) {
+      // The fewest state slots that hold n (slots past n reload a state: wasted loads).
+      static_assert(kFewStates == 16, "slot counts 2, 4, 8, 16");
+      if (n <= 2) return launch_few<In, Out, 2, 1>(p, rows, pieces, stream);
+      if (n <= 4) return launch_few<In, Out, 4, 1>(p, rows, pieces, stream);
+      if (n <= 8) return launch_few<In, Out, 8, 1>(p, rows, pieces, stream);
+      return launch_few<In, Out, 16, 1>(p, rows, pieces, stream);
+    }
+    if (p.num_sources == 2 && n == 2) {
+      return launch_few<In, Out, 2, 2>(p, rows, pieces, stream);  // merge_states
     }
     const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
     if (four) {

@@ -47,23 +47,33 @@ inline constexpr int kVec = 16 / static_cast<int>(sizeof(In));
 template <int kP>
 inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
 
-// merge_few_kernel: up to kFewStates states whose lse is kept in registers and whose o is all
-// issued up front, in 2, 4 or 8 state slots (launch.cu takes the fewest that hold n) of
-// kFewPieces 16-byte pieces a thread (1 where the row does not split that way), with the blocks
-// an SM its register budget is sized for. The fastest shapes of tools/merge_few_sweep.cu on the
-// H200 (2026-12-03, docs/perf/NOTES.md merge): 2 slots x 2 pieces at 4 blocks of 256 (<= 64
-// registers; 1.04-1.07x the 2 x 4 at 2 blocks before, 1.24x 2 x 1 at 8), 4 x 2 at 2 (<= 128),
-// 8 x 1 at 4 (<= 64; 1.11x 2 blocks).
-inline constexpr int kFewStates = 8;
+// merge_few_kernel: up to kFewStates states whose lse is kept in registers, in 2, 4, 8 or 16
+// state slots (launch.cu takes the fewest that hold n) of kFewPieces 16-byte pieces a thread
+// (rows that do not split that way take 8 slots of one piece), with the blocks an SM its
+// register budget is sized for and the o of kStates / kFewRounds states in flight at once. The
+// fastest shapes of tools/merge_few_sweep.cu on the H200 (2026-12-03, docs/perf/NOTES.md merge;
+// measured before SourceRows and the one-source form, kernel.cuh):
+// 2 slots x 2 pieces at 4 blocks of 256 (<= 64 registers; 1.04-1.07x the 2 x 4 at 2 blocks
+// before, 1.24x 2 x 1 at 8), 4 x 2 at 2 (<= 128), 8 x 1 at 4 (<= 64; 1.11x 2 blocks). 16 slots:
+// 1 piece at 3 blocks (<= 80 registers) in 2 rounds of 8 states, chosen by register budget and
+// not yet measured on the GPU: all 16 states' o at once takes 2 blocks (109 registers), two
+// rounds at 4 blocks spill. The sweep times these against each other.
+inline constexpr int kFewStates = 16;
 template <int kStates>
-inline constexpr int kFewPieces = kStates == 8 ? 1 : 2;
+inline constexpr int kFewPieces = kStates <= 4 ? 2 : 1;
 template <int kStates>
-inline constexpr int kFewBlocksPerSm = kStates == 4 ? 2 : 4;
+inline constexpr int kFewBlocksPerSm = kStates == 4 ? 2 : (kStates == 16 ? 3 : 4);
+template <int kStates>
+inline constexpr int kFewRounds = kStates == 16 ? 2 : 1;
 
-// merge_wide_kernel: past kFewStates states, when merge_vec_kernel would run fewer than
+// merge_wide_kernel: past kWideAboveStates states, when merge_vec_kernel would run fewer than
 // kWideBelowThreads threads (at 128 B in flight a thread, under the ~5 MB that hides a DRAM
 // latency at 4.6 TB/s), the states split over kWideGroups groups of a block instead, each thread
-// one 16-byte piece and kWideBatch states' loads in flight.
+// one 16-byte piece and kWideBatch states' loads in flight. Up to kWideAboveStates states
+// merge_few_kernel takes every row count; from there to kFewStates, few rows come here instead:
+// its thread per row piece would leave most SMs idle (16 states of 128 rows x 512 bf16: 32
+// blocks of 256 for 132 SMs).
+inline constexpr int kWideAboveStates = 8;
 inline constexpr int64_t kWideBelowThreads = 65536;
 inline constexpr int kWideGroups = 8;
 inline constexpr int kWideBatch = 8;

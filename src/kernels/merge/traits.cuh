@@ -55,16 +55,19 @@ inline constexpr int kVecBlocksPerSmFor = kP == 1 ? kVecBlocksPerSm : 2;
 // measured before SourceRows and the one-source form, kernel.cuh):
 // 2 slots x 2 pieces at 4 blocks of 256 (<= 64 registers; 1.04-1.07x the 2 x 4 at 2 blocks
 // before, 1.24x 2 x 1 at 8), 4 x 2 at 2 (<= 128), 8 x 1 at 4 (<= 64; 1.11x 2 blocks). 16 slots:
-// 1 piece at 3 blocks (<= 80 registers) in 2 rounds of 8 states, chosen by register budget and
-// not yet measured on the GPU: all 16 states' o at once takes 2 blocks (109 registers), two
-// rounds at 4 blocks spill. The sweep times these against each other.
+// 1 piece at 4 blocks (<= 64 registers) in 4 rounds of 4 states: in the sweep of 2026-12-03
+// (run set m) 1.01-1.11x the 3 blocks in 2 rounds of 8 first picked by register budget (16384 x
+// 32 x 128: 16 states 541.5 -> 537.8 us, 12 states 475.1 -> 428.4 us; 1024 x 32 x 128, 16 states
+// 45.4 -> 44.6 us) and 1.17x merge_vec_kernel (16384 x 32 x 128, 16 states). Two pieces at 2
+// blocks in 2 rounds ran 1-3% faster at 16384 tokens but would need a one-piece fallback for
+// rows that do not split in two.
 inline constexpr int kFewStates = 16;
 template <int kStates>
 inline constexpr int kFewPieces = kStates <= 4 ? 2 : 1;
 template <int kStates>
-inline constexpr int kFewBlocksPerSm = kStates == 4 ? 2 : (kStates == 16 ? 3 : 4);
+inline constexpr int kFewBlocksPerSm = kStates == 4 ? 2 : 4;
 template <int kStates>
-inline constexpr int kFewRounds = kStates == 16 ? 2 : 1;
+inline constexpr int kFewRounds = kStates == 16 ? 4 : 1;
 
 // merge_wide_kernel: past kWideAboveStates states, when merge_vec_kernel would run fewer than
 // kWideBelowThreads threads (at 128 B in flight a thread, under the ~5 MB that hides a DRAM

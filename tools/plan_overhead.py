@@ -9,11 +9,11 @@ row; the rows are timed in interleaved rounds so that clock drift hits them alik
     taskset -c 2 python3 tools/plan_overhead.py    # one core, as docs/perf/NOTES.md measures
 
 Rows (CUDA): plan() with numpy and with CPU torch lengths; the C++ call alone without the upload
-(`_c.plan(cu, kv)`: the planner) and with it (`_c.plan(cu, kv, workspace, stream)`: the planner,
-the event record and the async copy); the stream query plan() makes; the lengths' conversions;
-and, as "before", what plan() did per call until the workspace was imported once at
-construction: the public torch stream query, the workspace's DLPack import, and a plan() with
-both emulated from the pieces.
+(`_c.plan(cu, kv)`: the planner; again with the torch lengths as _host_lengths hands them over)
+and with it (`_c.plan(cu, kv, workspace, stream)`: the planner, the event record and the async
+copy); the stream query plan() makes; the lengths' conversions; and, as "before", what plan()
+did per call until the workspace was imported once at construction: the public torch stream
+query, the workspace's DLPack import, and a plan() with both emulated from the pieces.
 """
 
 import argparse
@@ -57,6 +57,11 @@ def main():
         tcu, tkv = torch.from_numpy(cu), torch.from_numpy(kv)
         rows["plan() torch CPU lengths"] = lambda: ba.plan(tcu, tkv)
     rows["_c.plan(cu, kv): planner, no upload"] = lambda: ba._c.plan(a, b)
+    if torch is not None:
+        # The same call with the torch lengths as they cross ((address, length) pairs): the
+        # difference to the row above is the extension's import of the two forms.
+        ta, tb = batch._host_lengths(tcu, "cu"), batch._host_lengths(tkv, "kv")
+        rows["_c.plan(torch lengths as they cross)"] = lambda: ba._c.plan(ta, tb)
     held = ba._held
     if held is not None:
         ws, query = ba._workspace, ba._current_stream

@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional, Tuple, Union, overload
 
 _Tensor = Any
 _PageTable = Union[_Tensor, Tuple[_Tensor, _Tensor]]
+_Lengths = Union[_Tensor, Tuple[int, int]]
 
 MLA_LATENT_DIM: int
 MLA_ROPE_DIM: int
@@ -215,11 +216,13 @@ class BatchAttention:
         device: str = "cpu",
         device_index: int = 0,
     ) -> None: ...
+    # The lengths: arrays, or (address, length) of a contiguous 1-D host int32 array that the
+    # caller holds for the call.
     @overload
-    def plan(self, cu_seqlens_q: _Tensor, kv_lens: _Tensor) -> None: ...
+    def plan(self, cu_seqlens_q: _Lengths, kv_lens: _Lengths) -> None: ...
     @overload
     def plan(
-        self, cu_seqlens_q: _Tensor, kv_lens: _Tensor, workspace: Workspace, stream: int
+        self, cu_seqlens_q: _Lengths, kv_lens: _Lengths, workspace: Workspace, stream: int
     ) -> None: ...
     def run(
         self,

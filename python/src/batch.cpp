@@ -54,6 +54,20 @@ struct HeldWorkspace {
   Workspace workspace;
 };
 
+// plan()'s lengths: an array (TensorImporter::index), or the pair (address, length) that
+// batch.py passes for a contiguous 1-D CPU int32 torch tensor, ~0.5 us cheaper than its numpy view.
+// The address is safe to read for the call: the Python caller holds the tensor, and
+// BatchAttention::plan copies the lengths into its staging before it returns.
+TensorView plan_lengths(TensorImporter& t, nb::handle obj, const char* name) {
+  PyObject* p = obj.ptr();
+  if (PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == 2 &&
+      PyLong_CheckExact(PyTuple_GET_ITEM(p, 0)) && PyLong_CheckExact(PyTuple_GET_ITEM(p, 1))) {
+    const nb::tuple pair = nb::borrow<nb::tuple>(obj);
+    return host_int32_view(nb::cast<uintptr_t>(pair[0]), nb::cast<int64_t>(pair[1]), name);
+  }
+  return t.index(obj, name);
+}
+
 }  // namespace
 
 void bind_batch(nb::module_& m) {
@@ -106,20 +120,21 @@ void bind_batch(nb::module_& m) {
           "plan",
           [](BatchAttention& self, nb::handle cu_seqlens_q, nb::handle kv_lens) {
             TensorImporter t;
-            const TensorView cu = t.index(cu_seqlens_q, "cu_seqlens_q");
-            const TensorView kv = t.index(kv_lens, "kv_lens");
+            const TensorView cu = plan_lengths(t, cu_seqlens_q, "cu_seqlens_q");
+            const TensorView kv = plan_lengths(t, kv_lens, "kv_lens");
             nb::gil_scoped_release release;
             self.plan(cu, kv);
           },
           "cu_seqlens_q"_a, "kv_lens"_a,
-          "Plans a step from host int32 arrays (CUDA configurations: run() uploads the plan).")
+          "Plans a step from host int32 arrays, each an array or (address, length) of a contiguous "
+          "one (CUDA configurations: run() uploads the plan).")
       .def(
           "plan",
           [](BatchAttention& self, nb::handle cu_seqlens_q, nb::handle kv_lens,
              const HeldWorkspace& workspace, uintptr_t stream) {
             TensorImporter t;
-            const TensorView cu = t.index(cu_seqlens_q, "cu_seqlens_q");
-            const TensorView kv = t.index(kv_lens, "kv_lens");
+            const TensorView cu = plan_lengths(t, cu_seqlens_q, "cu_seqlens_q");
+            const TensorView kv = plan_lengths(t, kv_lens, "kv_lens");
             // The upload (an event record and an async copy on `stream`) runs on the
             // configuration's device, whatever the caller's current one (no cudaSetDevice when
             // it already is).

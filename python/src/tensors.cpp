@@ -51,6 +51,20 @@ DLDataType dlpack_type_named(const std::string& name) {
                              "tensor supporting DLPack (__dlpack__), got ", given));
 }
 
+// The view of a DLPack tensor, named `name` in the errors. int32_only: index tensors.
+TensorView named_view(const DLTensor& t, const char* name, bool int32_only) {
+  if (int32_only && !(t.dtype.code == kDLInt && t.dtype.bits == 32 && t.dtype.lanes == 1)) {
+    throw Error(ErrorKind::kType,
+                detail::concat(name, ": expected int32, got ", dlpack_type_name(t.dtype)));
+  }
+  try {
+    return TensorView::from_dlpack(t);
+  } catch (const Error& e) {
+    // Say which argument was wrong; the library's message says what was expected.
+    throw Error(e.kind(), detail::concat(name, ": ", e.what()));
+  }
+}
+
 template <typename Array>
 TensorView view_of(const Array& a, const DLDataType* override_type, const char* name,
                    bool int32_only) {
@@ -69,19 +83,22 @@ TensorView view_of(const Array& a, const DLDataType* override_type, const char* 
           detail::concat(int(t.dtype.bits), "-bit elements"));
     t.dtype = *override_type;
   }
-  if (int32_only && !(t.dtype.code == kDLInt && t.dtype.bits == 32 && t.dtype.lanes == 1)) {
-    throw Error(ErrorKind::kType,
-                detail::concat(name, ": expected int32, got ", dlpack_type_name(t.dtype)));
-  }
-  try {
-    return TensorView::from_dlpack(t);
-  } catch (const Error& e) {
-    // Say which argument was wrong; the library's message says what was expected.
-    throw Error(e.kind(), detail::concat(name, ": ", e.what()));
-  }
+  return named_view(t, name, int32_only);
 }
 
 }  // namespace
+
+TensorView host_int32_view(uintptr_t address, int64_t length, const char* name) {
+  DLTensor t{};
+  t.data = reinterpret_cast<void*>(address);
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = {kDLInt, 32, 1};
+  int64_t stride = 1;
+  t.shape = &length;  // from_dlpack copies shape and strides into the view
+  t.strides = &stride;
+  return named_view(t, name, /*int32_only=*/true);
+}
 
 TensorView TensorImporter::input(nb::handle obj, const char* name) {
   return import(obj, name, /*writable=*/false);

@@ -36,6 +36,11 @@ class TensorImporter {
   std::vector<nb::ndarray<>> outputs_;
 };
 
+// The view of a contiguous 1-D host int32 array given by its address and length, through the same
+// checks as an imported index tensor (TensorImporter::index). Nothing keeps the memory alive: the
+// caller holds the array for the call, and the callee reads it before returning.
+TensorView host_int32_view(uintptr_t address, int64_t length, const char* name);
+
 // "NHD" or "HND" (ValueError otherwise).
 KVLayout layout_named(const std::string& kv_layout);
 

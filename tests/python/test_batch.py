@@ -219,6 +219,36 @@ def test_batch_plan_takes_torch_cpu_lengths(rng):
     assert ba._c.planned["batch"] == 2
     with pytest.raises(TypeError, match="cu_seqlens_q: expected int32, got int64"):
         ba.plan(cu.long(), kv)
+    # A contiguous view past its storage's start crosses as (address, length) at its own data.
+    ba.plan(
+        torch.tensor([7, 0, 1, 4], dtype=torch.int32)[1:], torch.tensor([9, 3], dtype=torch.int32)
+    )
+    assert ba._c.planned["batch"] == 2 and ba._c.planned["total_q"] == 4
+
+
+def test_batch_plan_torch_lengths_errors_match_numpy():
+    """Contiguous 1-D CPU int32 torch lengths cross as (address, length), the rest as numpy views:
+    each rejected pair gets numpy's message."""
+    if torch is None:
+        pytest.skip("PyTorch is not installed")
+    ba = hopattn.BatchAttention(4, 2, 64, 16, device="cpu", max_batch=8)
+    bad = [
+        ([0, 1, 4], [9]),  # kv_lens shape
+        ([0, 1, 4], [9, 2]),  # kv_lens[1] < q_len
+        ([], []),  # cu_seqlens_q shape [0]
+        ([1, 1], [3]),  # cu_seqlens_q[0] != 0
+        ([0, 4, 1], [9, 3]),  # decreasing
+        (list(range(11)), [1] * 10),  # B > max_batch
+        ([[0, 1]], [9]),  # rank 2: the numpy view's path
+    ]
+    for cu, kv in bad:
+        with pytest.raises(Exception) as want:
+            ba.plan(np.array(cu, np.int32), np.array(kv, np.int32))
+        with pytest.raises(type(want.value)) as got:
+            ba.plan(torch.tensor(cu, dtype=torch.int32), torch.tensor(kv, dtype=torch.int32))
+        assert str(got.value) == str(want.value), (cu, kv)
+    ba.plan(torch.tensor([0, 0], dtype=torch.int32), torch.tensor([5], dtype=torch.int32))
+    assert ba._c.planned["batch"] == 1
 
 
 # ---------------------------------------------------------------------------- errors

@@ -88,15 +88,16 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   pl.row_tiles = (pl.rows_per_request + pl.rows_per_cta - 1) / pl.rows_per_cta;
   pl.problems = int64_t(pl.requests) * hkv * pl.row_tiles;
 
-  pl.config = kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16,
-                            kernels::decode::kv_format_of(a.k_cache.dtype()), pl.rows_per_cta);
+  const KvFormat format = tile::kv_format_of(a.k_cache.dtype());
+  const int kv_bytes = tile::kv_format_bytes(format);
+  pl.config =
+      kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16, format, pl.rows_per_cta);
   if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, tile::kMaxSplits);
   } else {
     const int64_t max_kv_len =
         (a.pages.block_table.defined() ? a.pages.block_table.size(1) : a.pages.indices.size(0)) *
         page_size;
-    const int kv_bytes = dtype_size(a.k_cache.dtype());
     const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
     const int bound =
         choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
@@ -108,8 +109,7 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   // three-CTA kernel keeps one), as batch 1 does.
   if (pl.config == 3 &&
       pl.problems * pl.num_splits <=
-          int64_t(num_sms) *
-              ctas_per_sm(static_cast<int>(d), dtype_size(a.k_cache.dtype()), pl.rows_per_cta, 2)) {
+          int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, 2)) {
     pl.config = 2;
   }
   if (pl.num_splits > 1) {

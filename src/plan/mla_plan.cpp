@@ -27,8 +27,14 @@ int auto_splits(int64_t problems, int64_t max_kv_len, int num_sms) {
 
 }  // namespace
 
+bool seesaw_schedule(const Shape& s) {
+  return !s.fp8_cache && s.page_size > 0 && s.page_size % kSeesawBlockKeys == 0 &&
+         std::max<int64_t>(s.max_seqlen_q, 0) * s.heads >= kTileRows;
+}
+
 Plan make_plan(const Shape& s, int num_sms) {
   Plan p;
+  p.seesaw = seesaw_schedule(s);
   const int64_t rows = std::max<int64_t>(s.max_seqlen_q, 0) * s.heads;
   p.row_tiles = static_cast<int>(std::max<int64_t>((rows + kTileRows - 1) / kTileRows, 1));
   const int64_t problems = s.batch * p.row_tiles;
@@ -54,6 +60,8 @@ Shape shape_of(const MlaArgs& a, const MlaOptions& o) {
   const int64_t capacity = pt.block_table.defined() ? pt.block_table.size(1) : pt.indices.size(0);
   s.max_kv_len = capacity * a.ckv.size(1);
   s.num_splits = o.num_splits;
+  s.page_size = a.ckv.size(1);
+  s.fp8_cache = a.ckv.dtype() == DType::kFP8E4M3;
   return s;
 }
 

@@ -18,10 +18,15 @@ struct Shape {
   int64_t max_seqlen_q = 0;  // host bound on any request's q tokens
   int64_t max_kv_len = 0;    // host bound on any request's keys (page-table capacity)
   int num_splits = 0;        // 0: the cost model decides; else forced (clamped to kMaxSplits)
+  int64_t page_size = 0;
+  bool fp8_cache = false;  // ckv / kpe in fp8 e4m3
 };
 
 struct Plan {
-  int row_tiles = 0;   // tiles of kTileRows rows per request (ceil(max_seqlen_q * H / 64))
+  int row_tiles = 0;  // tiles of kTileRows rows per request (ceil(max_seqlen_q * H / 64))
+  // The schedule: two-block ("seesaw", 64-key blocks, both consumers computing S) or one S
+  // consumer over 32-key blocks. See seesaw_schedule().
+  bool seesaw = false;
   int num_splits = 1;  // CTAs per problem along the keys
   // num_splits > 1: float32 partial states in the workspace, o [splits, total_q, H, 512] at
   // partial_o_offset and lse [splits, total_q, H] at partial_lse_offset, merged afterwards.
@@ -36,6 +41,13 @@ struct Plan {
 inline constexpr int kHopperMaxSms = 132;
 
 Plan make_plan(const Shape& shape, int num_sms);
+
+// Whether a call runs the seesaw schedule: 16-bit caches whose pages hold whole 64-key blocks
+// (TMA boxes; smaller pages gather with cp.async, which measured 1.26x slower at 64 keys a
+// block), and row tiles that the q tokens and heads fill (max_seqlen_q * heads >= 64): with 16
+// of 64 rows valid a block is memory-bound and the one-consumer schedule's four 32-key stages
+// measured 4-7% faster (docs/perf/mla.md, run set n).
+bool seesaw_schedule(const Shape& shape);
 
 // The shape inputs of a call, from its arguments' shapes alone (no tensor data is read).
 Shape shape_of(const MlaArgs& args, const MlaOptions& opts);

@@ -11,6 +11,8 @@ inline constexpr int kQkDim = kLatentDim + kRopeDim;
 // so that a tensor-parallel shard of 16 heads with 4 MTP tokens fills the 64 rows of the MMA.
 inline constexpr int kTileRows = 64;
 inline constexpr int kBlockKeys = 32;  // keys per KV tile (pipeline stage)
+// Keys per KV block of the two-block ("seesaw") schedule (src/kernels/mla/seesaw.cuh).
+inline constexpr int kSeesawBlockKeys = 64;
 inline constexpr int kMaxSplits = 128;
 
 }  // namespace hopattn::plan::mla

@@ -18,6 +18,10 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   asm volatile("" : "+r"(x));
   return x;
 }
+__device__ __forceinline__ uint64_t opaque(uint64_t x) {
+  asm volatile("" : "+l"(x));
+  return x;
+}
 
 // This thread's lane, read from %laneid at every use (volatile: never hoisted and kept live, for
 // the producer warpgroup's 24 registers).

@@ -44,6 +44,24 @@ TEST(MlaPlan, SplitsFillTheGridOnlyWhenThatPays) {
   EXPECT_EQ(make_plan(shape(1, 16, 1, 0), 132).num_splits, 1);
 }
 
+TEST(MlaPlan, SeesawScheduleForFullTilesOverPagesOfWholeBlocks) {
+  const auto with = [](Shape s, int64_t page, bool fp8) {
+    s.page_size = page;
+    s.fp8_cache = fp8;
+    return s;
+  };
+  EXPECT_TRUE(seesaw_schedule(with(shape(64, 128, 1, 4096), 64, false)));  // 128 heads
+  EXPECT_TRUE(seesaw_schedule(with(shape(64, 16, 4, 4096), 256, false)));  // 64 rows (MTP)
+  EXPECT_TRUE(make_plan(with(shape(64, 128, 1, 4096), 64, false), 132).seesaw);
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 16, 3, 4096), 64, false)));   // 48 of 64 rows
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 16, 1, 4096), 64, false)));   // memory-bound
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 16, false)));  // gathered pages
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 32, false)));
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 64, true)));  // fp8 widening
+  EXPECT_FALSE(seesaw_schedule(with(shape(0, 128, 0, 0), 64, false)));
+  EXPECT_FALSE(make_plan(shape(64, 128, 1, 4096), 132).seesaw);  // page size 0
+}
+
 TEST(MlaPlan, ForcedSplitsAreClamped) {
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 7), 132).num_splits, 7);
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 100000), 132).num_splits, kMaxSplits);

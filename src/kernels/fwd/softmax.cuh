@@ -99,9 +99,17 @@ struct OnlineSoftmax {
   // out_scale 0 and lse -inf. `sink_log2[h]` = the row's sink * log2(e), or -inf without sinks
   // (per row: with GQA packing the two rows may belong to different q heads).
   __device__ void finalize(const float (&sink_log2)[2], float (&out_scale)[2], float (&lse)[2]) {
+    const float sums[2] = {quad_sum(row_sum[0]), quad_sum(row_sum[1])};
+    finalize_sums(sums, sink_log2, out_scale, lse);
+  }
+
+  // finalize() from the rows' whole sums (quad-reduced, and added over every thread group that
+  // kept a part of the row against this row_max).
+  __device__ void finalize_sums(const float (&sums)[2], const float (&sink_log2)[2],
+                                float (&out_scale)[2], float (&lse)[2]) const {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float sum = quad_sum(row_sum[h]);
+      const float sum = sums[h];
       const float m_log2 = row_max[h] == -INFINITY ? -INFINITY : row_max[h] * scale_log2;
       const float top = fmaxf(m_log2, sink_log2[h]);  // both -inf: nothing visible, no sink
       if (top == -INFINITY) {

@@ -12,15 +12,20 @@
 #include <utility>
 
 #include "kernels/mla/configs.hpp"
+#include "kernels/mla/seesaw_traits.cuh"
 #include "kernels/mla/traits.cuh"
 
 namespace hopattn::kernels::mla {
 
 // The traits of row kIndex of the configuration table.
+// The traits of row kIndex of the configuration table (the one-S-consumer schedule); a 16-bit
+// row has the seesaw schedule's traits as well (SeesawOf), picked by the plan (mla_plan.hpp).
 template <int kIndex>
 using MlaConfigTraits =
     MlaTraits<std::conditional_t<kMlaConfigs[kIndex].q == DType::kBF16, __nv_bfloat16, __half>,
               kMlaConfigs[kIndex].fp8_cache>;
+template <class Traits>
+using SeesawOf = SeesawTraits<typename Traits::Elt>;
 
 // The row (q dtype kQ, fp8 cache or not) (a compile error when it is not in the table).
 template <DType kQ, bool kFp8Cache>

@@ -39,7 +39,8 @@ struct MlaConsumer {
 
   // Both consumers: Q's 64 rows (q_nope then q_pe, 72 chunks of 16 bytes a row) by cp.async
   // into the swizzled Q panels; rows past the tile's valid ones are zeros.
-  __device__ static void load_q(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t) {
+  template <class Plan>
+  __device__ static void load_q(const MlaParams& p, const Plan& sm, const Tile& t) {
     const uint32_t tid = threadIdx.x - 128;  // 0..255
     const uint32_t dst = ptx::smem_address(sm.q());
     const Elt* qn = static_cast<const Elt*>(p.q_nope);
@@ -94,7 +95,7 @@ struct MlaConsumer {
 #pragma unroll
     for (int j = 0; j < Traits::kQKSteps; ++j) {
       const uint32_t col = (j % 4) * 32;
-      ptx::wgmma_ss<kBlockKeys, Elt, 0, 0>(
+      ptx::wgmma_ss<Traits::kBlockKeys, Elt, 0, 0>(
           s, ptx::desc_advance(q_desc, (j / 4) * Traits::kQPanelBytes + col),
           ptx::desc_advance(k_desc, (j / 4) * Traits::kKVPanelBytes + col), j > 0 ? 1u : 0u);
     }
@@ -118,11 +119,10 @@ struct MlaConsumer {
     }
   }
 
-  // P (16-bit, unnormalized) to the shared 64 x 64 tile in the K-major swizzled layout consumer
-  // 1's wgmma reads as its A operand, and the rows' rescale factors beside it.
-  __device__ static void publish_p(const SharedPlan<Traits>& sm, const PFragments& pf,
-                                   const float (&correction)[2]) {
-    const uint32_t base = ptx::smem_address(sm.p());
+  // P (16-bit, packed A fragments) to a shared 64-row tile at shared-window address `base` in
+  // the K-major swizzled layout another warpgroup's wgmma reads as its A operand, then the proxy
+  // fence (wgmma reads what st.shared wrote).
+  __device__ static void store_p(uint32_t base, const PFragments& pf) {
     const int r = row0();
     const uint32_t quad = (threadIdx.x % 4) * 4;
 #pragma unroll
@@ -135,11 +135,19 @@ struct MlaConsumer {
         ptx::st_shared_u32(base + swizzled_offset(0, row, 2 * j + 1) + quad, pf[j][2 + h]);
       }
     }
+    ptx::fence_proxy_async_shared();
+  }
+
+  // P (unnormalized) to the shared P tile consumer 1 reads, and the rows' rescale factors beside
+  // it.
+  __device__ static void publish_p(const SharedPlan<Traits>& sm, const PFragments& pf,
+                                   const float (&correction)[2]) {
+    const int r = row0();
     if (threadIdx.x % 4 == 0) {
       sm.row_factor()[r] = correction[0];
       sm.row_factor()[r + 8] = correction[1];
     }
-    ptx::fence_proxy_async_shared();
+    store_p(ptx::smem_address(sm.p()), pf);
   }
 
   // ---------------------------------------------------------------------------- consumer 0
@@ -158,7 +166,7 @@ struct MlaConsumer {
     // body holds no branch between the GEMM issues, so ptxas keeps them asynchronous.
     const auto soften = [&](int n) {
       ptx::fence_operands(s);
-      mask(s, limit, (t.block_begin + n) * kBlockKeys);
+      mask(s, limit, (t.block_begin + n) * Traits::kBlockKeys);
       softmax.update_lazy(s, correction);
     };
     const auto hand_over = [&](int n) {

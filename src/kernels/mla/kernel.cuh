@@ -57,13 +57,33 @@ __device__ void store_output(const MlaParams& p, const Tile& t, int consumer,
   }
 }
 
+// Thread 0 of the producer warpgroup fetches the cache's TMA descriptors ahead of their first
+// use.
+__device__ __forceinline__ void prefetch_tensor_maps(const MlaParams& p, int role) {
+  if (role == 0 && threadIdx.x == 0 && p.tma) {
+    ptx::prefetch_tensor_map(&p.tm_ckv);
+    ptx::prefetch_tensor_map(&p.tm_kpe);
+  }
+}
+
+// The cache's dequantization scale of V (1 for 16-bit caches without kv_scale) folds into the
+// rows' final scales; then store_output.
+template <class Traits>
+__device__ void finish_output(const MlaParams& p, const Tile& t, int consumer,
+                              const float (&o)[Traits::kORegs], float (&out_scale)[2],
+                              const float (&lse)[2]) {
+  out_scale[0] *= p.v_scale;
+  out_scale[1] *= p.v_scale;
+  store_output<Traits>(p, t, consumer, o, out_scale, lse);
+}
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     mla_kernel(const __grid_constant__ MlaParams p) {
   extern __shared__ uint8_t smem_raw[];
   const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
-  const Tile t = make_tile(p);
+  const Tile t = make_tile<Traits::kBlockKeys>(p);
   if (t.rows == 0) return;  // uniform over the CTA: past the request's rows
 
   if (threadIdx.x == 0) {
@@ -78,10 +98,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   __syncthreads();
 
   const int role = ptx::warpgroup_index();
-  if (role == 0 && threadIdx.x == 0 && p.tma) {
-    ptx::prefetch_tensor_map(&p.tm_ckv);
-    ptx::prefetch_tensor_map(&p.tm_kpe);
-  }
+  prefetch_tensor_maps(p, role);
   if (role == 0) {
     ptx::setmaxnreg_to<Traits::kProducerRegisters, Traits::kLaunchRegisters>();
     MlaLoader<Traits>::run(p, sm, t);
@@ -101,10 +118,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     MlaConsumer<Traits>::run1(p, sm, t, o, out_scale);
     lse[0] = lse[1] = 0.f;  // consumer 0 writes the lse
   }
-  // The cache's dequantization scale of V (1 for 16-bit caches) folds into the final scale.
-  out_scale[0] *= p.v_scale;
-  out_scale[1] *= p.v_scale;
-  store_output<Traits>(p, t, role - 1, o, out_scale, lse);
+  finish_output<Traits>(p, t, role - 1, o, out_scale, lse);
 }
 
 }  // namespace hopattn::kernels::mla

@@ -43,13 +43,13 @@ void set_pages(MlaParams& p, const PageTable& pt) {
 }
 
 // 3-D tiled map of a [pages, page_size, D] pool view (arbitrary page and slot strides), boxes of
-// 64 columns x kBlockKeys slots x 1 page, 128B-swizzled.
-CUtensorMap pool_map(const TensorView& t) {
+// 64 columns x block_keys slots x 1 page, 128B-swizzled.
+CUtensorMap pool_map(const TensorView& t, int block_keys) {
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
   ptx::TensorMapSpec s = ptx::tensor_map_spec_16bit(t.data(), t.dtype(), 3);
   s.dims = {u(t.size(2)), u(t.size(1)), u(t.size(0))};
   s.strides = {0, u(t.stride(1)) * 2, u(t.stride(0)) * 2};
-  s.box = {64, static_cast<uint32_t>(kBlockKeys), 1};
+  s.box = {64, static_cast<uint32_t>(block_keys), 1};
   return ptx::encode_tensor_map(s);
 }
 
@@ -91,12 +91,6 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   p.kpe = a.kpe.data();
   p.num_pages = static_cast<int>(a.ckv.size(0));
   p.page_size = static_cast<int>(a.ckv.size(1));
-  // Pages that hold whole KV blocks come by TMA (16-bit caches; fp8 is widened in registers).
-  p.tma = a.ckv.dtype() != DType::kFP8E4M3 && p.page_size % kBlockKeys == 0 && p.num_pages > 0;
-  if (p.tma) {
-    p.tm_ckv = pool_map(a.ckv);
-    p.tm_kpe = pool_map(a.kpe);
-  }
   p.page_div = FastDivisor::of(static_cast<uint32_t>(std::max(1, p.page_size)));
   set_pages(p, a.pages);
   p.cu_seqlens_q = a.cu_seqlens_q.data_as<const int32_t>();
@@ -124,8 +118,22 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   const dim3 grid(static_cast<unsigned>(pl.row_tiles), static_cast<unsigned>(pl.num_splits),
                   static_cast<unsigned>(batch));
   cudaError_t status = cudaErrorInvalidValue;
+  // Pages that hold whole KV blocks come by TMA (16-bit caches; fp8 is widened in registers).
+  const auto launch_with = [&](auto traits) {
+    using Traits = decltype(traits);
+    p.tma = !Traits::kFp8Cache && p.page_size % Traits::kBlockKeys == 0 && p.num_pages > 0;
+    if (p.tma) {
+      p.tm_ckv = pool_map(a.ckv, Traits::kBlockKeys);
+      p.tm_kpe = pool_map(a.kpe, Traits::kBlockKeys);
+    }
+    status = launch_kernel<Traits>(p, grid, s);
+  };
   const bool built = visit_config(a.q_nope.dtype(), a.ckv.dtype(), [&](auto config) {
-    status = launch_kernel<typename decltype(config)::type>(p, grid, s);
+    using Traits = typename decltype(config)::type;
+    if constexpr (!Traits::kFp8Cache) {
+      if (pl.seesaw) return launch_with(SeesawOf<Traits>{});
+    }
+    launch_with(Traits{});
   });
   if (!built) {
     not_supported(

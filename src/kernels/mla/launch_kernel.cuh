@@ -6,13 +6,20 @@
 
 #include "kernels/mla/configs.cuh"
 #include "kernels/mla/kernel.cuh"
+#include "kernels/mla/seesaw.cuh"
 #include "kernels/mla/traits.cuh"
 
 namespace hopattn::kernels::mla {
 
 template <class Traits>
 cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t stream) {
-  const auto kernel = mla_kernel<Traits>;
+  const auto kernel = [] {
+    if constexpr (Traits::kSeesaw) {
+      return mla_seesaw_kernel<Traits>;
+    } else {
+      return mla_kernel<Traits>;
+    }
+  }();
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(Traits::kSmemAlloc));
   if (err != cudaSuccess) return err;
@@ -22,7 +29,13 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
 
 }  // namespace hopattn::kernels::mla
 
-// Instantiates the launch of the table's row (q dtype kQ, fp8 cache or not) (in namespace
-// hopattn::kernels::mla).
-#define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache) \
-  template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3, cudaStream_t)
+// Instantiates the launch of the table's row (q dtype kQ, fp8 cache or not), and for a 16-bit
+// row its seesaw schedule's (in namespace hopattn::kernels::mla).
+#define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache)                                        \
+  template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3, \
+                                                              cudaStream_t);          \
+  HOPATTN_MLA_INSTANTIATE_SEESAW_##kFp8Cache(kQ)
+#define HOPATTN_MLA_INSTANTIATE_SEESAW_false(kQ)                                            \
+  template cudaError_t launch_kernel<SeesawOf<MlaBuilt<kQ, false>>>(const MlaParams&, dim3, \
+                                                                    cudaStream_t)
+#define HOPATTN_MLA_INSTANTIATE_SEESAW_true(kQ) static_assert(true, "fp8: no seesaw schedule")

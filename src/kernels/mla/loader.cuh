@@ -34,6 +34,7 @@ namespace hopattn::kernels::mla {
 
 template <class Traits>
 struct MlaLoader {
+  static constexpr int kBlockKeys = Traits::kBlockKeys;
   // The request's physical pages in token order, and how many entries it may use.
   struct PageList {
     const int* pages;  // entry i at pages[i * p.page_col_stride]
@@ -117,10 +118,12 @@ struct MlaLoader {
     return static_cast<const T*>(base) + e.x * stride[0] + e.y * stride[1];
   }
 
-  // 16-bit cache: the block's rows by cp.async into stage `dst` (a shared-window address), then
-  // one arrival per thread on `full` once its copies have landed.
-  __device__ static void copy_block(const MlaParams& p, uint32_t table, uint32_t dst,
-                                    uint64_t* full, uint32_t tid) {
+  // 16-bit cache: panels [ckv0, ckv0 + kCkvPanels) of ckv (and kpe's panel with kWithKpe) of the
+  // block's rows by cp.async into stage `dst` (a shared-window address), then one arrival per
+  // thread on `full` once its copies have landed.
+  template <int kCkvPanels, bool kWithKpe>
+  __device__ static void copy_panels(const MlaParams& p, uint32_t table, uint32_t dst,
+                                     uint64_t* full, uint32_t tid, uint32_t ckv0) {
     using Elt = typename Traits::Elt;
     const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll
@@ -134,34 +137,53 @@ struct MlaLoader {
       const int bytes = read ? 16 : 0;
       const uint32_t d = dst + row * 128 + ((lane ^ (row % 8)) << 4);
 #pragma unroll
-      for (uint32_t i = 0; i < Traits::kLatentPanels; ++i) {
+      for (uint32_t k = 0; k < kCkvPanels; ++k) {
+        const uint32_t i = ckv0 + k;
         ptx::cp_async_16(d + i * Traits::kKVPanelBytes, ckv + (read ? (lane + 8 * i) * 8 : 0),
                          bytes);
       }
-      ptx::cp_async_16(d + Traits::kLatentPanels * Traits::kKVPanelBytes,
-                       kpe + (read ? lane * 8 : 0), bytes);
+      if constexpr (kWithKpe) {
+        ptx::cp_async_16(d + Traits::kLatentPanels * Traits::kKVPanelBytes,
+                         kpe + (read ? lane * 8 : 0), bytes);
+      }
     }
     ptx::cp_async_mbarrier_arrive_noinc(full);
   }
 
+  __device__ static void copy_block(const MlaParams& p, uint32_t table, uint32_t dst,
+                                    uint64_t* full, uint32_t tid) {
+    copy_panels<Traits::kLatentPanels, true>(p, table, dst, full, tid, 0);
+  }
+
   // 16-bit cache, a block within one page whose keys all exist (page_size % kBlockKeys == 0):
-  // one thread raises the stage's byte count and issues the 9 boxes (8 of ckv, 1 of kpe) at
-  // (column, slot, page); the other threads' arrivals complete the count of 128 like the copy
-  // path's. The phase completes only once the boxes' bytes have landed.
-  __device__ static void tma_block(const MlaParams& p, uint8_t* dst, uint64_t* full, int2 first,
-                                   uint32_t tid) {
+  // one thread raises the stage's byte count and issues one box per panel (of ckv panels
+  // [ckv0, ckv0 + kCkvPanels), and kpe's with kWithKpe) at (column, slot, page); the other
+  // threads' arrivals complete the count of 128 like the copy path's. The phase completes only
+  // once the boxes' bytes have landed.
+  template <int kCkvPanels, bool kWithKpe>
+  __device__ static void tma_panels(const MlaParams& p, uint8_t* dst, uint64_t* full, int2 first,
+                                    uint32_t tid, int ckv0) {
     if (tid == 0) {
-      ptx::mbarrier_arrive_expect_tx(full, Traits::kStageBytes);
+      ptx::mbarrier_arrive_expect_tx(full,
+                                     (kCkvPanels + (kWithKpe ? 1 : 0)) * Traits::kKVPanelBytes);
 #pragma unroll
-      for (int i = 0; i < Traits::kLatentPanels; ++i) {
+      for (int k = 0; k < kCkvPanels; ++k) {
+        const int i = ckv0 + k;
         ptx::tma_load_3d(dst + i * Traits::kKVPanelBytes, &p.tm_ckv, full, i * Traits::kPanelCols,
                          first.y, first.x);
       }
-      ptx::tma_load_3d(dst + Traits::kLatentPanels * Traits::kKVPanelBytes, &p.tm_kpe, full, 0,
-                       first.y, first.x);
+      if constexpr (kWithKpe) {
+        ptx::tma_load_3d(dst + Traits::kLatentPanels * Traits::kKVPanelBytes, &p.tm_kpe, full, 0,
+                         first.y, first.x);
+      }
     } else {
       ptx::mbarrier_arrive(full);
     }
+  }
+
+  __device__ static void tma_block(const MlaParams& p, uint8_t* dst, uint64_t* full, int2 first,
+                                   uint32_t tid) {
+    tma_panels<Traits::kLatentPanels, true>(p, dst, full, first, tid, 0);
   }
 
   // fp8 cache, step 1: the block's codes by cp.async into a raw slot (row r at r * 576 bytes),
@@ -247,13 +269,14 @@ struct MlaLoader {
   // groups means block n's codes have landed. The slot of block n takes block n + kFp8Ahead only
   // after block n's codes were widened (their registers consumed: no read of the slot is still
   // pending when the copy overwrites it).
-  // Block b's row table (double-buffered by b & 1) from `page`, its thread's key's page-table
-  // entry: written, the producer warpgroup's barrier, then `page` becomes the next block's entry,
-  // in flight while block b is copied.
-  __device__ static const int2* publish_rows(const MlaParams& p, const SharedPlan<Traits>& sm,
-                                             const Tile& t, const PageList& list, int key0, int b,
-                                             int& page, uint32_t tid) {
-    int2* table = sm.row_table(b & 1);
+  // Block b's row table (Plan::kRowTables of them, used in turn) from `page`, its thread's key's
+  // page-table entry: written, the producer warpgroup's barrier, then `page` becomes the next
+  // block's entry, in flight while block b is copied.
+  template <class Plan>
+  __device__ static const int2* publish_rows(const MlaParams& p, const Plan& sm, const Tile& t,
+                                             const PageList& list, int key0, int b, int& page,
+                                             uint32_t tid) {
+    int2* table = sm.row_table(b % Plan::kRowTables);
     const int first = key0 + b * kBlockKeys;
     write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
     ptx::named_barrier_sync(kProducer, 128);

@@ -15,7 +15,7 @@ struct Tile {
   int q_begin;        // the request's first q token (index into total_q)
   int q_len, kv_len;  // the request's q tokens and cached keys (new ones included)
   int rows;           // valid rows of the tile, 0..64 (row r is (q token, head) pair 64 t + r)
-  int block_begin;    // first KV block (kBlockKeys keys) of the split
+  int block_begin;    // first KV block (kBlockKeys keys, make_tile's) of the split
   int num_blocks;     // blocks of the split that some row of the tile sees (0: nothing to read)
   int key_end;        // keys >= key_end are not this split's (nor, past kv_len, anyone's)
 
@@ -46,6 +46,7 @@ struct Tile {
 // [0, total_q] or decrease (recorded once, by its first CTA). Split s covers KV blocks [s * chunk,
 // (s + 1) * chunk) of the request's own length, so that every split of a long request carries the
 // same work.
+template <int kBlockKeys>
 __device__ __forceinline__ Tile make_tile(const MlaParams& p) {
   Tile t;
   t.row_tile = static_cast<int>(blockIdx.x);
@@ -82,6 +83,9 @@ __device__ __forceinline__ Tile make_tile(const MlaParams& p) {
 // Views of the shared-memory plan (addresses from a 1024-aligned base).
 template <class Traits>
 struct SharedPlan {
+  // Block b's row table is b % 2's: block b - 2's copies were issued before block b - 1's
+  // table was published (loader.cuh), so no thread still reads it.
+  static constexpr int kRowTables = 2;
   uint8_t* base;
   __device__ uint8_t* q() const { return base + Traits::kQOffset; }
   __device__ uint8_t* kv(uint32_t stage) const {
@@ -99,7 +103,7 @@ struct SharedPlan {
   }
   // A stage's row table: (page, slot) of each of its keys, page -1 for a key not to be read.
   __device__ int2* row_table(uint32_t stage) const {
-    return reinterpret_cast<int2*>(base + Traits::kRowTableOffset) + stage * kBlockKeys;
+    return reinterpret_cast<int2*>(base + Traits::kRowTableOffset) + stage * Traits::kBlockKeys;
   }
   __device__ uint64_t* full(uint32_t s) const {
     return reinterpret_cast<uint64_t*>(base + Traits::kBarrierOffset) + s;

@@ -15,7 +15,6 @@
 
 namespace hopattn::kernels::mla {
 
-using plan::mla::kBlockKeys;
 using plan::mla::kLatentDim;
 using plan::mla::kQkDim;
 using plan::mla::kRopeDim;
@@ -29,14 +28,38 @@ enum NamedBarrier : uint32_t {
   kProducer = 2,  // the producer warpgroup: a stage's row-address table is complete
 };
 
+// The MMA and shared-memory shape of a tile of 64 rows against blocks of kBlockKeys keys, shared
+// by both schedules (MlaTraits, SeesawTraits).
+template <int kBlockKeys_>
+struct MlaTileShape {
+  static constexpr int kBlockKeys = kBlockKeys_;
+  static constexpr int kOCols = kLatentDim / 2;  // output columns of one consumer
+  static constexpr int kSRegs = kBlockKeys / 2;  // 64 x kBlockKeys S accumulator
+  static constexpr int kORegs = kOCols / 2;      // 64 x 256 O accumulator
+  static constexpr int kQKSteps = kQkDim / 16;
+  static constexpr int kPVSteps = kBlockKeys / 16;
+
+  // Shared memory: 64-column panels of 128-byte rows, 128B-swizzled (16-byte chunk c of row r
+  // at chunk c ^ (r % 8)), every panel on a 1024-byte boundary.
+  static constexpr int kPanelCols = 64;
+  static constexpr uint32_t kRowBytes = 128;
+  static constexpr int kPanels = kQkDim / kPanelCols;  // 9: 8 of ckv, 1 of kpe
+  static constexpr int kLatentPanels = kLatentDim / kPanelCols;
+  static constexpr uint32_t kQPanelBytes = kTileRows * kRowBytes;
+  static constexpr uint32_t kKVPanelBytes = kBlockKeys * kRowBytes;
+  static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
+  static constexpr uint32_t kStageBytes = kKVPanelBytes * kPanels;
+};
+
 // The element type of q, out and the 16-bit operands of the MMAs; the cache is Elt too, or
 // float8 e4m3 (kFp8Cache), widened to Elt by the producer on its way to shared memory.
 template <class Elt_, bool kFp8Cache_ = false>
-struct MlaTraits {
+struct MlaTraits : MlaTileShape<plan::mla::kBlockKeys> {
   using Elt = Elt_;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "mla: bf16 or fp16");
   static constexpr bool kFp8Cache = kFp8Cache_;
+  static constexpr bool kSeesaw = false;  // the two-block schedule is seesaw_traits.cuh's
 
   // One producer warpgroup (loads), two consumers: consumer 0 computes S = Q K^T, the softmax
   // and O[:, 0:256] += P V; consumer 1 computes O[:, 256:512] += P V with P from shared memory.
@@ -56,22 +79,6 @@ struct MlaTraits {
                     3 * kLaunchRegisters,
                 "register split: more than the CTA holds at launch");
 
-  static constexpr int kOCols = kLatentDim / 2;  // output columns of one consumer
-  static constexpr int kSRegs = kBlockKeys / 2;  // 64 x 64 S accumulator
-  static constexpr int kORegs = kOCols / 2;      // 64 x 256 O accumulator
-  static constexpr int kQKSteps = kQkDim / 16;
-  static constexpr int kPVSteps = kBlockKeys / 16;
-
-  // Shared memory: 64-column panels of 128-byte rows, 128B-swizzled (16-byte chunk c of row r
-  // at chunk c ^ (r % 8)), every panel on a 1024-byte boundary.
-  static constexpr int kPanelCols = 64;
-  static constexpr uint32_t kRowBytes = 128;
-  static constexpr int kPanels = kQkDim / kPanelCols;  // 9: 8 of ckv, 1 of kpe
-  static constexpr int kLatentPanels = kLatentDim / kPanelCols;
-  static constexpr uint32_t kQPanelBytes = kTileRows * kRowBytes;
-  static constexpr uint32_t kKVPanelBytes = kBlockKeys * kRowBytes;
-  static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
-  static constexpr uint32_t kStageBytes = kKVPanelBytes * kPanels;
   // Four 32-key stages rather than two of 64: a stage is freed only once both consumers' P V
   // of it is done, so with two the next block's load started one block late and the kernel
   // ran at ~5 us a 64-key block (latency-bound); measured 2026-12-01, docs/perf/mla.md.

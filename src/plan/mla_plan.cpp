@@ -27,19 +27,23 @@ int auto_splits(int64_t problems, int64_t max_kv_len, int num_sms) {
 
 }  // namespace
 
-bool seesaw_schedule(const Shape& s) {
+bool seesaw_schedule(const Shape& s, int num_splits) {
+  constexpr int64_t kMinKeysPerSplit = 1024;
+  const int64_t splits = std::max(num_splits, 1);
+  const int64_t keys_per_split = (std::max<int64_t>(s.max_kv_len, 0) + splits - 1) / splits;
   return !s.fp8_cache && s.page_size > 0 && s.page_size % kSeesawBlockKeys == 0 &&
-         std::max<int64_t>(s.max_seqlen_q, 0) * s.heads >= kTileRows;
+         std::max<int64_t>(s.max_seqlen_q, 0) * s.heads >= 2 * kTileRows &&
+         keys_per_split >= kMinKeysPerSplit;
 }
 
 Plan make_plan(const Shape& s, int num_sms) {
   Plan p;
-  p.seesaw = seesaw_schedule(s);
   const int64_t rows = std::max<int64_t>(s.max_seqlen_q, 0) * s.heads;
   p.row_tiles = static_cast<int>(std::max<int64_t>((rows + kTileRows - 1) / kTileRows, 1));
   const int64_t problems = s.batch * p.row_tiles;
   p.num_splits = s.num_splits > 0 ? std::min(s.num_splits, kMaxSplits)
                                   : auto_splits(problems, s.max_kv_len, std::max(num_sms, 1));
+  p.seesaw = seesaw_schedule(s, p.num_splits);
   if (p.num_splits > 1) {
     const size_t states = size_t(p.num_splits) * size_t(std::max<int64_t>(s.total_q, 0)) *
                           size_t(std::max<int64_t>(s.heads, 0));

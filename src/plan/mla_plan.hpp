@@ -42,12 +42,14 @@ inline constexpr int kHopperMaxSms = 132;
 
 Plan make_plan(const Shape& shape, int num_sms);
 
-// Whether a call runs the seesaw schedule: 16-bit caches whose pages hold whole 64-key blocks
-// (TMA boxes; smaller pages gather with cp.async, which measured 1.26x slower at 64 keys a
-// block), and row tiles that the q tokens and heads fill (max_seqlen_q * heads >= 64): with 16
-// of 64 rows valid a block is memory-bound and the one-consumer schedule's four 32-key stages
-// measured 4-7% faster (docs/perf/mla.md, run set n).
-bool seesaw_schedule(const Shape& shape);
+// Whether a call with `num_splits` splits runs the seesaw schedule: 16-bit caches whose pages
+// hold whole 64-key blocks (TMA boxes; smaller pages gather with cp.async, which measured 1.26x
+// slower at 64 keys a block); requests of two row tiles or more (max_seqlen_q * heads >= 128),
+// whose tiles share each block's bytes through L2, so that a block is compute-bound (one tile of
+// 64 rows, 16 heads x 4 tokens, measured 1.02x slower, and 16 of 64 rows 1.04-1.07x); and
+// splits of >= 1024 keys (batch 1 at 512 keys a split measured 1.04x slower: the pairs do not
+// amortize the pipeline's start). docs/perf/mla.md, run set n.
+bool seesaw_schedule(const Shape& shape, int num_splits);
 
 // The shape inputs of a call, from its arguments' shapes alone (no tensor data is read).
 Shape shape_of(const MlaArgs& args, const MlaOptions& opts);

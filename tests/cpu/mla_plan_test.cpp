@@ -44,22 +44,27 @@ TEST(MlaPlan, SplitsFillTheGridOnlyWhenThatPays) {
   EXPECT_EQ(make_plan(shape(1, 16, 1, 0), 132).num_splits, 1);
 }
 
-TEST(MlaPlan, SeesawScheduleForFullTilesOverPagesOfWholeBlocks) {
+TEST(MlaPlan, SeesawScheduleForComputeBoundTilesOverPagesOfWholeBlocks) {
   const auto with = [](Shape s, int64_t page, bool fp8) {
     s.page_size = page;
     s.fp8_cache = fp8;
     return s;
   };
-  EXPECT_TRUE(seesaw_schedule(with(shape(64, 128, 1, 4096), 64, false)));  // 128 heads
-  EXPECT_TRUE(seesaw_schedule(with(shape(64, 16, 4, 4096), 256, false)));  // 64 rows (MTP)
-  EXPECT_TRUE(make_plan(with(shape(64, 128, 1, 4096), 64, false), 132).seesaw);
-  EXPECT_FALSE(seesaw_schedule(with(shape(64, 16, 3, 4096), 64, false)));   // 48 of 64 rows
-  EXPECT_FALSE(seesaw_schedule(with(shape(64, 16, 1, 4096), 64, false)));   // memory-bound
-  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 16, false)));  // gathered pages
-  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 32, false)));
-  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 64, true)));  // fp8 widening
-  EXPECT_FALSE(seesaw_schedule(with(shape(0, 128, 0, 0), 64, false)));
-  EXPECT_FALSE(make_plan(shape(64, 128, 1, 4096), 132).seesaw);  // page size 0
+  const Shape heads128 = with(shape(64, 128, 1, 4096), 64, false);
+  EXPECT_TRUE(seesaw_schedule(heads128, 1));
+  EXPECT_TRUE(seesaw_schedule(heads128, 4));   // 1024 keys a split
+  EXPECT_FALSE(seesaw_schedule(heads128, 5));  // 820
+  EXPECT_TRUE(make_plan(heads128, 132).seesaw);
+  EXPECT_TRUE(seesaw_schedule(with(shape(64, 16, 8, 4096), 256, false), 1));       // 128 rows (MTP)
+  EXPECT_TRUE(make_plan(with(shape(1, 128, 1024, 8192), 64, false), 132).seesaw);  // prefill
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 16, 4, 4096), 64, false), 1));       // one tile
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 16, 1, 4096), 64, false), 1));       // memory-bound
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 16, false), 1));      // gathered
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 32, false), 1));
+  EXPECT_FALSE(seesaw_schedule(with(shape(64, 128, 1, 4096), 64, true), 1));  // fp8 widening
+  EXPECT_FALSE(seesaw_schedule(with(shape(0, 128, 0, 0), 64, false), 1));
+  EXPECT_FALSE(make_plan(with(shape(1, 128, 1, 32768), 64, false), 132).seesaw);  // 64 splits
+  EXPECT_FALSE(make_plan(shape(64, 128, 1, 4096), 132).seesaw);                   // page size 0
 }
 
 TEST(MlaPlan, ForcedSplitsAreClamped) {

@@ -253,7 +253,9 @@ struct SeesawConsumer {
 #pragma unroll
     for (int h = 0; h < 2; ++h) sum[h] = Softmax::quad_sum(softmax.row_sum[h]);
     put_rows(sm, kSum0 + kW, r, sum);
-    ptx::named_barrier_sync(kSumsReady, kPairThreads);  // both wait: a full barrier
+    // Both consumers wait (a full barrier), at two instructions (one per role's copy of run):
+    // the unaligned form (compute-sanitizer synccheck rejects the aligned bar.sync there).
+    ptx::named_barrier_sync_unaligned(kSumsReady, kPairThreads);
     float theirs[2];
     get_rows(sm, kSum0 + (1 - kW), r, theirs);
     const float total[2] = {sum[0] + theirs[0], sum[1] + theirs[1]};

@@ -1,6 +1,7 @@
-// The MLA split choice. One CTA a SM (the kernel holds 64 rows of Q and four 32-key stages of
-// the 576-wide cache: 216 KB of shared memory). A problem is one (request, row tile); its keys are
-// split so that the grid fills the SMs without a tail wave that costs more than it saves.
+// The MLA split choice and schedule. One CTA a SM (either schedule holds 64 rows of Q and 144 KB
+// of the 576-wide cache: four 32-key stages or two 64-key buffers). A problem is one (request,
+// row tile); its keys are split so that the grid fills the SMs without a tail wave that costs
+// more than it saves.
 #include "plan/mla_plan.hpp"
 
 #include <algorithm>

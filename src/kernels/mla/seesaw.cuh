@@ -185,6 +185,13 @@ struct SeesawConsumer {
       ptx::wgmma_fence();
       issue_pv_rs(o, pf, v_desc(sm, own, kW));
       ptx::wgmma_commit_group();
+      // The own P V done, the own half of the buffer is free for the producer's reload before
+      // this consumer waits for the other's hand-off (the reload's latency is on the next S's
+      // path: ncu, run set n).
+      ptx::wgmma_wait_group<0>();
+      ptx::fence_operands(o);
+      Base::fence_fragments(pf);
+      ptx::mbarrier_arrive(sm.empty_own(own));
       if constexpr (kW == 0) {
         // Consumer 1's max moved past ours: P0 and the rows so far shrink by f1.
         float f1[2];
@@ -201,10 +208,6 @@ struct SeesawConsumer {
         pack(parked, s);
         Base::store_p(ptx::smem_address(sm.kpe_panel(own)), parked);
         ptx::mbarrier_arrive(sm.handoff(kP0Ready));
-        ptx::wgmma_wait_group<0>();
-        ptx::fence_operands(o);
-        Base::fence_fragments(pf);
-        ptx::mbarrier_arrive(sm.empty_own(own));
         Base::rescale(o, f1);
         ptx::mbarrier_wait_or_trap(sm.handoff(kP1Ready), phase);
       } else {
@@ -216,12 +219,6 @@ struct SeesawConsumer {
       ptx::wgmma_fence();
       issue_pv_ss(o, sm, other, v_desc(sm, other, kW));
       ptx::wgmma_commit_group();
-      if constexpr (kW == 1) {
-        ptx::wgmma_wait_group<1>();  // the own P V is done
-        ptx::fence_operands(o);
-        Base::fence_fragments(pf);
-        ptx::mbarrier_arrive(sm.empty_own(own));
-      }
       // The next S's first half goes in beside the other P V; its second half needs this
       // block's rest reloaded, which needs the other P V done and the other buffer freed (the
       // producer reloads both owners' halves, then both rests).

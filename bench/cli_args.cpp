@@ -236,6 +236,19 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     }
     return;
   }
+  if (name == "--mla-schedule") {
+    const std::string_view v = cur.value(name, inline_value);
+    if (v == "auto") {
+      f.mla_schedule = MlaSchedule::kAuto;
+    } else if (v == "seesaw") {
+      f.mla_schedule = MlaSchedule::kSeesaw;
+    } else if (v == "one-consumer") {
+      f.mla_schedule = MlaSchedule::kOneConsumer;
+    } else {
+      throw UsageError("--mla-schedule: expected auto | seesaw | one-consumer, got " + quoted(v));
+    }
+    return;
+  }
   if (name == "--splits") {
     f.splits = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 0, 256));
     return;

@@ -22,6 +22,7 @@ class MlaWorkload final : public Workload {
   MlaWorkload(const Shape& s, uint64_t seed) : s_(s) {
     opts_.causal = s.causal;
     opts_.num_splits = s.num_splits;
+    opts_.schedule = s.mla_schedule;
     const int64_t T = int64_t{s.batch} * s.q_len, H = s.q_heads;
     const int ps = s.page_size > 0 ? s.page_size : 64;
     const int64_t pages = ceil_div(s.kv_len, ps);

@@ -44,6 +44,8 @@ std::string Shape::describe() const {
     if (pack_gqa) os << (*pack_gqa ? " pack" : " nopack");
     if (!fwd_launch.paged_tma) os << " paged-gather";
     if (num_splits > 0) os << " splits=" << num_splits;
+    if (mla_schedule == MlaSchedule::kSeesaw) os << " seesaw";
+    if (mla_schedule == MlaSchedule::kOneConsumer) os << " one-consumer";
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);
@@ -153,6 +155,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.pack_gqa.has_value() && fam != Family::kFwd, fam, "--pack-gqa");
   reject(f.paged_tma.has_value() && fam != Family::kFwd, fam, "--paged-tma");
   reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
+  reject(f.mla_schedule.has_value() && fam != Family::kMla, fam, "--mla-schedule");
   reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {
@@ -186,6 +189,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.pack_gqa) s.pack_gqa = *f.pack_gqa;
   if (f.paged_tma) s.fwd_launch.paged_tma = *f.paged_tma;
   if (f.splits) s.num_splits = *f.splits;
+  if (f.mla_schedule) s.mla_schedule = *f.mla_schedule;
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (f.step) s.step = parse_step(*f.step);
   if (fam == Family::kDecode && s.q_len > 16) {

@@ -113,10 +113,18 @@ struct DecodeArgs {
 inline constexpr int kMlaLatentDim = 512;
 inline constexpr int kMlaRopeDim = 64;
 
+// The CUDA MLA kernel's schedule: the library's choice (kAuto: by the shapes, the cache dtype and
+// the page size), or forced (tests, benchmarks). kSeesaw (16-bit caches only): 64-key blocks in
+// pairs, both consumer warpgroups computing S; kOneConsumer: 32-key blocks, one warpgroup
+// computing S. Both give the same result within the tolerances; the CPU reference ignores it,
+// but kSeesaw with an fp8 cache is rejected on every device (kNotImplemented).
+enum class MlaSchedule { kAuto, kSeesaw, kOneConsumer };
+
 struct MlaOptions {
   bool causal = true;
   std::optional<float> scale;  // default 1 / sqrt(512 + 64)
   int num_splits = 0;          // CUDA: key splits per (request, row tile); 0 = cost model
+  MlaSchedule schedule = MlaSchedule::kAuto;  // CUDA
 };
 
 struct MlaArgs {

@@ -44,7 +44,8 @@ Plan make_plan(const Shape& s, int num_sms) {
   const int64_t problems = s.batch * p.row_tiles;
   p.num_splits = s.num_splits > 0 ? std::min(s.num_splits, kMaxSplits)
                                   : auto_splits(problems, s.max_kv_len, std::max(num_sms, 1));
-  p.seesaw = seesaw_schedule(s, p.num_splits);
+  p.seesaw = s.schedule == MlaSchedule::kAuto ? seesaw_schedule(s, p.num_splits)
+                                              : s.schedule == MlaSchedule::kSeesaw;
   if (p.num_splits > 1) {
     const size_t states = size_t(p.num_splits) * size_t(std::max<int64_t>(s.total_q, 0)) *
                           size_t(std::max<int64_t>(s.heads, 0));
@@ -67,6 +68,7 @@ Shape shape_of(const MlaArgs& a, const MlaOptions& o) {
   s.num_splits = o.num_splits;
   s.page_size = a.ckv.size(1);
   s.fp8_cache = a.ckv.dtype() == DType::kFP8E4M3;
+  s.schedule = o.schedule;
   return s;
 }
 

@@ -19,13 +19,14 @@ struct Shape {
   int64_t max_kv_len = 0;    // host bound on any request's keys (page-table capacity)
   int num_splits = 0;        // 0: the cost model decides; else forced (clamped to kMaxSplits)
   int64_t page_size = 0;
-  bool fp8_cache = false;  // ckv / kpe in fp8 e4m3
+  bool fp8_cache = false;                     // ckv / kpe in fp8 e4m3
+  MlaSchedule schedule = MlaSchedule::kAuto;  // forced, or the rule of seesaw_schedule()
 };
 
 struct Plan {
   int row_tiles = 0;  // tiles of kTileRows rows per request (ceil(max_seqlen_q * H / 64))
   // The schedule: two-block ("seesaw", 64-key blocks, both consumers computing S) or one S
-  // consumer over 32-key blocks. See seesaw_schedule().
+  // consumer over 32-key blocks: Shape::schedule when forced, else seesaw_schedule().
   bool seesaw = false;
   int num_splits = 1;  // CTAs per problem along the keys
   // num_splits > 1: float32 partial states in the workspace, o [splits, total_q, H, 512] at

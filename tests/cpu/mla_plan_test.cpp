@@ -67,6 +67,25 @@ TEST(MlaPlan, SeesawScheduleForComputeBoundTilesOverPagesOfWholeBlocks) {
   EXPECT_FALSE(make_plan(shape(64, 128, 1, 4096), 132).seesaw);                   // page size 0
 }
 
+// The two cases of tests/gpu/mla_kernel_test.cpp that reach the seesaw schedule through the
+// plan's own rule (their block tables are as wide as their longest request).
+TEST(MlaPlan, TheGpuGridReachesTheSeesawRule) {
+  Shape a = shape(48, 128, 1, 1024);
+  a.page_size = 64;
+  Shape b = shape(24, 64, 2, 2048);
+  b.page_size = 128;
+  EXPECT_TRUE(make_plan(a, 132).seesaw);
+  EXPECT_TRUE(make_plan(b, 132).seesaw);
+  Shape forced = shape(1, 16, 1, 113);
+  forced.page_size = 16;
+  EXPECT_FALSE(make_plan(forced, 132).seesaw);
+  forced.schedule = MlaSchedule::kSeesaw;
+  EXPECT_TRUE(make_plan(forced, 132).seesaw);
+  Shape one = a;
+  one.schedule = MlaSchedule::kOneConsumer;
+  EXPECT_FALSE(make_plan(one, 132).seesaw);
+}
+
 TEST(MlaPlan, ForcedSplitsAreClamped) {
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 7), 132).num_splits, 7);
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 100000), 132).num_splits, kMaxSplits);

@@ -62,6 +62,15 @@ TEST(ValidateMla, ValidCallsPass) {
     move_to_cuda(f.args);
     validate_mla(f);
   }));
+  EXPECT_TRUE(passes([] {  // a forced schedule, on both devices
+    Mla f = make_mla();
+    f.opts.schedule = MlaSchedule::kSeesaw;
+    f.args.max_seqlen_q = 3;
+    validate_mla(f);
+    f.opts.schedule = MlaSchedule::kOneConsumer;
+    move_to_cuda(f.args);
+    validate_mla(f);
+  }));
   EXPECT_TRUE(passes([] {  // an fp8 e4m3 cache with its scale, on both devices
     Mla f = make_mla();
     f.args.ckv = with_dtype(f.args.ckv, DType::kFP8E4M3);
@@ -118,6 +127,18 @@ const MlaRejection kMlaRejections[] = {
      "num_splits: expected 0..128 (0 = chosen by the library), got -1"},
     {"num_splits too many", [](auto&, auto&, auto& o) { o.num_splits = 129; }, ErrorKind::kValue,
      "num_splits: expected 0..128 (0 = chosen by the library), got 129"},
+    {"schedule out of range",
+     [](auto&, auto&, auto& o) { o.schedule = static_cast<MlaSchedule>(7); }, ErrorKind::kValue,
+     "schedule: expected kAuto, kSeesaw or kOneConsumer (0..2), got 7"},
+    {"seesaw over an fp8 cache",
+     [](auto&, auto& a, auto& o) {
+       a.ckv = with_dtype(a.ckv, DType::kFP8E4M3);
+       a.kpe = with_dtype(a.kpe, DType::kFP8E4M3);
+       o.schedule = MlaSchedule::kSeesaw;
+     },
+     ErrorKind::kNotImplemented,
+     "schedule: expected kAuto or kOneConsumer for an fp8_e4m3 cache (the seesaw schedule takes "
+     "16-bit caches), got kSeesaw"},
     {"kv_scale zero", [](auto&, auto& a, auto&) { a.kv_scale = 0.f; }, ErrorKind::kValue,
      "kv_scale: expected a finite value > 0, got 0"},
     {"kv_scale NaN", [](auto&, auto& a, auto&) { a.kv_scale = std::nanf(""); }, ErrorKind::kValue,

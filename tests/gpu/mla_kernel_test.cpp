@@ -39,6 +39,7 @@ struct MlaCase {
   bool combined_cache = false;  // one [P, page, 576] pool, ckv and kpe are views into it
   std::vector<int32_t> q_lens;  // per request (varlen); empty: q_len for all
   bool fp8_cache = false;       // ckv / kpe in fp8 e4m3 with kv_scale
+  MlaSchedule schedule = MlaSchedule::kAuto;
 };
 
 void PrintTo(const MlaCase& c, std::ostream* os) { *os << c.name; }
@@ -95,6 +96,31 @@ std::vector<MlaCase> mla_cases() {
     c.combined_cache = true;
     fp8(c);
   }
+  // Every 16-bit case again with each schedule forced: the plan picks the seesaw schedule only
+  // for compute-bound shapes (long splits of >= 128-row requests over pages of 64), which few
+  // of the odd shapes above are, and the one-S-consumer schedule for the rest.
+  const size_t base = v.size();
+  for (size_t i = 0; i < base; ++i) {
+    if (v[i].fp8_cache) continue;
+    MlaCase seesaw = v[i], one = v[i];
+    seesaw.name += "_seesaw";
+    seesaw.schedule = MlaSchedule::kSeesaw;
+    one.name += "_one_consumer";
+    one.schedule = MlaSchedule::kOneConsumer;
+    v.push_back(seesaw);
+    v.push_back(one);
+  }
+  // Compute-bound shapes the plan gives the seesaw schedule by itself (the rule's other side).
+  // (Checked against src/plan/mla_plan.cpp by MlaPlan.TheGpuGridReachesTheSeesawRule.)
+  add({"b48_q1_h128_kv1024_p64_auto", 48, 1, 128, 64, {1024, 1023, 961, 65, 1}, 1024});
+  add({"b24_q2_h64_kv2048_p128_fp16_auto",
+       24,
+       2,
+       64,
+       128,
+       {2048, 1999, 130, 2},
+       2048,
+       DType::kFP16});
   return v;
 }
 
@@ -196,6 +222,7 @@ TEST_P(MlaKernel, MatchesReference) {
   MlaOptions opts;
   opts.causal = c.causal;
   opts.num_splits = c.num_splits;
+  opts.schedule = c.schedule;
   const int64_t T = pr->q_nope.shape()[0], H = c.heads;
 
   HostTensor want_out(DType::kFP32, {T, H, 512});

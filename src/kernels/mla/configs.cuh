@@ -17,7 +17,6 @@
 
 namespace hopattn::kernels::mla {
 
-// The traits of row kIndex of the configuration table.
 // The traits of row kIndex of the configuration table (the one-S-consumer schedule); a 16-bit
 // row has the seesaw schedule's traits as well (SeesawOf), picked by the plan (mla_plan.hpp).
 template <int kIndex>

@@ -47,8 +47,9 @@ struct SeesawConsumer {
   static constexpr int kPairThreads = Traits::kConsumerThreads;
   static constexpr int kKeys = Traits::kBlockKeys;
 
-  // Row arrays of the plan: the base and factor after block 2k (consumer 0) and 2k + 1.
-  enum RowArray { kMax0 = 0, kFactor0 = 1, kMax1 = 2, kFactor1 = 3, kSum0 = 4 };
+  // Row arrays of the plan: the base after block 2k (consumer 0's) and after 2k + 1, each
+  // followed by the factor it moved by; then the two consumers' row sums.
+  enum RowArray { kMax0 = 0, kMax1 = 2, kSum0 = 4 };
 
   __device__ static void wait_full(uint64_t* bar, uint32_t phase) {
     ptx::mbarrier_wait_or_trap(bar, phase);
@@ -130,6 +131,26 @@ struct SeesawConsumer {
     v[1] = sm.rows(array)[r + 8];
   }
 
+  // The rows' base (softmax.row_max) and the factor it moved by, to the other consumer through
+  // the row arrays `max_array`, `max_array + 1` and hand-off `h`.
+  __device__ static void give_base(const Plan& sm, int max_array, SeesawHandoff h, int r,
+                                   const Softmax& softmax, const float (&factor)[2]) {
+    put_rows(sm, max_array, r, softmax.row_max);
+    put_rows(sm, max_array + 1, r, factor);
+    ptx::mbarrier_arrive(sm.handoff(h));
+  }
+
+  // The other consumer's base becomes this one's; the row sums so far shrink by its factor,
+  // returned in `factor` (O's rescale is the caller's: it may fold more factors in).
+  __device__ static void take_base(const Plan& sm, int max_array, SeesawHandoff h, uint32_t phase,
+                                   int r, Softmax& softmax, float (&factor)[2]) {
+    ptx::mbarrier_wait_or_trap(sm.handoff(h), phase);
+    get_rows(sm, max_array, r, softmax.row_max);
+    get_rows(sm, max_array + 1, r, factor);
+    softmax.row_sum[0] *= factor[0];
+    softmax.row_sum[1] *= factor[1];
+  }
+
   // ---------------------------------------------------------------------------- consumer w
   // One warpgroup's whole part; consumer 0 owns the even blocks, 1 the odd ones (the pad block
   // of an odd count is all zeros, masked whole by `limit`).
@@ -156,21 +177,13 @@ struct SeesawConsumer {
       float f_own[2];
       if constexpr (kW == 0) {
         softmax.update_lazy(s, f_own);
-        put_rows(sm, kMax0, r, softmax.row_max);
-        put_rows(sm, kFactor0, r, f_own);
-        ptx::mbarrier_arrive(sm.handoff(kMax0Ready));
+        give_base(sm, kMax0, kMax0Ready, r, softmax, f_own);
         Base::rescale(o, f_own);
       } else {
         float f_first[2];
-        ptx::mbarrier_wait_or_trap(sm.handoff(kMax0Ready), phase);
-        get_rows(sm, kMax0, r, softmax.row_max);
-        get_rows(sm, kFactor0, r, f_first);
-        softmax.row_sum[0] *= f_first[0];
-        softmax.row_sum[1] *= f_first[1];
+        take_base(sm, kMax0, kMax0Ready, phase, r, softmax, f_first);
         softmax.update_lazy(s, f_own);
-        put_rows(sm, kMax1, r, softmax.row_max);
-        put_rows(sm, kFactor1, r, f_own);
-        ptx::mbarrier_arrive(sm.handoff(kMax1Ready));
+        give_base(sm, kMax1, kMax1Ready, r, softmax, f_own);
         const float f[2] = {f_first[0] * f_own[0], f_first[1] * f_own[1]};
         Base::rescale(o, f);
       }
@@ -195,11 +208,7 @@ struct SeesawConsumer {
       if constexpr (kW == 0) {
         // Consumer 1's max moved past ours: P0 and the rows so far shrink by f1.
         float f1[2];
-        ptx::mbarrier_wait_or_trap(sm.handoff(kMax1Ready), phase);
-        get_rows(sm, kMax1, r, softmax.row_max);
-        get_rows(sm, kFactor1, r, f1);
-        softmax.row_sum[0] *= f1[0];
-        softmax.row_sum[1] *= f1[1];
+        take_base(sm, kMax1, kMax1Ready, phase, r, softmax, f1);
         if (Softmax::must_rescale(f1)) {
 #pragma unroll
           for (int i = 0; i < Traits::kSRegs; ++i) s[i] *= f1[(i >> 1) & 1];

@@ -22,6 +22,7 @@
 
 #include "gpu_test_support.hpp"
 #include "hopattn/api.hpp"
+#include "plan/mla_plan.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn::testing {
@@ -39,7 +40,6 @@ struct MlaCase {
   bool combined_cache = false;  // one [P, page, 576] pool, ckv and kpe are views into it
   std::vector<int32_t> q_lens;  // per request (varlen); empty: q_len for all
   bool fp8_cache = false;       // ckv / kpe in fp8 e4m3 with kv_scale
-  MlaSchedule schedule = MlaSchedule::kAuto;
 };
 
 void PrintTo(const MlaCase& c, std::ostream* os) { *os << c.name; }
@@ -95,20 +95,6 @@ std::vector<MlaCase> mla_cases() {
     c.csr = true;
     c.combined_cache = true;
     fp8(c);
-  }
-  // Every 16-bit case again with each schedule forced: the plan picks the seesaw schedule only
-  // for compute-bound shapes (long splits of >= 128-row requests over pages of 64), which few
-  // of the odd shapes above are, and the one-S-consumer schedule for the rest.
-  const size_t base = v.size();
-  for (size_t i = 0; i < base; ++i) {
-    if (v[i].fp8_cache) continue;
-    MlaCase seesaw = v[i], one = v[i];
-    seesaw.name += "_seesaw";
-    seesaw.schedule = MlaSchedule::kSeesaw;
-    one.name += "_one_consumer";
-    one.schedule = MlaSchedule::kOneConsumer;
-    v.push_back(seesaw);
-    v.push_back(one);
   }
   // Compute-bound shapes the plan gives the seesaw schedule by itself (the rule's other side).
   // (Checked against src/plan/mla_plan.cpp by MlaPlan.TheGpuGridReachesTheSeesawRule.)
@@ -222,7 +208,6 @@ TEST_P(MlaKernel, MatchesReference) {
   MlaOptions opts;
   opts.causal = c.causal;
   opts.num_splits = c.num_splits;
-  opts.schedule = c.schedule;
   const int64_t T = pr->q_nope.shape()[0], H = c.heads;
 
   HostTensor want_out(DType::kFP32, {T, H, 512});
@@ -258,47 +243,64 @@ TEST_P(MlaKernel, MatchesReference) {
   check_cuda(cudaMemset(ws.data(), 0x5a, ws_bytes > 0 ? ws_bytes : 16), "cudaMemset");
   gpu.workspace = {ws_bytes > 0 ? ws.data() : nullptr, ws_bytes};
 
-  HostTensor got_out[2] = {HostTensor(c.dtype, {T, H, 512}), HostTensor(c.dtype, {T, H, 512})};
-  HostTensor got_lse[2] = {HostTensor(DType::kFP32, {T, H}), HostTensor(DType::kFP32, {T, H})};
-  for (int run = 0; run < 2; ++run) {
-    dev.poison(out);
-    dev.poison(lse);
-    ::hopattn::mla(gpu, opts, nullptr);
-    check_cuda(cudaDeviceSynchronize(), "mla kernel");
-    dev.download(out, got_out[run]);
-    dev.download(lse, got_lse[run]);
+  // The schedule the plan picks, and for a 16-bit cache the other one forced: the plan takes the
+  // seesaw schedule only for compute-bound shapes (long splits of >= 128-row requests over pages
+  // of 64), which few of the odd shapes here are, so each runs both against one reference.
+  const bool planned_seesaw =
+      plan::mla::make_plan(plan::mla::shape_of(gpu, opts), plan::mla::kHopperMaxSms).seesaw;
+  std::vector<MlaSchedule> schedules = {MlaSchedule::kAuto};
+  if (!c.fp8_cache) {
+    schedules.push_back(planned_seesaw ? MlaSchedule::kOneConsumer : MlaSchedule::kSeesaw);
   }
+  for (const MlaSchedule schedule : schedules) {
+    opts.schedule = schedule;
+    const bool seesaw =
+        schedule == MlaSchedule::kSeesaw || (schedule == MlaSchedule::kAuto && planned_seesaw);
+    const char* name = seesaw ? "seesaw" : "one-consumer";
+    SCOPED_TRACE(std::string("schedule: ") + name +
+                 (schedule == MlaSchedule::kAuto ? " (planned)" : " (forced)"));
+    HostTensor got_out[2] = {HostTensor(c.dtype, {T, H, 512}), HostTensor(c.dtype, {T, H, 512})};
+    HostTensor got_lse[2] = {HostTensor(DType::kFP32, {T, H}), HostTensor(DType::kFP32, {T, H})};
+    for (int run = 0; run < 2; ++run) {
+      dev.poison(out);
+      dev.poison(lse);
+      ::hopattn::mla(gpu, opts, nullptr);
+      check_cuda(cudaDeviceSynchronize(), "mla kernel");
+      dev.download(out, got_out[run]);
+      dev.download(lse, got_lse[run]);
+    }
 
-  const double u = c.dtype == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
-  const double bound = 4 * u * std::max(pr->vmax, 1e-3);
-  const std::vector<double> g = got_out[0].to_double(), w = want_out.to_double();
-  int64_t failures = 0;
-  double worst = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    const double err = std::fabs(g[i] - w[i]);
-    if (std::isnan(err) || err > bound) {
-      if (failures++ < 3) ADD_FAILURE() << "out[" << i << "]: got " << g[i] << ", want " << w[i];
+    const double u = c.dtype == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+    const double bound = 4 * u * std::max(pr->vmax, 1e-3);
+    const std::vector<double> g = got_out[0].to_double(), w = want_out.to_double();
+    int64_t failures = 0;
+    double worst = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      const double err = std::fabs(g[i] - w[i]);
+      if (std::isnan(err) || err > bound) {
+        if (failures++ < 3) ADD_FAILURE() << "out[" << i << "]: got " << g[i] << ", want " << w[i];
+      }
+      if (!std::isnan(err)) worst = std::max(worst, err);
     }
-    if (!std::isnan(err)) worst = std::max(worst, err);
-  }
-  EXPECT_EQ(failures, 0) << "of " << w.size() << " elements; bound " << bound;
-  const double l2 = rel_l2(g, w);
-  if (c.fp8_cache) EXPECT_LE(l2, 2e-2) << "relative L2 against the dequantized reference";
-  const std::vector<double> gl = got_lse[0].to_double(), wl = want_lse.to_double();
-  int64_t lse_failures = 0;
-  for (size_t i = 0; i < wl.size(); ++i) {
-    const bool same_inf = std::isinf(wl[i]) && gl[i] == wl[i];
-    if (!same_inf && !(std::fabs(gl[i] - wl[i]) <= 1e-3)) {
-      if (lse_failures++ < 3)
-        ADD_FAILURE() << "lse[" << i << "]: got " << gl[i] << ", want " << wl[i];
+    EXPECT_EQ(failures, 0) << "of " << w.size() << " elements; bound " << bound;
+    const double l2 = rel_l2(g, w);
+    if (c.fp8_cache) EXPECT_LE(l2, 2e-2) << "relative L2 against the dequantized reference";
+    const std::vector<double> gl = got_lse[0].to_double(), wl = want_lse.to_double();
+    int64_t lse_failures = 0;
+    for (size_t i = 0; i < wl.size(); ++i) {
+      const bool same_inf = std::isinf(wl[i]) && gl[i] == wl[i];
+      if (!same_inf && !(std::fabs(gl[i] - wl[i]) <= 1e-3)) {
+        if (lse_failures++ < 3)
+          ADD_FAILURE() << "lse[" << i << "]: got " << gl[i] << ", want " << wl[i];
+      }
     }
+    EXPECT_EQ(lse_failures, 0);
+    EXPECT_EQ(std::memcmp(got_out[0].data(), got_out[1].data(), w.size() * dtype_size(c.dtype)), 0)
+        << "two runs differ";
+    EXPECT_EQ(std::memcmp(got_lse[0].data(), got_lse[1].data(), wl.size() * 4), 0);
+    std::printf("[ mla ] %s (%s): max err %.3g (bound %.3g), rel L2 %.3g\n", c.name.c_str(), name,
+                worst, bound, l2);
   }
-  EXPECT_EQ(lse_failures, 0);
-  EXPECT_EQ(std::memcmp(got_out[0].data(), got_out[1].data(), w.size() * dtype_size(c.dtype)), 0)
-      << "two runs differ";
-  EXPECT_EQ(std::memcmp(got_lse[0].data(), got_lse[1].data(), wl.size() * 4), 0);
-  std::printf("[ mla ] %s: max err %.3g (bound %.3g), rel L2 %.3g\n", c.name.c_str(), worst, bound,
-              l2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, MlaKernel, ::testing::ValuesIn(mla_cases()),

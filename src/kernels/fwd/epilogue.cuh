@@ -20,6 +20,7 @@
 
 #include <cmath>
 
+#include "kernels/common/o_panels.cuh"
 #include "kernels/fwd/mask.cuh"
 #include "kernels/fwd/traits.cuh"
 #include "ptx/fence.cuh"
@@ -52,28 +53,7 @@ struct FwdEpilogue {
     if (!Traits::kOInQ && tid == 0) ptx::tma_store_wait_read<0>();
     ptx::named_barrier_sync(barrier, 128);
 
-    // Register i holds column 8 * (i >> 2) + 2 * (lane % 4) + (i & 1) of row half (i >> 1) & 1.
-    // Columns 8c..8c+7 of a row are the 16-B chunk c % 8 of panel c / 8, stored at chunk
-    // (c % 8) ^ (row % 8); both rows of a thread have row % 8 = lane / 4. One 4-byte pair per
-    // store: a warp's 32 stores of one (c, half) hit 8 rows in 8 distinct chunks, all 32 banks
-    // once. The thread's address parts go through opaque() so that the compiler computes the
-    // addresses here rather than keeping all of them live (and spilled) through the mainloop.
-    const uint32_t lane_bits = ptx::opaque(static_cast<uint32_t>(lane));
-    const uint32_t row_addr = smem_o_addr +
-                              ((tid / 32) * 16 + (lane_bits >> 2)) * Traits::kRowBytes +
-                              (lane_bits & 3u) * 4u;
-    const uint32_t swizzle = lane_bits >> 2;  // row % 8
-#pragma unroll
-    for (int c = 0; c < Traits::kORegs / 4; ++c) {
-      const uint32_t chunk_addr = row_addr + (c / 8) * Traits::kOPanelStride +
-                                  ((static_cast<uint32_t>(c % 8) ^ swizzle) << 4);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t packed =
-            ptx::pack2<Elt>(o[4 * c + 2 * h] * out_scale[h], o[4 * c + 2 * h + 1] * out_scale[h]);
-        ptx::st_shared_u32(chunk_addr + h * 8 * Traits::kRowBytes, packed);
-      }
-    }
+    stage_o_panels<Elt, Traits::kORegs>(smem_o_addr, Traits::kOPanelStride, o, out_scale);
     ptx::fence_proxy_async_shared();  // generic-proxy writes, read next by the TMA engine
     ptx::named_barrier_sync(barrier, 128);
 
@@ -165,23 +145,14 @@ struct FwdEpilogue {
   __device__ static void store_rows_direct(const FwdParams& p, const WorkTile& w, const TileInfo& t,
                                            uint32_t smem_o, int row_first, int rows_valid,
                                            int tid) {
-    constexpr int kChunksPerRow = Traits::kHeadDimV * 2 / 16;
-    constexpr int kChunksPerPanelRow = Traits::kRowBytes / 16;
     Elt* out = static_cast<Elt*>(p.out.o);
-    for (int idx = tid; idx < rows_valid * kChunksPerRow; idx += 128) {
-      const int r = idx / kChunksPerRow;
-      const int chunk = idx % kChunksPerRow;
-      const int panel = chunk / kChunksPerPanelRow;
-      const int in_row = chunk % kChunksPerPanelRow;
-      const uint4 v = kZeros ? make_uint4(0u, 0u, 0u, 0u)
-                             : ptx::ld_shared_v4(smem_o + panel * Traits::kOPanelStride +
-                                                 r * Traits::kRowBytes + ((in_row ^ (r % 8)) * 16));
-      const RowAddress a = row_address(p, w, t, row_first + r);
-      const int64_t dst = w.batch * p.out.o_batch_stride +
-                          static_cast<int64_t>(t.row_q + a.q_pos) * p.out.o_row_stride +
-                          a.head * p.out.o_head_stride + chunk * 8;
-      *reinterpret_cast<uint4*>(out + dst) = v;
-    }
+    store_panel_rows<Elt, Traits::kHeadDimV, kZeros>(
+        smem_o, Traits::kOPanelStride, rows_valid, tid, 128, [&](int r) {
+          const RowAddress a = row_address(p, w, t, row_first + r);
+          return out + w.batch * p.out.o_batch_stride +
+                 static_cast<int64_t>(t.row_q + a.q_pos) * p.out.o_row_stride +
+                 a.head * p.out.o_head_stride;
+        });
   }
 
   // Before the CTA exits: its last TMA stores must have completed.

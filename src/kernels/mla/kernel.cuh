@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/o_panels.cuh"
 #include "kernels/mla/consumer.cuh"
 #include "kernels/mla/loader.cuh"
 #include "kernels/mla/tile.cuh"
@@ -20,40 +21,58 @@ namespace hopattn::kernels::mla {
 
 // Consumer `c`'s rows and columns of O to out (16-bit) or to the split's partial state (fp32);
 // consumer 0 also writes the rows' lse. Rows past the tile's valid ones are not written.
+// 16-bit out goes through shared memory (common/o_panels.cuh): consumer c's 64 x 256 block is
+// staged over Q's panels 4c..4c+3, which no S GEMM reads any more (each schedule's consumers
+// reach their epilogue only after the last S of the tile: seesaw.cuh, consumer.cuh), and each
+// warp copies its own 16 rows out, one row of 512 contiguous bytes an instruction (so a
+// __syncwarp orders the staging, no barrier).
 template <class Traits>
-__device__ void store_output(const MlaParams& p, const Tile& t, int consumer,
+__device__ void store_output(const MlaParams& p, uint8_t* q_buffer, const Tile& t, int consumer,
                              const float (&o)[Traits::kORegs], const float (&out_scale)[2],
                              const float (&lse)[2]) {
   using Elt = typename Traits::Elt;
   const int r0 = MlaConsumer<Traits>::row0();
+  if (p.num_splits == 1) {
+    constexpr int kPanelsPerConsumer = Traits::kOCols / Traits::kPanelCols;
+    const uint32_t staging = ptx::opaque(ptx::smem_address(q_buffer)) +
+                             consumer * kPanelsPerConsumer * Traits::kQPanelBytes;
+    stage_o_panels<Elt, Traits::kORegs>(staging, Traits::kQPanelBytes, o, out_scale);
+    __syncwarp();
+    const int warp_first = (static_cast<int>(threadIdx.x) % 128) / 32 * 16;
+    const int col0 = consumer * Traits::kOCols;
+    Elt* out = static_cast<Elt*>(p.out);
+    store_panel_rows<Elt, Traits::kOCols>(
+        staging + warp_first * kOPanelRowBytes, Traits::kQPanelBytes, min(16, t.rows - warp_first),
+        static_cast<int>(threadIdx.x) % 32, 32, [&](int r) {
+          const Tile::RowPosition at = t.position(p, warp_first + r);
+          return out + at.q_row(t) * p.out_stride[0] + at.head * p.out_stride[1] + col0;
+        });
+    if (consumer == 0 && threadIdx.x % 4 == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        if (r >= t.rows) continue;
+        const Tile::RowPosition at = t.position(p, r);
+        p.lse[at.q_row(t) * p.lse_stride[0] + at.head * p.lse_stride[1]] = lse[h];
+      }
+    }
+    return;
+  }
   const int col0 = consumer * Traits::kOCols + 2 * (static_cast<int>(threadIdx.x) % 4);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r0 + 8 * h;
     if (r >= t.rows) continue;
     const Tile::RowPosition at = t.position(p, r);
-    const int64_t tok = at.q_row(t), head = at.head;
+    const int64_t state = (t.split * p.total_q + at.q_row(t)) * p.heads + at.head;
     const float f = out_scale[h];
-    if (p.num_splits == 1) {
-      Elt* row = static_cast<Elt*>(p.out) + tok * p.out_stride[0] + head * p.out_stride[1] + col0;
+    float* row = p.partial_o + state * kLatentDim + col0;
 #pragma unroll
-      for (int j = 0; j < Traits::kORegs / 4; ++j) {
-        const uint32_t v = ptx::pack2<Elt>(o[4 * j + 2 * h] * f, o[4 * j + 2 * h + 1] * f);
-        *reinterpret_cast<uint32_t*>(row + 8 * j) = v;
-      }
-      if (consumer == 0 && threadIdx.x % 4 == 0) {
-        p.lse[tok * p.lse_stride[0] + head * p.lse_stride[1]] = lse[h];
-      }
-    } else {
-      const int64_t state = (t.split * p.total_q + tok) * p.heads + head;
-      float* row = p.partial_o + state * kLatentDim + col0;
-#pragma unroll
-      for (int j = 0; j < Traits::kORegs / 4; ++j) {
-        *reinterpret_cast<float2*>(row + 8 * j) =
-            make_float2(o[4 * j + 2 * h] * f, o[4 * j + 2 * h + 1] * f);
-      }
-      if (consumer == 0 && threadIdx.x % 4 == 0) p.partial_lse[state] = lse[h];
+    for (int j = 0; j < Traits::kORegs / 4; ++j) {
+      *reinterpret_cast<float2*>(row + 8 * j) =
+          make_float2(o[4 * j + 2 * h] * f, o[4 * j + 2 * h + 1] * f);
     }
+    if (consumer == 0 && threadIdx.x % 4 == 0) p.partial_lse[state] = lse[h];
   }
 }
 
@@ -69,12 +88,12 @@ __device__ __forceinline__ void prefetch_tensor_maps(const MlaParams& p, int rol
 // The cache's dequantization scale of V (1 for 16-bit caches without kv_scale) folds into the
 // rows' final scales; then store_output.
 template <class Traits>
-__device__ void finish_output(const MlaParams& p, const Tile& t, int consumer,
+__device__ void finish_output(const MlaParams& p, uint8_t* q_buffer, const Tile& t, int consumer,
                               const float (&o)[Traits::kORegs], float (&out_scale)[2],
                               const float (&lse)[2]) {
   out_scale[0] *= p.v_scale;
   out_scale[1] *= p.v_scale;
-  store_output<Traits>(p, t, consumer, o, out_scale, lse);
+  store_output<Traits>(p, q_buffer, t, consumer, o, out_scale, lse);
 }
 
 template <class Traits>
@@ -118,7 +137,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     MlaConsumer<Traits>::run1(p, sm, t, o, out_scale);
     lse[0] = lse[1] = 0.f;  // consumer 0 writes the lse
   }
-  finish_output<Traits>(p, t, role - 1, o, out_scale, lse);
+  finish_output<Traits>(p, sm.q(), t, role - 1, o, out_scale, lse);
 }
 
 }  // namespace hopattn::kernels::mla

@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   } else {
     SeesawConsumer<Traits>::template run<1>(p, sm, t, o, out_scale, lse);
   }
-  finish_output<Traits>(p, t, role - 1, o, out_scale, lse);
+  finish_output<Traits>(p, sm.q(), t, role - 1, o, out_scale, lse);
 }
 
 }  // namespace hopattn::kernels::mla

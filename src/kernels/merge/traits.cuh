@@ -80,5 +80,10 @@ inline constexpr int kWideAboveStates = 8;
 inline constexpr int64_t kWideBelowThreads = 65536;
 inline constexpr int kWideGroups = 8;
 inline constexpr int kWideBatch = 8;
+// Blocks an SM the register budget keeps resident (ptxas -v, no spills): 3 with fp32 partials
+// (80 registers; 396 of the 512 blocks of mla's 64 partials of 128 x 512 at once), 2 with 16-bit
+// ones (102 registers; 3 spilled).
+template <class In>
+inline constexpr int kWideBlocksPerSm = sizeof(In) == 4 ? 3 : 2;
 
 }  // namespace hopattn::kernels::merge

@@ -74,6 +74,10 @@ std::vector<MergeCase> merge_cases() {
   add("wide_n64_fp32_to_bf16_t1_h128_d512", DType::kFP32, DType::kBF16, 512, 64, true, 1, 128);
   add("wide_n77_fp16_d8", DType::kFP16, DType::kFP16, 8, 77, true);
   add("wide_n16_bf16_nan", DType::kBF16, DType::kBF16, 128, 16, true, 37, 5, true);
+  // fp32 partials past one batch of the 4 x 16 state geometry (states 64..99 in later batches),
+  // uneven over the groups, and NaN rows.
+  add("wide_n100_fp32_d128_nan", DType::kFP32, DType::kFP32, 128, 100, true, 7, 3, true);
+  add("wide_n23_fp32_to_bf16_d64", DType::kFP32, DType::kBF16, 64, 23, true, 5, 4);
   // 9 to 16 states over enough rows to pass launch.cu's merge_wide_kernel bound (>= 65536
   // threads of merge_vec_kernel's four pieces, or one where the row does not split into fours):
   // merge_few_kernel's 16 slots, in two rounds, with slots past n for all but 16; one piece a

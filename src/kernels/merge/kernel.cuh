@@ -415,22 +415,22 @@ template <class In, class Out>
 __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm<In>)
     merge_wide_kernel(const __grid_constant__ Params p) {
   constexpr int kN = kVec<In>;
-  constexpr int kLanes = kVecThreads / kWideGroups;
-  constexpr int kStride = kWideGroups * kWideBatch;  // states between a group's batches
+  constexpr int kLanes = kVecThreads / kWideGroups<In>;
+  constexpr int kStride = kWideGroups<In> * kWideBatch<In>;  // states between a group's batches
   const int g = static_cast<int>(threadIdx.x) / kLanes,
             lane = static_cast<int>(threadIdx.x) % kLanes;
   const VecThread<kN> v(p, int64_t(blockIdx.x) * kLanes + lane);
   const int t = v.t, h = v.h, n = v.valid ? v.n : 0;  // no early return: barriers follow
-  __shared__ float s_top[kWideGroups][kLanes], s_total[kWideGroups][kLanes];
-  __shared__ bool s_nan[kWideGroups][kLanes];
-  __shared__ float s_acc[kWideGroups][kLanes][kN];
+  __shared__ float s_top[kWideGroups<In>][kLanes], s_total[kWideGroups<In>][kLanes];
+  __shared__ bool s_nan[kWideGroups<In>][kLanes];
+  __shared__ float s_acc[kWideGroups<In>][kLanes][kN];
 
   // The first batch: lse and o in flight together. A slot past n holds lse -inf (weight 0).
-  float first_lse[kWideBatch];
-  uint4 first_raw[kWideBatch][1];
+  float first_lse[kWideBatch<In>];
+  uint4 first_raw[kWideBatch<In>][1];
 #pragma unroll
-  for (int u = 0; u < kWideBatch; ++u) {
-    const int k = g + u * kWideGroups;
+  for (int u = 0; u < kWideBatch<In>; ++u) {
+    const int k = g + u * kWideGroups<In>;
     first_lse[u] = -INFINITY;
     if (k < n) {
       first_lse[u] = state_lse(p, k, t, h);
@@ -438,26 +438,26 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm<In>)
     }
   }
   // Every state's lse of a batch is loaded before any is used (one latency a batch).
-  const auto batch_lse = [&](int k0, float(&l)[kWideBatch]) {
+  const auto batch_lse = [&](int k0, float(&l)[kWideBatch<In>]) {
 #pragma unroll
-    for (int u = 0; u < kWideBatch; ++u) {
-      const int k = k0 + u * kWideGroups;
+    for (int u = 0; u < kWideBatch<In>; ++u) {
+      const int k = k0 + u * kWideGroups<In>;
       l[u] = k < n ? state_lse(p, k, t, h) : -INFINITY;
     }
   };
 
   float top = -INFINITY;
   bool nan = false;
-  const auto fold_top = [&](const float(&l)[kWideBatch]) {
+  const auto fold_top = [&](const float(&l)[kWideBatch<In>]) {
 #pragma unroll
-    for (int u = 0; u < kWideBatch; ++u) {
+    for (int u = 0; u < kWideBatch<In>; ++u) {
       nan = nan || isnan(l[u]);
       top = fmaxf(top, l[u]);
     }
   };
   fold_top(first_lse);
   for (int k0 = g + kStride; k0 < n; k0 += kStride) {
-    float l[kWideBatch];
+    float l[kWideBatch<In>];
     batch_lse(k0, l);
     fold_top(l);
   }
@@ -467,22 +467,22 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm<In>)
   float mmax = -INFINITY;
   nan = false;
 #pragma unroll
-  for (int j = 0; j < kWideGroups; ++j) {
+  for (int j = 0; j < kWideGroups<In>; ++j) {
     mmax = fmaxf(mmax, s_top[j][lane]);
     nan = nan || s_nan[j][lane];
   }
   float part = 0.f;
   if (mmax != -INFINITY) {
     // In state order within the group, as the weighted sums below.
-    const auto add_exps = [&](const float(&l)[kWideBatch]) {
+    const auto add_exps = [&](const float(&l)[kWideBatch<In>]) {
 #pragma unroll
-      for (int u = 0; u < kWideBatch; ++u) {
+      for (int u = 0; u < kWideBatch<In>; ++u) {
         if (l[u] != -INFINITY) part += expf(l[u] - mmax);
       }
     };
     add_exps(first_lse);
     for (int k0 = g + kStride; k0 < n; k0 += kStride) {
-      float l[kWideBatch];
+      float l[kWideBatch<In>];
       batch_lse(k0, l);
       add_exps(l);
     }
@@ -491,13 +491,14 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm<In>)
   __syncthreads();
   float total = 0.f;
 #pragma unroll
-  for (int j = 0; j < kWideGroups; ++j) total += s_total[j][lane];
+  for (int j = 0; j < kWideGroups<In>; ++j) total += s_total[j][lane];
   const float inv = total > 0.f ? 1.f / total : 0.f;
 
   float acc[1][kN] = {};
-  const auto add_batch = [&](const float(&l)[kWideBatch], const uint4(&raw)[kWideBatch][1]) {
+  const auto add_batch = [&](const float(&l)[kWideBatch<In>],
+                             const uint4(&raw)[kWideBatch<In>][1]) {
 #pragma unroll
-    for (int u = 0; u < kWideBatch; ++u) {
+    for (int u = 0; u < kWideBatch<In>; ++u) {
       // Empty states (and slots past n) weigh 0 and their o is ignored, whatever it holds
       // (0 * NaN would be NaN).
       const float w = state_weight(l[u], mmax, total, inv);
@@ -506,11 +507,11 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm<In>)
   };
   add_batch(first_lse, first_raw);
   for (int k0 = g + kStride; k0 < n; k0 += kStride) {
-    float l[kWideBatch];
-    uint4 raw[kWideBatch][1];
+    float l[kWideBatch<In>];
+    uint4 raw[kWideBatch<In>][1];
 #pragma unroll
-    for (int u = 0; u < kWideBatch; ++u) {
-      const int k = k0 + u * kWideGroups;
+    for (int u = 0; u < kWideBatch<In>; ++u) {
+      const int k = k0 + u * kWideGroups<In>;
       if (k < n) load_pieces<In>(p, k, v, raw[u]);
     }
     batch_lse(k0, l);
@@ -521,7 +522,7 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm<In>)
   __syncthreads();
   if (g != 0 || !v.valid) return;
 #pragma unroll
-  for (int j = 1; j < kWideGroups; ++j) {
+  for (int j = 1; j < kWideGroups<In>; ++j) {
 #pragma unroll
     for (int e = 0; e < kN; ++e) acc[0][e] += s_acc[j][lane][e];
   }

@@ -61,7 +61,7 @@ void launch_typed(const Params& p, cudaStream_t stream) {
     const int64_t threads = rows * (four ? pieces / 4 : pieces);
     // Many states over few rows (traits.cuh): the states split over a block's thread groups.
     if (n > kWideAboveStates && threads < kWideBelowThreads) {
-      constexpr int kLanes = kVecThreads / kWideGroups;
+      constexpr int kLanes = kVecThreads / kWideGroups<In>;
       const auto wide = static_cast<unsigned>((rows * pieces + kLanes - 1) / kLanes);
       merge_wide_kernel<In, Out><<<wide, kVecThreads, 0, stream>>>(p);
       return;

@@ -78,12 +78,16 @@ inline constexpr int kFewRounds = kStates == 16 ? 4 : 1;
 // blocks of 256 for 132 SMs).
 inline constexpr int kWideAboveStates = 8;
 inline constexpr int64_t kWideBelowThreads = 65536;
-inline constexpr int kWideGroups = 8;
-inline constexpr int kWideBatch = 8;
-// Blocks an SM the register budget keeps resident (ptxas -v, no spills): 3 with fp32 partials
-// (80 registers; 396 of the 512 blocks of mla's 64 partials of 128 x 512 at once), 2 with 16-bit
-// ones (102 registers; 3 spilled).
+// fp32 partials (mla's splits): 4 groups of 64 lanes, each thread 16 states' 16-byte pieces in
+// flight, 2 blocks an SM (128 registers): the 256 blocks of 64 partials of 128 x 512 are all
+// resident at once, so the merge waits for one DRAM latency (8 groups of 8 states at 3 blocks an
+// SM left 116 of 512 blocks for a second wave: 9.0 us, run set o). 16-bit partials: 8 groups of 8
+// at 2 blocks an SM (102 registers; 16 states a thread spill).
 template <class In>
-inline constexpr int kWideBlocksPerSm = sizeof(In) == 4 ? 3 : 2;
+inline constexpr int kWideGroups = sizeof(In) == 4 ? 4 : 8;
+template <class In>
+inline constexpr int kWideBatch = sizeof(In) == 4 ? 16 : 8;
+template <class In>
+inline constexpr int kWideBlocksPerSm = 2;
 
 }  // namespace hopattn::kernels::merge

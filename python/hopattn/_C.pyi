@@ -172,6 +172,7 @@ def mla(
     scale: Optional[float] = None,
     kv_scale: float = 1.0,
     num_splits: int = 0,
+    schedule: str = "auto",
     workspace: Optional[_Tensor] = None,
     stream: int = 0,
 ) -> int: ...

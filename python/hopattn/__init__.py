@@ -499,6 +499,7 @@ def mla(
     max_seqlen_q=None,
     kv_scale=None,
     num_splits=None,
+    schedule="auto",
     out=None,
     lse_out=None,
 ):
@@ -514,14 +515,17 @@ def mla(
     ``causal`` (default True) aligns bottom-right; ``max_seqlen_q`` is the host bound of the q
     lengths, required for CUDA tensors. ``ckv``/``kpe`` may be float8_e4m3fn with ``kv_scale``
     (float, real value = stored value * kv_scale); q stays 16-bit. ``num_splits`` (CUDA): key
-    splits per (request, row tile), None = the library's cost model.
+    splits per (request, row tile), None = the library's cost model. ``schedule`` (CUDA kernel):
+    "auto" (the library's choice by shape and cache dtype), "seesaw" (64-key blocks in pairs, both
+    consumer warpgroups computing logits; 16-bit caches) or "one-consumer"; any schedule gives the
+    same result to rounding, and CPU tensors take it and run the reference.
 
     Returns ``(out, lse)``: out [total_q, H, 512] in q_nope's dtype, lse float32 [total_q, H].
     """
     r = _try_fast(
         "mla", q_nope,
         q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, page_table, causal, scale,
-        max_seqlen_q, kv_scale, num_splits, out, lse_out,
+        max_seqlen_q, kv_scale, num_splits, schedule, out, lse_out,
     )  # fmt: skip
     if r is not NotImplemented:
         return r
@@ -550,6 +554,7 @@ def mla(
         scale=_args.optional_float(scale, "scale"),
         kv_scale=1.0 if kv_scale is None else float(kv_scale),
         num_splits=_args.optional_int(num_splits, "num_splits"),
+        schedule=_args.mla_schedule(schedule),
     )
     return _backend(q_nope).mla(
         q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, a, out=out, lse=lse_out

@@ -103,6 +103,7 @@ def mla(
     max_seqlen_q: Optional[int] = None,
     kv_scale: Optional[float] = None,
     num_splits: Optional[int] = None,
+    schedule: str = "auto",
     out: Optional[T] = None,
     lse_out: Optional[T] = None,
 ) -> Tuple[T, T]: ...

@@ -98,6 +98,17 @@ def layout(kv_layout):
     return kv_layout
 
 
+_MLA_SCHEDULES = ("auto", "seesaw", "one-consumer")
+
+
+def mla_schedule(schedule):
+    if not isinstance(schedule, str) or schedule not in _MLA_SCHEDULES:
+        raise ValueError(
+            f'schedule: expected "auto", "seesaw" or "one-consumer", got {schedule!r}'
+        )
+    return schedule
+
+
 def page_tensors(page_table, required=False):
     """(block_table, page_indptr, page_indices) from a block table or a (indptr, indices) pair."""
     if page_table is None:

@@ -219,6 +219,7 @@ def mla(q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, a, out=None, lse=None):
         scale=a["scale"],
         kv_scale=a["kv_scale"],
         num_splits=a["num_splits"],
+        schedule=a["schedule"],
         stream=stream_of(q_nope),
     )
     # 0: it ran; else the workspace bytes the call needs (nothing ran yet).

@@ -232,7 +232,8 @@ void bind_families(nb::module_& m) {
       [](nb::handle q_nope, nb::handle q_pe, nb::handle ckv, nb::handle kpe,
          nb::handle cu_seqlens_q, nb::handle kv_lens, nb::handle page_table, nb::handle out,
          nb::handle lse, int max_seqlen_q, bool causal, std::optional<float> scale, float kv_scale,
-         int num_splits, nb::handle workspace, uintptr_t stream) -> size_t {
+         int num_splits, const std::string& schedule, nb::handle workspace,
+         uintptr_t stream) -> size_t {
         TensorImporter t;
         MlaArgs a;
         a.q_nope = t.input(q_nope, "q_nope");
@@ -251,6 +252,7 @@ void bind_families(nb::module_& m) {
         opts.causal = causal;
         opts.scale = scale;
         opts.num_splits = num_splits;
+        opts.schedule = mla_schedule_named(schedule);
         const size_t needed = mla_workspace_size(a, opts);
         // A workspace smaller than needed: nothing runs, the caller allocates `needed` bytes and
         // calls again (as decode does).
@@ -262,8 +264,8 @@ void bind_families(nb::module_& m) {
       },
       "q_nope"_a, "q_pe"_a, "ckv"_a, "kpe"_a, "cu_seqlens_q"_a, "kv_lens"_a, "page_table"_a,
       "out"_a, "lse"_a, nb::kw_only(), "max_seqlen_q"_a = 0, "causal"_a = true,
-      "scale"_a = nb::none(), "kv_scale"_a = 1.f, "num_splits"_a = 0, "workspace"_a = nb::none(),
-      "stream"_a = 0,
+      "scale"_a = nb::none(), "kv_scale"_a = 1.f, "num_splits"_a = 0, "schedule"_a = "auto",
+      "workspace"_a = nb::none(), "stream"_a = 0,
       "Writes multi-head latent attention into out and lse (caller-allocated) and returns 0; "
       "or, when the workspace is smaller than the call needs, runs nothing and returns the bytes "
       "needed.");

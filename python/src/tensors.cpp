@@ -161,6 +161,15 @@ KVLayout layout_named(const std::string& kv_layout) {
               "kv_layout: expected \"NHD\" or \"HND\", got \"" + kv_layout + "\"");
 }
 
+MlaSchedule mla_schedule_named(const std::string& schedule) {
+  if (schedule == "auto") return MlaSchedule::kAuto;
+  if (schedule == "seesaw") return MlaSchedule::kSeesaw;
+  if (schedule == "one-consumer") return MlaSchedule::kOneConsumer;
+  throw Error(
+      ErrorKind::kValue,
+      "schedule: expected \"auto\", \"seesaw\" or \"one-consumer\", got \"" + schedule + "\"");
+}
+
 DeviceGuard::DeviceGuard(Device device) {
   if (!device.is_cuda()) return;
 #ifdef HOPATTN_WITH_CUDA

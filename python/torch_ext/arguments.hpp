@@ -107,6 +107,21 @@ bool layout(PyObject* obj, KVLayout* out) {
   return true;
 }
 
+// hopattn.mla's schedule= name (anything else: the generic path says what was expected).
+bool mla_schedule(PyObject* obj, MlaSchedule* out) {
+  if (!PyUnicode_CheckExact(obj)) return false;
+  if (PyUnicode_CompareWithASCIIString(obj, "auto") == 0) {
+    *out = MlaSchedule::kAuto;
+  } else if (PyUnicode_CompareWithASCIIString(obj, "seesaw") == 0) {
+    *out = MlaSchedule::kSeesaw;
+  } else if (PyUnicode_CompareWithASCIIString(obj, "one-consumer") == 0) {
+    *out = MlaSchedule::kOneConsumer;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool dl_type(c10::ScalarType s, DLDataType* out) {
   switch (s) {
     case c10::kBFloat16:

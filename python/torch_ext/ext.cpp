@@ -544,9 +544,9 @@ PyObject* decode(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 // ---------------------------------------------------------------- mla
 // mla(q_nope, q_pe, ckv, kpe, cu_seqlens_q, kv_lens, page_table, causal, scale, max_seqlen_q,
-//     kv_scale, num_splits, out, lse_out): hopattn.mla's arguments, in its order.
+//     kv_scale, num_splits, schedule, out, lse_out): hopattn.mla's arguments, in its order.
 PyObject* mla(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 14 || g_api == nullptr || !plain_context()) return not_implemented();
+  if (nargs != 15 || g_api == nullptr || !plain_context()) return not_implemented();
   const at::Tensor *q_nope, *q_pe, *ckv, *kpe, *cu_q, *kv_lens, *out_given, *lse_given;
   Pages pg;
   MlaOptions opts;
@@ -557,7 +557,8 @@ PyObject* mla(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         optional_real(args[8], &opts.scale) && optional_bound(args[9], &a.max_seqlen_q) &&
         (args[10] == Py_None || real(args[10], &a.kv_scale)) &&
         (args[11] == Py_None || int_in(args[11], 0, INT_MAX, &opts.num_splits)) &&
-        optional_tensor(args[12], &out_given) && optional_tensor(args[13], &lse_given))) {
+        mla_schedule(args[12], &opts.schedule) && optional_tensor(args[13], &out_given) &&
+        optional_tensor(args[14], &lse_given))) {
     return not_implemented();
   }
   if (args[10] == Py_None) a.kv_scale = 1.f;

@@ -27,6 +27,22 @@ def _dtype(fw):
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("csr", [False, True], ids=["block-table", "csr"])
 def test_mla(fw, rng, q_lens, causal, page_size, csr):
+    _check_mla(fw, rng, q_lens, causal, page_size, csr)
+
+
+# Every schedule of the CUDA kernel gives the reference's result (CPU tensors take the name and
+# run the reference); a name outside the three is a ValueError before anything runs.
+@pytest.mark.parametrize("schedule", ["auto", "seesaw", "one-consumer"])
+def test_mla_schedule(fw, rng, schedule):
+    _check_mla(fw, rng, [2, 1, 3], True, 64, False, schedule=schedule)
+
+
+def test_mla_schedule_name(fw, rng):
+    with pytest.raises(ValueError, match="schedule"):
+        _check_mla(fw, rng, [1, 1, 1], True, 16, False, schedule="fast")
+
+
+def _check_mla(fw, rng, q_lens, causal, page_size, csr, **options):
     kv_lens, heads, dtype = [7, 6, 20], 4, _dtype(fw)
     cu_q = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
     table, num_pages = random_page_table(rng, kv_lens, page_size)
@@ -55,6 +71,7 @@ def test_mla(fw, rng, q_lens, causal, page_size, csr):
         pages,
         causal=causal,
         max_seqlen_q=max(q_lens),
+        **options,
     )
     n = {name: rounded(fw, a, dtype) for name, a in data.items()}
     ref_out, ref_lse = naive.mla(

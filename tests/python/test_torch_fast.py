@@ -153,12 +153,18 @@ def test_mla_and_merge_match_the_generic_path(generic):
     calls = [
         (hopattn.mla, args, {}),
         (hopattn.mla, args, dict(causal=False, scale=0.1, max_seqlen_q=2)),
+        (hopattn.mla, args, dict(schedule="seesaw", num_splits=2)),
         (hopattn.merge_states, (o[:, 0], lse[:, 0], o[:, 1], lse[:, 1]), {}),
         (hopattn.merge_states_n, (o, lse), {}),
     ]
     for fn, a, kw in calls:
         for x, y in zip(fn(*a, **kw), generic(fn, *a, **kw)):
             torch.testing.assert_close(x, y, rtol=0, atol=0)
+    # The fast path itself takes every schedule name (not only a fallback to the generic path).
+    fast = hopattn._FAST[type(q_nope)]
+    for schedule in ("auto", "seesaw", "one-consumer"):
+        r = fast.mla(*args, True, None, None, None, None, schedule, None, None)
+        assert r is not NotImplemented, schedule
 
 
 @needs_ext

@@ -98,6 +98,7 @@ def test_opcheck_mla_bwd_and_out_variants():
             scale=None,
             kv_scale=1.0,
             num_splits=0,
+            schedule="auto",
         ),
     )
     torch.library.opcheck(torch.ops.hopattn.mla.default, mla_args, test_utils=OPCHECKS)

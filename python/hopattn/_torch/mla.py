@@ -23,7 +23,8 @@ MLA = Family(
     "mla",
     "Tensor q_nope, Tensor q_pe, Tensor ckv, Tensor kpe, Tensor cu_seqlens_q, Tensor kv_lens, "
     "Tensor? page_table, Tensor? page_indptr, Tensor? page_indices, int max_seqlen_q=0, "
-    "bool causal=True, float? scale=None, float kv_scale=1.0, int num_splits=0",
+    "bool causal=True, float? scale=None, float kv_scale=1.0, int num_splits=0, "
+    "str schedule='auto'",
     outputs=("out", "lse"),
     shapes=_shapes,
     run=run_with_workspace(_C.mla, WORKSPACES),

@@ -17,7 +17,6 @@
 namespace hopattn::kernels {
 
 inline constexpr uint32_t kOPanelRowBytes = 128;  // 64 16-bit columns
-inline constexpr int kOPanelCols = 64;
 
 // Accumulator register i of thread `tid` (0..127 of the warpgroup) holds column
 // 8 * (i >> 2) + 2 * (lane % 4) + (i & 1) of row 16 * warp + lane / 4 + 8 * ((i >> 1) & 1).

@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(kVecThreads, kMinBlocks)
 // after the lse passes, each state's lse a waited-for load, took 17.7 us for those 17 MB: ncu,
 // run set o.)
 template <class In, class Out>
-__global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm<In>)
+__global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm)
     merge_wide_kernel(const __grid_constant__ Params p) {
   constexpr int kN = kVec<In>;
   constexpr int kLanes = kVecThreads / kWideGroups<In>;

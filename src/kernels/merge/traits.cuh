@@ -87,7 +87,6 @@ template <class In>
 inline constexpr int kWideGroups = sizeof(In) == 4 ? 4 : 8;
 template <class In>
 inline constexpr int kWideBatch = sizeof(In) == 4 ? 16 : 8;
-template <class In>
 inline constexpr int kWideBlocksPerSm = 2;
 
 }  // namespace hopattn::kernels::merge

@@ -454,15 +454,6 @@ Outputs DeviceStep::download(const HostStep& h) const {
   return o;
 }
 
-CudaStream::CudaStream() { check_cuda(cudaStreamCreate(&s_), "cudaStreamCreate"); }
-CudaStream::~CudaStream() {
-  if (s_ != nullptr) cudaStreamDestroy(s_);
-}
-void CudaStream::sync(const char* what) const {
-  check_cuda(cudaStreamSynchronize(s_), what);
-  check_cuda(cudaGetLastError(), what);
-}
-
 DeviceWorkspace::DeviceWorkspace(size_t bytes) : buffer(bytes) {
   check_cuda(cudaMemset(buffer.data(), 0, bytes > 0 ? bytes : 16), "cudaMemset(workspace)");
   ws = {buffer.data(), bytes};

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_stream.hpp"
 #include "device_buffer.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/batch.hpp"
@@ -126,20 +127,6 @@ class DeviceStep {
 
  private:
   DeviceCopy q_, k_, v_, out_, lse_, cu_, kv_, table_, sinks_, k_scale_, v_scale_;
-};
-
-class CudaStream {
- public:
-  CudaStream();
-  ~CudaStream();
-  CudaStream(const CudaStream&) = delete;
-  CudaStream& operator=(const CudaStream&) = delete;
-  cudaStream_t get() const { return s_; }
-  Stream api() const { return reinterpret_cast<Stream>(s_); }
-  void sync(const char* what) const;
-
- private:
-  cudaStream_t s_ = nullptr;
 };
 
 // A zeroed device workspace of `bytes`.

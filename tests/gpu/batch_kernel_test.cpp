@@ -457,37 +457,6 @@ TEST_F(BatchKernel, RerunsAndReplansAreBitwiseEqual) {
 // run() captured once; later steps of other compositions (fewer requests, other lengths, more
 // tokens) are planned into the same workspace on the same stream, their data written into the
 // same buffers (sized for the limits), and the graph replayed: each replay gives the new step.
-class GraphExec {
- public:
-  ~GraphExec() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    if (graph_ != nullptr) cudaGraphDestroy(graph_);
-  }
-  void capture(const CudaStream& stream, const std::function<void()>& body) {
-    check_cuda(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal),
-               "cudaStreamBeginCapture");
-    try {
-      body();
-    } catch (...) {
-      cudaGraph_t g = nullptr;
-      cudaStreamEndCapture(stream.get(), &g);
-      if (g != nullptr) cudaGraphDestroy(g);
-      cudaGetLastError();
-      throw;
-    }
-    check_cuda(cudaStreamEndCapture(stream.get(), &graph_), "cudaStreamEndCapture");
-    check_cuda(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
-  }
-  void launch(const CudaStream& stream) {
-    check_cuda(cudaGraphLaunch(exec_, stream.get()), "cudaGraphLaunch");
-    stream.sync("graph replay");
-  }
-
- private:
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-};
-
 TEST_F(BatchKernel, GraphReplaysTheLastUploadedPlan) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_stream.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/api.hpp"
 #include "plan/mla_plan.hpp"
@@ -197,6 +198,26 @@ std::unique_ptr<MlaProblem> make_problem(const MlaCase& c, std::mt19937_64& rng)
   return pr;
 }
 
+// The problem's inputs and the outputs `out` / `lse` on the device, as MlaArgs without a workspace.
+MlaArgs upload(const MlaCase& c, MlaProblem& pr, DeviceSet& dev, HostTensor& out, HostTensor& lse) {
+  MlaArgs gpu = pr.args;
+  gpu.q_nope = dev.put(pr.q_nope, pr.q_nope.view());
+  gpu.q_pe = dev.put(pr.q_pe, pr.q_pe.view());
+  gpu.ckv = dev.put(pr.cache_a, pr.args.ckv);
+  gpu.kpe = c.combined_cache ? dev.put(pr.cache_a, pr.args.kpe) : dev.put(pr.cache_b, pr.args.kpe);
+  gpu.cu_seqlens_q = dev.put(pr.cu, pr.cu.view());
+  gpu.pages.kv_lens = dev.put(pr.lens, pr.lens.view());
+  if (c.csr) {
+    gpu.pages.indptr = dev.put(pr.indptr, pr.indptr.view());
+    gpu.pages.indices = dev.put(pr.indices, pr.indices.view());
+  } else {
+    gpu.pages.block_table = dev.put(pr.table, pr.table.view());
+  }
+  gpu.out = dev.put(out, out.view());
+  gpu.lse = dev.put(lse, lse.view());
+  return gpu;
+}
+
 class MlaKernel : public GpuTestWithParam<MlaCase> {};
 
 TEST_P(MlaKernel, MatchesReference) {
@@ -222,22 +243,7 @@ TEST_P(MlaKernel, MatchesReference) {
   HostTensor out(c.dtype, {T, H, 512});
   HostTensor lse(DType::kFP32, {T, H});
   DeviceSet dev;
-  MlaArgs gpu = pr->args;
-  gpu.q_nope = dev.put(pr->q_nope, pr->q_nope.view());
-  gpu.q_pe = dev.put(pr->q_pe, pr->q_pe.view());
-  gpu.ckv = dev.put(pr->cache_a, pr->args.ckv);
-  gpu.kpe =
-      c.combined_cache ? dev.put(pr->cache_a, pr->args.kpe) : dev.put(pr->cache_b, pr->args.kpe);
-  gpu.cu_seqlens_q = dev.put(pr->cu, pr->cu.view());
-  gpu.pages.kv_lens = dev.put(pr->lens, pr->lens.view());
-  if (c.csr) {
-    gpu.pages.indptr = dev.put(pr->indptr, pr->indptr.view());
-    gpu.pages.indices = dev.put(pr->indices, pr->indices.view());
-  } else {
-    gpu.pages.block_table = dev.put(pr->table, pr->table.view());
-  }
-  gpu.out = dev.put(out, out.view());
-  gpu.lse = dev.put(lse, lse.view());
+  MlaArgs gpu = upload(c, *pr, dev, out, lse);
   const size_t ws_bytes = mla_workspace_size(gpu, opts);
   DeviceAllocation ws(ws_bytes);
   check_cuda(cudaMemset(ws.data(), 0x5a, ws_bytes > 0 ? ws_bytes : 16), "cudaMemset");
@@ -305,6 +311,63 @@ TEST_P(MlaKernel, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, MlaKernel, ::testing::ValuesIn(mla_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// A split call (the kernel, then the merge of its partials as a programmatic dependent launch)
+// captured into a CUDA graph on a created stream: each replay, outputs poisoned before it, gives
+// bitwise the eager call's result, for forced and planned splits and both schedules.
+class MlaGraph : public DeviceStatusTest {};
+
+TEST_F(MlaGraph, SplitCallReplaysTheEagerResult) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const MlaCase c{"b1_q1_h128_kv4097", 1, 1, 128, 64, {4097}, 4097};
+  auto pr = make_problem(c, rng);
+  const int64_t T = 1, H = c.heads;
+  HostTensor out(c.dtype, {T, H, 512});
+  HostTensor lse(DType::kFP32, {T, H});
+  DeviceSet dev;
+  MlaArgs gpu = upload(c, *pr, dev, out, lse);
+  CudaStream stream;
+  for (const int splits : {0, 40}) {
+    for (const MlaSchedule schedule : {MlaSchedule::kOneConsumer, MlaSchedule::kSeesaw}) {
+      SCOPED_TRACE("splits " + std::to_string(splits) + ", schedule " +
+                   std::to_string(static_cast<int>(schedule)));
+      MlaOptions opts;
+      opts.num_splits = splits;
+      opts.schedule = schedule;
+      const size_t ws_bytes = mla_workspace_size(gpu, opts);
+      ASSERT_GT(ws_bytes, 0u) << "a split call";
+      DeviceAllocation ws(ws_bytes);
+      gpu.workspace = {ws.data(), ws_bytes};
+      HostTensor eager_out(c.dtype, {T, H, 512}), eager_lse(DType::kFP32, {T, H});
+      dev.poison(out);
+      dev.poison(lse);
+      ::hopattn::mla(gpu, opts, stream.api());
+      stream.sync("eager mla");
+      dev.download(out, eager_out);
+      dev.download(lse, eager_lse);
+      GraphExec graph;
+      graph.capture(stream, [&] { ::hopattn::mla(gpu, opts, stream.api()); });
+      for (int replay = 0; replay < 2; ++replay) {
+        dev.poison(out);
+        dev.poison(lse);
+        graph.launch(stream);
+        HostTensor got_out(c.dtype, {T, H, 512}), got_lse(DType::kFP32, {T, H});
+        dev.download(out, got_out);
+        dev.download(lse, got_lse);
+        EXPECT_EQ(std::memcmp(got_out.data(), eager_out.data(), T * H * 512 * dtype_size(c.dtype)),
+                  0)
+            << "replay " << replay;
+        EXPECT_EQ(std::memcmp(got_lse.data(), eager_lse.data(), T * H * 4), 0)
+            << "replay " << replay;
+      }
+      const std::vector<double> o = eager_out.to_double();
+      EXPECT_TRUE(std::none_of(o.begin(), o.end(), [](double x) { return std::isnan(x); }))
+          << "poison left in the eager output";
+    }
+  }
+}
 
 }  // namespace
 }  // namespace hopattn::testing

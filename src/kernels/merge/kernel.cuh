@@ -19,6 +19,7 @@
 
 #include "kernels/common/state_merge.cuh"
 #include "kernels/merge/traits.cuh"
+#include "ptx/grid_dependency.cuh"
 
 namespace hopattn::kernels::merge {
 
@@ -58,6 +59,7 @@ __device__ __forceinline__ float state_lse(const Params& p, int k, int t, int h)
 
 template <class In, class Out>
 __global__ void __launch_bounds__(kThreads) merge_kernel(const __grid_constant__ Params p) {
+  ptx::wait_for_prior_grids();  // the states may be the output of the kernel before
   const int lane = threadIdx.x % 32;
   const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   if (row >= int64_t(p.tokens) * p.heads) return;
@@ -275,6 +277,7 @@ __device__ __forceinline__ void store_merged_lse(const Params& p, int t, int h, 
 template <class In, class Out, int kP>
 __global__ void __launch_bounds__(kVecThreads, kVecBlocksPerSmFor<kP>)
     merge_vec_kernel(const __grid_constant__ Params p) {
+  ptx::wait_for_prior_grids();  // the states may be the output of the kernel before
   constexpr int kN = kVec<In>;
   const VecThread<kN * kP> v(p);
   if (!v.valid) return;
@@ -338,6 +341,7 @@ template <class In, class Out, int kP, int kStates, int kSources,
           int kMinBlocks = kFewBlocksPerSm<kStates>, int kRounds = kFewRounds<kStates>>
 __global__ void __launch_bounds__(kVecThreads, kMinBlocks)
     merge_few_kernel(const __grid_constant__ Params p) {
+  ptx::wait_for_prior_grids();  // the states may be the output of the kernel before
   static_assert(kStates % kRounds == 0, "whole rounds of states");
   constexpr int kN = kVec<In>;
   constexpr int kBatch = kStates / kRounds;  // states whose o is in flight at once
@@ -414,6 +418,7 @@ __global__ void __launch_bounds__(kVecThreads, kMinBlocks)
 template <class In, class Out>
 __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm)
     merge_wide_kernel(const __grid_constant__ Params p) {
+  ptx::wait_for_prior_grids();  // the states may be the output of the kernel before
   constexpr int kN = kVec<In>;
   constexpr int kLanes = kVecThreads / kWideGroups<In>;
   constexpr int kStride = kWideGroups<In> * kWideBatch<In>;  // states between a group's batches
@@ -425,19 +430,8 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm)
   __shared__ bool s_nan[kWideGroups<In>][kLanes];
   __shared__ float s_acc[kWideGroups<In>][kLanes][kN];
 
-  // The first batch: lse and o in flight together. A slot past n holds lse -inf (weight 0).
-  float first_lse[kWideBatch<In>];
-  uint4 first_raw[kWideBatch<In>][1];
-#pragma unroll
-  for (int u = 0; u < kWideBatch<In>; ++u) {
-    const int k = g + u * kWideGroups<In>;
-    first_lse[u] = -INFINITY;
-    if (k < n) {
-      first_lse[u] = state_lse(p, k, t, h);
-      load_pieces<In>(p, k, v, first_raw[u]);
-    }
-  }
-  // Every state's lse of a batch is loaded before any is used (one latency a batch).
+  // Every state's lse of a batch is loaded before any is used (one latency a batch); a slot
+  // past n holds lse -inf (weight 0). load_batch: the batch's o too, all in flight together.
   const auto batch_lse = [&](int k0, float(&l)[kWideBatch<In>]) {
 #pragma unroll
     for (int u = 0; u < kWideBatch<In>; ++u) {
@@ -445,6 +439,17 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm)
       l[u] = k < n ? state_lse(p, k, t, h) : -INFINITY;
     }
   };
+  const auto load_batch = [&](int k0, float(&l)[kWideBatch<In>], uint4(&raw)[kWideBatch<In>][1]) {
+#pragma unroll
+    for (int u = 0; u < kWideBatch<In>; ++u) {
+      const int k = k0 + u * kWideGroups<In>;
+      if (k < n) load_pieces<In>(p, k, v, raw[u]);
+    }
+    batch_lse(k0, l);
+  };
+  float first_lse[kWideBatch<In>];
+  uint4 first_raw[kWideBatch<In>][1];
+  load_batch(g, first_lse, first_raw);
 
   float top = -INFINITY;
   bool nan = false;
@@ -509,12 +514,7 @@ __global__ void __launch_bounds__(kVecThreads, kWideBlocksPerSm)
   for (int k0 = g + kStride; k0 < n; k0 += kStride) {
     float l[kWideBatch<In>];
     uint4 raw[kWideBatch<In>][1];
-#pragma unroll
-    for (int u = 0; u < kWideBatch<In>; ++u) {
-      const int k = k0 + u * kWideGroups<In>;
-      if (k < n) load_pieces<In>(p, k, v, raw[u]);
-    }
-    batch_lse(k0, l);
+    load_batch(k0, l, raw);
     add_batch(l, raw);
   }
 #pragma unroll

@@ -22,6 +22,24 @@ bool aligned(const void* ptr, const int64_t* strides, int count, int64_t elem, i
   return ok;
 }
 
+// One merge kernel launch; as a programmatic dependent of the kernel before it when
+// p.after_kernel (its blocks may then start during that kernel's tail and wait in
+// ptx::wait_for_prior_grids for its results).
+template <class... KernelArgs>
+void start(void (*kernel)(KernelArgs...), unsigned blocks, int threads, const Params& p,
+           cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = p.after_kernel ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, p), "kernel launch");
+}
+
 // Whether merge_vec_kernel applies: every row of every state starts 16-byte aligned, whole
 // 16-byte pieces per row, and output rows aligned for its stores.
 template <class In, class Out>
@@ -46,7 +64,7 @@ void launch_few(const Params& p, int64_t rows, int pieces, cudaStream_t stream) 
   }
   const int64_t threads = rows * (pieces / kP);
   const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
-  merge_few_kernel<In, Out, kP, kStates, kSources><<<blocks, kVecThreads, 0, stream>>>(p);
+  start(merge_few_kernel<In, Out, kP, kStates, kSources>, blocks, kVecThreads, p, stream);
 }
 
 template <class In, class Out>
@@ -63,7 +81,7 @@ void launch_typed(const Params& p, cudaStream_t stream) {
     if (n > kWideAboveStates && threads < kWideBelowThreads) {
       constexpr int kLanes = kVecThreads / kWideGroups<In>;
       const auto wide = static_cast<unsigned>((rows * pieces + kLanes - 1) / kLanes);
-      merge_wide_kernel<In, Out><<<wide, kVecThreads, 0, stream>>>(p);
+      start(merge_wide_kernel<In, Out>, wide, kVecThreads, p, stream);
       return;
     }
     if (n >= 1 && n <= kFewStates && p.num_sources == 1) {
@@ -79,14 +97,14 @@ void launch_typed(const Params& p, cudaStream_t stream) {
     }
     const auto blocks = static_cast<unsigned>((threads + kVecThreads - 1) / kVecThreads);
     if (four) {
-      merge_vec_kernel<In, Out, 4><<<blocks, kVecThreads, 0, stream>>>(p);
+      start(merge_vec_kernel<In, Out, 4>, blocks, kVecThreads, p, stream);
     } else {
-      merge_vec_kernel<In, Out, 1><<<blocks, kVecThreads, 0, stream>>>(p);
+      start(merge_vec_kernel<In, Out, 1>, blocks, kVecThreads, p, stream);
     }
     return;
   }
   const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  merge_kernel<In, Out><<<blocks, kThreads, 0, stream>>>(p);
+  start(merge_kernel<In, Out>, blocks, kThreads, p, stream);
 }
 
 template <class In>
@@ -165,8 +183,9 @@ void launch_merge_states(const MergeArgs& a, Stream stream) {
   launch(p, a.o_a.dtype(), a.out.dtype(), a.o_a.device().index, stream);
 }
 
-void launch_merge_states_n(const MergeNArgs& a, Stream stream) {
+void launch_merge_states_n(const MergeNArgs& a, Stream stream, bool after_kernel) {
   Params p{};
+  p.after_kernel = after_kernel;
   p.src[0] = source(a.o, a.lse, true);
   p.num_sources = 1;
   p.tokens = static_cast<int>(a.o.size(0));

@@ -11,6 +11,7 @@
 #include "kernels/mla/loader.cuh"
 #include "kernels/mla/tile.cuh"
 #include "kernels/mla/traits.cuh"
+#include "ptx/grid_dependency.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/pack.cuh"
 #include "ptx/setmaxnreg.cuh"
@@ -31,8 +32,8 @@ __device__ void store_output(const MlaParams& p, uint8_t* q_buffer, const Tile& 
                              const float (&o)[Traits::kORegs], const float (&out_scale)[2],
                              const float (&lse)[2]) {
   using Elt = typename Traits::Elt;
-  const int r0 = MlaConsumer<Traits>::row0();
-  if (p.num_splits == 1) {
+  const bool whole = p.num_splits == 1;
+  if (whole) {
     constexpr int kPanelsPerConsumer = Traits::kOCols / Traits::kPanelCols;
     const uint32_t staging = ptx::opaque(ptx::smem_address(q_buffer)) +
                              consumer * kPanelsPerConsumer * Traits::kQPanelBytes;
@@ -47,23 +48,20 @@ __device__ void store_output(const MlaParams& p, uint8_t* q_buffer, const Tile& 
           const Tile::RowPosition at = t.position(p, warp_first + r);
           return out + at.q_row(t) * p.out_stride[0] + at.head * p.out_stride[1] + col0;
         });
-    if (consumer == 0 && threadIdx.x % 4 == 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + 8 * h;
-        if (r >= t.rows) continue;
-        const Tile::RowPosition at = t.position(p, r);
-        p.lse[at.q_row(t) * p.lse_stride[0] + at.head * p.lse_stride[1]] = lse[h];
-      }
-    }
-    return;
   }
+  // The thread's two rows: their lse, and with split keys their fp32 partial state.
+  const int r0 = MlaConsumer<Traits>::row0();
   const int col0 = consumer * Traits::kOCols + 2 * (static_cast<int>(threadIdx.x) % 4);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = r0 + 8 * h;
     if (r >= t.rows) continue;
     const Tile::RowPosition at = t.position(p, r);
+    const bool lse_lane = consumer == 0 && threadIdx.x % 4 == 0;
+    if (whole) {
+      if (lse_lane) p.lse[at.q_row(t) * p.lse_stride[0] + at.head * p.lse_stride[1]] = lse[h];
+      continue;
+    }
     const int64_t state = (t.split * p.total_q + at.q_row(t)) * p.heads + at.head;
     const float f = out_scale[h];
     float* row = p.partial_o + state * kLatentDim + col0;
@@ -72,7 +70,7 @@ __device__ void store_output(const MlaParams& p, uint8_t* q_buffer, const Tile& 
       *reinterpret_cast<float2*>(row + 8 * j) =
           make_float2(o[4 * j + 2 * h] * f, o[4 * j + 2 * h + 1] * f);
     }
-    if (consumer == 0 && threadIdx.x % 4 == 0) p.partial_lse[state] = lse[h];
+    if (lse_lane) p.partial_lse[state] = lse[h];
   }
 }
 
@@ -102,6 +100,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  // The split merge after this kernel (launch.cu) may launch once every CTA is running; it waits
+  // for this grid's completion before it reads a partial state.
+  ptx::allow_dependent_launch();
   const Tile t = make_tile<Traits::kBlockKeys>(p);
   if (t.rows == 0) return;  // uniform over the CTA: past the request's rows
 

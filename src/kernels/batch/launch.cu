@@ -32,7 +32,7 @@ void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWher
 void set_kv_scales(const BatchArgs& a, fwd::FwdParams& p) {
   if (a.k_scale.per_head.defined()) {
     p.kv_scale.k_per_head = a.k_scale.per_head.data_as<const float>();
-  } else if (p.softmax.softcap_scale > 0.f) {
+  } else if (p.softmax.softcap_scale != 0.f) {
     p.softmax.softcap_scale *= a.k_scale.value;
   } else {
     p.softmax.scale_log2 *= a.k_scale.value;

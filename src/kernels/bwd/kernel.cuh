@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
   } else {
     ptx::setmaxnreg_inc<Traits::kMmaRegisters>();
-    if (p.softcap_scale > 0.f) {
+    if (p.softcap_scale != 0.f) {
       run_mma<Traits, true>(p, sm, w, warpgroup - 1);
     } else {
       run_mma<Traits, false>(p, sm, w, warpgroup - 1);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "hopattn/error.hpp"
 #include "kernels/bwd/configs.cuh"
@@ -151,7 +152,9 @@ void run_main(const BwdArgs& args, const AttentionOptions& opts, const Problem& 
   p.group = pr.hq / pr.hkv;
   p.window_left = opts.window.left;
   p.window_right = opts.causal ? 0 : opts.window.right;
-  if (opts.softcap > 0.f) {
+  // A softcap is on where softcap_scale != 0 (negative with a negative scale); with scale 0
+  // every logit is 0, softcap or not.
+  if (opts.softcap > 0.f && pr.scale != 0.f) {
     p.softcap_scale = pr.scale / opts.softcap;
     p.scale_log2 = opts.softcap * kLog2e;
   } else {
@@ -239,6 +242,14 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
     }
   }
   if (f.sinks.defined() && !f.sinks.is_cuda()) unsupported("sinks must be a device tensor");
+  // q, k, v and dout are read by TMA (make_params' maps).
+  const std::pair<const TensorView*, const char*> mapped[] = {
+      {&f.q, "q"}, {&f.k, "k"}, {&f.v, "v"}, {&args.dout, "dout"}};
+  for (const auto& [t, name] : mapped) {
+    const std::string why = tma_layout_problem(*t, is_varlen(f));
+    if (!why.empty())
+      unsupported(detail::concat(name, " ", why, " (shape ", t->shape_string(), ")"));
+  }
   if (args.dsinks.defined() && !args.dsinks.is_cuda()) {
     unsupported("dsinks must be a device tensor");
   }

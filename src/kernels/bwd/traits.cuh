@@ -260,7 +260,7 @@ struct BwdParams {
   CtaOrder order{};                          // blockIdx.x -> (KV block, KV head + Hkv request)
   int window_left = -1, window_right = -1;   // causal: right = 0
   float scale_log2 = 0.f;                    // log2(e) * scale, or log2(e) * softcap with a softcap
-  float softcap_scale = 0.f;                 // > 0: logits are softcap * tanh(s * softcap_scale)
+  float softcap_scale = 0.f;                 // != 0: logits are softcap * tanh(s * softcap_scale)
   float scale = 0.f;                         // dK and dQ are scaled by it at the end
   // dK / dV outputs (elements).
   void* dk = nullptr;

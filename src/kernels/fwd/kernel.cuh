@@ -82,7 +82,7 @@ __device__ inline TileScales tile_scales(const FwdParams& p, const WorkTile& w) 
   if (p.kv_scale.k_per_head != nullptr) {
     const float k = p.kv_scale.k_per_head[kv_head];
     // With a softcap the scale inside the tanh carries it (scale_log2 is log2(e) x softcap).
-    if (s.softcap_scale > 0.f) {
+    if (s.softcap_scale != 0.f) {
       s.softcap_scale *= k;
     } else {
       s.scale_log2 *= k;

@@ -38,15 +38,8 @@ bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
 bool is_paged(const FwdArgs& a) { return a.pages.defined(); }
 
 void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
-  const HeadMajorView v = head_major_view(t, varlen);
-  const auto fail = [&](const std::string& what) {
-    unsupported(detail::concat(name, " ", what, " (shape ", t.shape_string(), ")"));
-  };
-  if (v.stride_d != 1) fail("must have a contiguous last dim");
-  for (int64_t stride : {v.stride_s, v.stride_h, v.stride_b}) {
-    if (stride % 8 != 0) fail("strides must be multiples of 8 elements (16 bytes) for TMA");
-  }
-  if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) fail("must be 16-byte aligned");
+  const std::string why = tma_layout_problem(t, varlen);
+  if (!why.empty()) unsupported(detail::concat(name, " ", why, " (shape ", t.shape_string(), ")"));
 }
 
 // A page pool [P, page_size, H, D] (NHD) or [P, H, page_size, D] (HND) by (page, slot, head)
@@ -187,7 +180,9 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
     p.seq.seqlen_q = static_cast<int>(q.s);
     p.seq.seqlen_k = static_cast<int>(k.s);
   }
-  const int max_seqlen_q = varlen ? args.max_seqlen_q : p.seq.seqlen_q;
+  // No query row at all (varlen total_q = 0 with any max_seqlen_q): no tile, nothing to write,
+  // and no map over Q's zero rows to encode (a tensor map refuses a dimension of 0).
+  const int max_seqlen_q = q.s == 0 ? 0 : varlen ? args.max_seqlen_q : p.seq.seqlen_q;
   const int max_seqlen_k = varlen ? args.max_seqlen_k : p.seq.seqlen_k;
 
   if (paged) {
@@ -212,7 +207,8 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   p.mask.window_right = opts.causal ? 0 : opts.window.right;
 
   const float scale = opts.scale ? *opts.scale : 1.0f / std::sqrt(static_cast<float>(q.d));
-  if (opts.softcap > 0.f) {
+  // A softcap is on where softcap_scale != 0: with scale 0 every logit is 0, softcap or not.
+  if (opts.softcap > 0.f && scale != 0.f) {
     p.softmax.softcap_scale = scale / opts.softcap;
     p.softmax.scale_log2 = opts.softcap * kLog2e;
   } else {

@@ -298,11 +298,12 @@ struct FwdMainloop {
   }
 
   // Softcap, then the mask where the block needs one.
-  // `softcap_scale`: the tile's (kernel.cuh, tile_scales), > 0 with a softcap.
+  // `softcap_scale`: the tile's (kernel.cuh, tile_scales), nonzero with a softcap (negative with a
+  // negative scale).
   __device__ static void transform_scores(const FwdParams& p, const TileInfo& t, STile& s,
                                           const RowLimits (&rows)[2], int n_block, int lane,
                                           float softcap_scale) {
-    if (softcap_scale > 0.f) {
+    if (softcap_scale != 0.f) {
 #pragma unroll
       for (int i = 0; i < Traits::kSRegs; ++i) s[i] = ptx::tanh_approx(s[i] * softcap_scale);
     }

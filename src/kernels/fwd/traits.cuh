@@ -196,7 +196,7 @@ struct MaskParams {
 
 struct SoftmaxParams {
   float scale_log2 = 0.f;        // log2(e) * scale, or log2(e) * softcap with a softcap
-  float softcap_scale = 0.f;     // > 0: logits become tanh(s * softcap_scale) (= scale / softcap)
+  float softcap_scale = 0.f;     // != 0: logits become tanh(s * softcap_scale) (= scale / softcap)
   const float* sinks = nullptr;  // device fp32 [Hq] or null
 };
 

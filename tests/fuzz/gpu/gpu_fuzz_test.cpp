@@ -24,6 +24,7 @@
 
 #include "cuda_api.hpp"
 #include "fuzz/driver.hpp"
+#include "fuzz/generate.hpp"
 #include "fuzz/invalid.hpp"
 #include "gpu/hopper_test_util.hpp"
 
@@ -87,6 +88,78 @@ TEST(GpuFuzzRegression, DecodeMinusInfSinkWithoutKeys) {
   for (const char* line :
        {"decode seed=6 batch=3 head_dim=128 kv_lens=0,0,0 sinks=1 no_sink_head0=1",
         "decode seed=7 batch=2 head_dim=128 kv_lens=0,37 sinks=1 no_sink_head0=1 num_splits=3"}) {
+    EXPECT_TRUE(gpu_passes(line)) << line;
+  }
+}
+
+// fwd without a single query row (varlen, every q_len 0, any max_seqlen_q): a tensor map over
+// Q's zero rows was refused ("each dim must be 1..2^32"); there is nothing to compute or write.
+TEST(GpuFuzzRegression, FwdWithoutQueryRows) {
+  const std::string why = testing::hopper::gpu_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* line : {
+           "fwd seed=700097 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=0 kv_lens=0 dtype=bf16",
+           "fwd seed=700097 layout=paged hq=2 hkv=1 dqk=128 dv=128 q_lens=0 kv_lens=8 dtype=bf16 "
+           "causal=1 sinks=1 page_size=3",
+       }) {
+    EXPECT_TRUE(gpu_passes(line)) << line;
+  }
+}
+
+// A softcap with a negative scale: the kernels read softcap_scale > 0 as "softcap on", so with
+// scale / softcap < 0 they left the tanh out (forward and backward).
+TEST(GpuFuzzRegression, SoftcapWithNegativeScale) {
+  const std::string why = testing::hopper::gpu_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* line : {
+           "fwd seed=700054 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=bf16 "
+           "softcap=0.5 scale=-0.25",
+           "fwd seed=700054 layout=varlen hq=15 hkv=3 dqk=128 dv=128 q_lens=0,177,10,89,105 "
+           "kv_lens=10,0,12,0,1 dtype=bf16 softcap=0.5 q_range=8 scale=-0.25 page_size=64 csr=1 "
+           "packed_kv=1",
+           "bwd seed=700054 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=bf16 "
+           "softcap=0.5 scale=-0.25",
+           "bwd seed=11 layout=dense hq=4 hkv=2 dqk=128 dv=128 q_lens=33,33 kv_lens=70,70 "
+           "dtype=bf16 causal=1 softcap=5 scale=-0.125",
+       }) {
+    EXPECT_TRUE(gpu_passes(line)) << line;
+  }
+}
+
+// Dense tensors whose batch dim runs backwards (negative strides): tensor maps take unsigned
+// byte strides, and the fwd read other rows than the request's (wrong out, lse; unwritten rows
+// with no keys). The CUDA path now declines them (kNotImplemented: the CPU reference takes them).
+TEST(GpuFuzzRegression, NegativeStridesAreDeclinedOnCuda) {
+  const std::string why = testing::hopper::gpu_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* line : {
+           "fwd seed=700153 layout=dense hq=1 hkv=1 dqk=64 dv=64 q_lens=1,1 kv_lens=0,0 "
+           "dtype=bf16 strided=1 reversed=1",
+           "fwd seed=700153 layout=dense hq=8 hkv=2 dqk=128 dv=128 q_lens=6,6,6 kv_lens=14,14,14 "
+           "dtype=bf16 causal=1 window=0,-1 scale=1 strided=1 reversed=1",
+           "bwd seed=700047 layout=dense hq=1 hkv=1 dqk=192 dv=128 q_lens=1,1 kv_lens=0,0 "
+           "dtype=bf16 strided=1 reversed=1",
+       }) {
+    Case c = parse(line);
+    legalize(c);
+    const Report r = check_case(c, cuda_api(), public_api(), Tolerance::kernel_vs_reference());
+    EXPECT_TRUE(r.ok() || r.skipped()) << line << "\n" << kind_name(r.kind) << ": " << r.detail;
+  }
+}
+
+// merge_states of fp32 states into bf16 / fp16 out: the kernel's and the reference's roundings
+// of a value near a rounding midpoint one unit in the last place apart (check.hpp, rounding 2).
+TEST(GpuFuzzRegression, MergeRoundsApartFromTheReferenceByAnUlpAtMost) {
+  const std::string why = testing::hopper::gpu_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* line : {
+           "merge seed=700306 n=2 n_way=0 tokens=6 heads=6 dim=512 dtype=fp32 out_dtype=fp16 "
+           "lse_spread=20",
+           "merge seed=700500 n=2 n_way=0 tokens=15 heads=6 dim=512 dtype=fp32 out_dtype=bf16 "
+           "lse_spread=20",
+           "merge seed=700924 n=16 n_way=1 tokens=38 heads=7 dim=64 dtype=fp32 out_dtype=bf16 "
+           "empty_percent=10 lse_spread=4",
+       }) {
     EXPECT_TRUE(gpu_passes(line)) << line;
   }
 }

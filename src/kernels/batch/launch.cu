@@ -97,6 +97,7 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   m.partial_o = step.partial_o;
   m.partial_lse = step.partial_lse;
   m.sinks = a.sinks.defined() ? a.sinks.data_as<const float>() : nullptr;
+  if (a.sinks.defined()) m.sinks_stride = a.sinks.stride(0);
   m.out = a.out.data();
   m.out_row_stride = a.out.stride(0);
   m.out_head_stride = a.out.stride(1);

@@ -27,6 +27,7 @@ struct MergeParams {
   const float* partial_o = nullptr;
   const float* partial_lse = nullptr;
   const float* sinks = nullptr;  // fp32 [Hq] or null
+  int64_t sinks_stride = 1;      // elements from one q head's sink to the next (any sign)
   void* out = nullptr;
   int64_t out_row_stride = 0, out_head_stride = 0;  // elements
   float* lse = nullptr;
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kMergeThreads)
       const int64_t first = static_cast<int64_t>(rec.partial_row) + (r - rec.row_begin);
       const int head = rec.kv_head * p.group + r % p.group;
       const int64_t q_row = static_cast<int64_t>(rec.q_start) + r / p.group;
-      const float sink = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
+      const float sink = p.sinks != nullptr ? p.sinks[head * p.sinks_stride] : -INFINITY;
       // Largest lse over the splits (lane-strided) and the sink; a NaN anywhere poisons the row.
       float top = sink;
       bool nan = sink != sink;

@@ -133,6 +133,7 @@ RowKernelParams row_params(const BwdArgs& args, const Problem& pr) {
   p.dq = row_tensor(args.dq, pr.varlen);
   if (f.sinks.defined() && args.dsinks.defined()) {
     p.sinks = f.sinks.data_as<const float>();
+    p.sinks_stride = f.sinks.stride(0);
     p.dsinks = args.dsinks.data_as<float>();
     p.dsinks_stride = args.dsinks.stride(0);
   }

@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kPreprocessThreads)
   const int chunk = lane % chunks;
   const int64_t ws_row = head * p.ws.rows + s.ws_row0 + row0;
   const bool sink_grad = p.sinks != nullptr && p.dsinks != nullptr;
-  const float sink = sink_grad ? p.sinks[head] : 0.f;
+  const float sink = sink_grad ? p.sinks[head * p.sinks_stride] : 0.f;
   // block_m is a multiple of 4 * rows_per_pass, so every lane runs the same number of passes.
   for (int r = warp * rows_per_pass + lane / chunks; r < p.block_m;
        r += (kPreprocessThreads / 32) * rows_per_pass) {

@@ -283,6 +283,7 @@ struct RowKernelParams {
   int heads_q = 0, head_dim = 0, head_dim_v = 0;
   RowTensor out, dout, lse, dq;
   const float* sinks = nullptr;  // fp32 [Hq]; null: no sink gradient
+  int64_t sinks_stride = 1;      // elements from one q head's sink to the next (any sign)
   float* dsinks = nullptr;       // output, element stride dsinks_stride
   int64_t dsinks_stride = 1;
   float scale = 0.f;  // dQ = scale * dq_accum

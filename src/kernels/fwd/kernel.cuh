@@ -119,7 +119,8 @@ __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, i
       const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + tid % 32 / 4;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        sink_log2[h] = p.softmax.sinks[row_address(p, w, t, row0 + 8 * h).head] * kLog2e;
+        const int head = row_address(p, w, t, row0 + 8 * h).head;
+        sink_log2[h] = p.softmax.sinks[head * p.softmax.sinks_stride] * kLog2e;
       }
     }
     float out_scale[2], lse[2];

@@ -215,6 +215,7 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
     p.softmax.scale_log2 = scale * kLog2e;
   }
   p.softmax.sinks = args.sinks.defined() ? args.sinks.data_as<const float>() : nullptr;
+  if (args.sinks.defined()) p.softmax.sinks_stride = args.sinks.stride(0);
 
   p.out.o = args.out.data();
   p.out.lse = args.lse.data_as<float>();

@@ -198,6 +198,7 @@ struct SoftmaxParams {
   float scale_log2 = 0.f;        // log2(e) * scale, or log2(e) * softcap with a softcap
   float softcap_scale = 0.f;     // != 0: logits become tanh(s * softcap_scale) (= scale / softcap)
   const float* sinks = nullptr;  // device fp32 [Hq] or null
+  int64_t sinks_stride = 1;      // elements from one q head's sink to the next (any sign)
 };
 
 // Scales of the KV cache (real value = stored * scale; an fp8 cache's dequantization). A

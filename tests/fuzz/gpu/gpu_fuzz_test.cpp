@@ -147,6 +147,26 @@ TEST(GpuFuzzRegression, NegativeStridesAreDeclinedOnCuda) {
   }
 }
 
+// Sinks with a stride other than 1 (here a reversed [Hq] view, q itself of one request): the
+// fwd, the bwd's sink gradient and the batch merge indexed sinks[head], as if contiguous (the lse
+// of heads past the first took another head's sink, or memory past it; decode took the stride).
+TEST(GpuFuzzRegression, SinksWithAStride) {
+  const std::string why = testing::hopper::gpu_skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* line : {
+           "fwd seed=900501 layout=dense hq=2 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=0 dtype=bf16 "
+           "sinks=1 reversed=1",
+           "fwd seed=900819 layout=dense hq=2 hkv=1 dqk=192 dv=128 q_lens=1 kv_lens=0 dtype=fp16 "
+           "sinks=1 reversed=1",
+           "bwd seed=700667 layout=dense hq=2 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=0 dtype=bf16 "
+           "sinks=1 reversed=1",
+           "fwd seed=901 layout=dense hq=8 hkv=2 dqk=128 dv=128 q_lens=40 kv_lens=70 dtype=bf16 "
+           "causal=1 sinks=1 reversed=1",
+       }) {
+    EXPECT_TRUE(gpu_passes(line)) << line;
+  }
+}
+
 // merge_states of fp32 states into bf16 / fp16 out: the kernel's and the reference's roundings
 // of a value near a rounding midpoint one unit in the last place apart (check.hpp, rounding 2).
 TEST(GpuFuzzRegression, MergeRoundsApartFromTheReferenceByAnUlpAtMost) {

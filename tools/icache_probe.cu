@@ -25,48 +25,51 @@ namespace {
 
 constexpr int kChains = 8;  // independent FMA chains a thread: one instruction a cycle when warm
 
-// kReps x kChains FMAs (16 bytes of SASS each) in one straight line.
-template <int kReps>
-__global__ void straight(float* out, long long* cycles) {
-  float a[kChains];
+// The chains' start values, then a barrier: every warp of the CTA starts its timed body together.
+__device__ __forceinline__ void start_chains(float (&a)[kChains]) {
 #pragma unroll
   for (int c = 0; c < kChains; ++c) a[c] = threadIdx.x * 0.001f + c;
   __syncthreads();
-  const long long t0 = clock64();
+}
+
+// Rep i: one FMA on every chain.
+__device__ __forceinline__ void rep(float (&a)[kChains], int i) {
 #pragma unroll
-  for (int i = 0; i < kReps; ++i) {
-#pragma unroll
-    for (int c = 0; c < kChains; ++c) a[c] = fmaf(a[c], 1.0001f, 0.25f * (i % 7 + c));
-  }
-  const long long t1 = clock64();
+  for (int c = 0; c < kChains; ++c) a[c] = fmaf(a[c], 1.0001f, 0.25f * (i % 7 + c));
+}
+
+// The chains' sum to `out` (so that no FMA is dead) and each warp's cycles to `cycles`.
+__device__ __forceinline__ void report(const float (&a)[kChains], long long elapsed, float* out,
+                                       long long* cycles) {
   float s = 0.f;
 #pragma unroll
   for (int c = 0; c < kChains; ++c) s += a[c];
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
+  if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = elapsed;
+}
+
+// kReps x kChains FMAs (16 bytes of SASS each) in one straight line.
+template <int kReps>
+__global__ void straight(float* out, long long* cycles) {
+  float a[kChains];
+  start_chains(a);
+  const long long t0 = clock64();
+#pragma unroll
+  for (int i = 0; i < kReps; ++i) rep(a, i);
+  report(a, clock64() - t0, out, cycles);
 }
 
 // The same FMA count from a loop of 8 unrolled reps (a ~1 KB body).
 __global__ void looped(float* out, long long* cycles, int reps) {
   float a[kChains];
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) a[c] = threadIdx.x * 0.001f + c;
-  __syncthreads();
+  start_chains(a);
   const long long t0 = clock64();
 #pragma unroll 1
   for (int i = 0; i < reps; i += 8) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int c = 0; c < kChains; ++c) a[c] = fmaf(a[c], 1.0001f, 0.25f * (j % 7 + c));
-    }
+    for (int j = 0; j < 8; ++j) rep(a, j);
   }
-  const long long t1 = clock64();
-  float s = 0.f;
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) s += a[c];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
+  report(a, clock64() - t0, out, cycles);
 }
 
 struct Probe {

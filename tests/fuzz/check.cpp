@@ -41,6 +41,17 @@ double kernel_roundoff(DType dtype) {
   }
 }
 
+// One unit in the last place of `value` stored in `dtype` (the subnormal quantum below the normal
+// range).
+double output_ulp(DType dtype, double value) {
+  int mantissa = 23, min_exp = -126;
+  if (dtype == DType::kBF16) mantissa = 7;
+  if (dtype == DType::kFP16) mantissa = 10, min_exp = -14;
+  const double a = std::fabs(value);
+  const int e = a > 0 && std::isfinite(a) ? std::max(std::ilogb(a), min_exp) : min_exp;
+  return std::ldexp(1.0, e - mantissa);
+}
+
 bool element_ok(double a, double b, double allowed) {
   if (std::isnan(a) || std::isnan(b)) return false;
   if (std::isinf(a) || std::isinf(b)) return a == b;
@@ -99,7 +110,8 @@ Report compare(const Outputs& a, const Outputs& b, const Tolerance& tol) {
       spread = spread_of_kind * kernel_roundoff(pb.inputs) * max_abs;
     }
     auto allowed = [&](int64_t i) {
-      return tol.rounding * testing::textbook::storage_tolerance(pb.dtype, pb.values[i]) +
+      return std::max(tol.rounding * testing::textbook::storage_tolerance(pb.dtype, pb.values[i]),
+                      tol.output_ulps * output_ulp(pb.dtype, pb.values[i])) +
              (pb.kind == Part::Kind::kLse ? tol.lse_abs : 0.0) + spread;
     };
     for (int64_t i = 0; i < int64_t(pa.values.size()); ++i) {

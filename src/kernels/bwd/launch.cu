@@ -247,9 +247,8 @@ void check_supported(const BwdArgs& args, const AttentionOptions&) {
   const std::pair<const TensorView*, const char*> mapped[] = {
       {&f.q, "q"}, {&f.k, "k"}, {&f.v, "v"}, {&args.dout, "dout"}};
   for (const auto& [t, name] : mapped) {
-    const std::string why = tma_layout_problem(*t, is_varlen(f));
-    if (!why.empty())
-      unsupported(detail::concat(name, " ", why, " (shape ", t->shape_string(), ")"));
+    const std::string why = tma_layout_problem(*t, name, is_varlen(f));
+    if (!why.empty()) unsupported(why);
   }
   if (args.dsinks.defined() && !args.dsinks.is_cuda()) {
     unsupported("dsinks must be a device tensor");

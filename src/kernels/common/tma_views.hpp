@@ -31,11 +31,11 @@ inline HeadMajorView head_major_view(const TensorView& t, bool varlen) {
   return v;
 }
 
-// Why `t` cannot be mapped by tma_spec below, or "" when it can: a contiguous last dim, the
+// Why `t` cannot be mapped by tma_spec below, or null when it can: a contiguous last dim, the
 // other strides multiples of 16 bytes and not negative (a map's strides are unsigned byte
 // counts: a reversed batch or sequence dim, a numpy stride trick, would read other rows), and a
 // 16-byte aligned base. Strides of size-1 dims do not count (head_major_view).
-inline std::string tma_layout_problem(const TensorView& t, bool varlen) {
+inline const char* tma_layout_reason(const TensorView& t, bool varlen) {
   const HeadMajorView v = head_major_view(t, varlen);
   if (v.stride_d != 1) return "must have a contiguous last dim";
   for (int64_t stride : {v.stride_s, v.stride_h, v.stride_b}) {
@@ -43,7 +43,13 @@ inline std::string tma_layout_problem(const TensorView& t, bool varlen) {
     if (stride % 8 != 0) return "strides must be multiples of 8 elements (16 bytes) for TMA";
   }
   if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) return "must be 16-byte aligned";
-  return "";
+  return nullptr;
+}
+
+// tma_layout_reason as a launcher's kNotImplemented message about argument `name`, or "".
+inline std::string tma_layout_problem(const TensorView& t, const char* name, bool varlen) {
+  const char* why = tma_layout_reason(t, varlen);
+  return why == nullptr ? "" : std::string(name) + " " + why + " (shape " + t.shape_string() + ")";
 }
 
 // Boxes of (64 columns, box_heads heads, box_rows rows) of a 16-bit head-major tensor:

@@ -38,8 +38,8 @@ bool is_varlen(const FwdArgs& a) { return a.cu_seqlens_q.defined(); }
 bool is_paged(const FwdArgs& a) { return a.pages.defined(); }
 
 void check_tma_layout(const TensorView& t, const char* name, bool varlen) {
-  const std::string why = tma_layout_problem(t, varlen);
-  if (!why.empty()) unsupported(detail::concat(name, " ", why, " (shape ", t.shape_string(), ")"));
+  const std::string why = tma_layout_problem(t, name, varlen);
+  if (!why.empty()) unsupported(why);
 }
 
 // A page pool [P, page_size, H, D] (NHD) or [P, H, page_size, D] (HND) by (page, slot, head)

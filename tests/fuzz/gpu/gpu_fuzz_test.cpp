@@ -19,6 +19,7 @@
 // command; a CUDA fault prints the case line and exits (status 3).
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <iostream>
 #include <stdexcept>
 
@@ -55,83 +56,75 @@ TEST(GpuFuzz, Mla) { gpu_fuzz(Family::kMla); }
 TEST(GpuFuzz, Merge) { gpu_fuzz(Family::kMerge); }
 
 // Cases the GPU run once failed on (shrunk, and where it helps the original draw), each of which
-// must pass on CUDA against the CPU reference.
-::testing::AssertionResult gpu_passes(const std::string& line) {
-  return line_passes(line, cuda_api(), public_api(), Tolerance::kernel_vs_reference());
-}
+// must pass on CUDA against the CPU reference; skipped without a Hopper.
+class GpuFuzzRegression : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = testing::hopper::gpu_skip_reason();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  static void expect_pass(std::initializer_list<const char*> lines) {
+    for (const char* line : lines) {
+      EXPECT_TRUE(line_passes(line, cuda_api(), public_api(), Tolerance::kernel_vs_reference()))
+          << line;
+    }
+  }
+};
 
 // bwd varlen: K, V, Q and dO rows past a sequence's end (here NaN pad rows after the last
 // request) reached dQ = dS K, dK = dS^T Q and dV = P^T dO as 0 x NaN.
-TEST(GpuFuzzRegression, BwdVarlenRowsPastTheEndAreZeros) {
-  const std::string why = testing::hopper::gpu_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
-  for (const char* line : {
-           "bwd seed=87 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=fp16 "
-           "pad_rows=2",
-           "bwd seed=64 layout=varlen hq=1 hkv=1 dqk=192 dv=128 q_lens=1 kv_lens=1 dtype=fp16 "
-           "pad_rows=1",
-           "bwd seed=87 layout=varlen hq=8 hkv=4 dqk=128 dv=128 q_lens=8,9,11,15,12 "
-           "kv_lens=10,9,15,15,12 dtype=fp16 causal=1 deterministic=1 pad_rows=2 packed_kv=1",
-           "bwd seed=64 layout=varlen hq=4 hkv=4 dqk=192 dv=128 q_lens=17,25,3,12 "
-           "kv_lens=31,1,31,34 dtype=fp16 window=3,1 scale=0.100000001 deterministic=1 pad_rows=1",
-           "bwd seed=5 layout=varlen hq=2 hkv=1 dqk=256 dv=256 q_lens=70,0,3 kv_lens=130,9,1 "
-           "dtype=bf16 causal=1 softcap=20 pad_rows=3",
-       }) {
-    EXPECT_TRUE(gpu_passes(line)) << line;
-  }
+TEST_F(GpuFuzzRegression, BwdVarlenRowsPastTheEndAreZeros) {
+  expect_pass({
+      "bwd seed=87 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=fp16 "
+      "pad_rows=2",
+      "bwd seed=64 layout=varlen hq=1 hkv=1 dqk=192 dv=128 q_lens=1 kv_lens=1 dtype=fp16 "
+      "pad_rows=1",
+      "bwd seed=87 layout=varlen hq=8 hkv=4 dqk=128 dv=128 q_lens=8,9,11,15,12 "
+      "kv_lens=10,9,15,15,12 dtype=fp16 causal=1 deterministic=1 pad_rows=2 packed_kv=1",
+      "bwd seed=64 layout=varlen hq=4 hkv=4 dqk=192 dv=128 q_lens=17,25,3,12 "
+      "kv_lens=31,1,31,34 dtype=fp16 window=3,1 scale=0.100000001 deterministic=1 pad_rows=1",
+      "bwd seed=5 layout=varlen hq=2 hkv=1 dqk=256 dv=256 q_lens=70,0,3 kv_lens=130,9,1 "
+      "dtype=bf16 causal=1 softcap=20 pad_rows=3",
+  });
 }
 
 // decode with a -inf sink and no visible key: lse was NaN (the sink's -inf minus a -inf max).
-TEST(GpuFuzzRegression, DecodeMinusInfSinkWithoutKeys) {
-  const std::string why = testing::hopper::gpu_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
-  for (const char* line :
-       {"decode seed=6 batch=3 head_dim=128 kv_lens=0,0,0 sinks=1 no_sink_head0=1",
-        "decode seed=7 batch=2 head_dim=128 kv_lens=0,37 sinks=1 no_sink_head0=1 num_splits=3"}) {
-    EXPECT_TRUE(gpu_passes(line)) << line;
-  }
+TEST_F(GpuFuzzRegression, DecodeMinusInfSinkWithoutKeys) {
+  expect_pass(
+      {"decode seed=6 batch=3 head_dim=128 kv_lens=0,0,0 sinks=1 no_sink_head0=1",
+       "decode seed=7 batch=2 head_dim=128 kv_lens=0,37 sinks=1 no_sink_head0=1 num_splits=3"});
 }
 
 // fwd without a single query row (varlen, every q_len 0, any max_seqlen_q): a tensor map over
 // Q's zero rows was refused ("each dim must be 1..2^32"); there is nothing to compute or write.
-TEST(GpuFuzzRegression, FwdWithoutQueryRows) {
-  const std::string why = testing::hopper::gpu_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
-  for (const char* line : {
-           "fwd seed=700097 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=0 kv_lens=0 dtype=bf16",
-           "fwd seed=700097 layout=paged hq=2 hkv=1 dqk=128 dv=128 q_lens=0 kv_lens=8 dtype=bf16 "
-           "causal=1 sinks=1 page_size=3",
-       }) {
-    EXPECT_TRUE(gpu_passes(line)) << line;
-  }
+TEST_F(GpuFuzzRegression, FwdWithoutQueryRows) {
+  expect_pass({
+      "fwd seed=700097 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=0 kv_lens=0 dtype=bf16",
+      "fwd seed=700097 layout=paged hq=2 hkv=1 dqk=128 dv=128 q_lens=0 kv_lens=8 dtype=bf16 "
+      "causal=1 sinks=1 page_size=3",
+  });
 }
 
 // A softcap with a negative scale: the kernels read softcap_scale > 0 as "softcap on", so with
 // scale / softcap < 0 they left the tanh out (forward and backward).
-TEST(GpuFuzzRegression, SoftcapWithNegativeScale) {
-  const std::string why = testing::hopper::gpu_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
-  for (const char* line : {
-           "fwd seed=700054 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=bf16 "
-           "softcap=0.5 scale=-0.25",
-           "fwd seed=700054 layout=varlen hq=15 hkv=3 dqk=128 dv=128 q_lens=0,177,10,89,105 "
-           "kv_lens=10,0,12,0,1 dtype=bf16 softcap=0.5 q_range=8 scale=-0.25 page_size=64 csr=1 "
-           "packed_kv=1",
-           "bwd seed=700054 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=bf16 "
-           "softcap=0.5 scale=-0.25",
-           "bwd seed=11 layout=dense hq=4 hkv=2 dqk=128 dv=128 q_lens=33,33 kv_lens=70,70 "
-           "dtype=bf16 causal=1 softcap=5 scale=-0.125",
-       }) {
-    EXPECT_TRUE(gpu_passes(line)) << line;
-  }
+TEST_F(GpuFuzzRegression, SoftcapWithNegativeScale) {
+  expect_pass({
+      "fwd seed=700054 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=bf16 "
+      "softcap=0.5 scale=-0.25",
+      "fwd seed=700054 layout=varlen hq=15 hkv=3 dqk=128 dv=128 q_lens=0,177,10,89,105 "
+      "kv_lens=10,0,12,0,1 dtype=bf16 softcap=0.5 q_range=8 scale=-0.25 page_size=64 csr=1 "
+      "packed_kv=1",
+      "bwd seed=700054 layout=varlen hq=1 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=1 dtype=bf16 "
+      "softcap=0.5 scale=-0.25",
+      "bwd seed=11 layout=dense hq=4 hkv=2 dqk=128 dv=128 q_lens=33,33 kv_lens=70,70 "
+      "dtype=bf16 causal=1 softcap=5 scale=-0.125",
+  });
 }
 
 // Dense tensors whose batch dim runs backwards (negative strides): tensor maps take unsigned
 // byte strides, and the fwd read other rows than the request's (wrong out, lse; unwritten rows
 // with no keys). The CUDA path now declines them (kNotImplemented: the CPU reference takes them).
-TEST(GpuFuzzRegression, NegativeStridesAreDeclinedOnCuda) {
-  const std::string why = testing::hopper::gpu_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
+TEST_F(GpuFuzzRegression, NegativeStridesAreDeclinedOnCuda) {
   for (const char* line : {
            "fwd seed=700153 layout=dense hq=1 hkv=1 dqk=64 dv=64 q_lens=1,1 kv_lens=0,0 "
            "dtype=bf16 strided=1 reversed=1",
@@ -150,38 +143,30 @@ TEST(GpuFuzzRegression, NegativeStridesAreDeclinedOnCuda) {
 // Sinks with a stride other than 1 (here a reversed [Hq] view, q itself of one request): the
 // fwd, the bwd's sink gradient and the batch merge indexed sinks[head], as if contiguous (the lse
 // of heads past the first took another head's sink, or memory past it; decode took the stride).
-TEST(GpuFuzzRegression, SinksWithAStride) {
-  const std::string why = testing::hopper::gpu_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
-  for (const char* line : {
-           "fwd seed=900501 layout=dense hq=2 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=0 dtype=bf16 "
-           "sinks=1 reversed=1",
-           "fwd seed=900819 layout=dense hq=2 hkv=1 dqk=192 dv=128 q_lens=1 kv_lens=0 dtype=fp16 "
-           "sinks=1 reversed=1",
-           "bwd seed=700667 layout=dense hq=2 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=0 dtype=bf16 "
-           "sinks=1 reversed=1",
-           "fwd seed=901 layout=dense hq=8 hkv=2 dqk=128 dv=128 q_lens=40 kv_lens=70 dtype=bf16 "
-           "causal=1 sinks=1 reversed=1",
-       }) {
-    EXPECT_TRUE(gpu_passes(line)) << line;
-  }
+TEST_F(GpuFuzzRegression, SinksWithAStride) {
+  expect_pass({
+      "fwd seed=900501 layout=dense hq=2 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=0 dtype=bf16 "
+      "sinks=1 reversed=1",
+      "fwd seed=900819 layout=dense hq=2 hkv=1 dqk=192 dv=128 q_lens=1 kv_lens=0 dtype=fp16 "
+      "sinks=1 reversed=1",
+      "bwd seed=700667 layout=dense hq=2 hkv=1 dqk=64 dv=64 q_lens=1 kv_lens=0 dtype=bf16 "
+      "sinks=1 reversed=1",
+      "fwd seed=901 layout=dense hq=8 hkv=2 dqk=128 dv=128 q_lens=40 kv_lens=70 dtype=bf16 "
+      "causal=1 sinks=1 reversed=1",
+  });
 }
 
 // merge_states of fp32 states into bf16 / fp16 out: the kernel's and the reference's roundings
-// of a value near a rounding midpoint one unit in the last place apart (check.hpp, rounding 2).
-TEST(GpuFuzzRegression, MergeRoundsApartFromTheReferenceByAnUlpAtMost) {
-  const std::string why = testing::hopper::gpu_skip_reason();
-  if (!why.empty()) GTEST_SKIP() << why;
-  for (const char* line : {
-           "merge seed=700306 n=2 n_way=0 tokens=6 heads=6 dim=512 dtype=fp32 out_dtype=fp16 "
-           "lse_spread=20",
-           "merge seed=700500 n=2 n_way=0 tokens=15 heads=6 dim=512 dtype=fp32 out_dtype=bf16 "
-           "lse_spread=20",
-           "merge seed=700924 n=16 n_way=1 tokens=38 heads=7 dim=64 dtype=fp32 out_dtype=bf16 "
-           "empty_percent=10 lse_spread=4",
-       }) {
-    EXPECT_TRUE(gpu_passes(line)) << line;
-  }
+// of a value near a rounding midpoint one unit in the last place apart (check.hpp, output_ulps).
+TEST_F(GpuFuzzRegression, MergeRoundsApartFromTheReferenceByAnUlpAtMost) {
+  expect_pass({
+      "merge seed=700306 n=2 n_way=0 tokens=6 heads=6 dim=512 dtype=fp32 out_dtype=fp16 "
+      "lse_spread=20",
+      "merge seed=700500 n=2 n_way=0 tokens=15 heads=6 dim=512 dtype=fp32 out_dtype=bf16 "
+      "lse_spread=20",
+      "merge seed=700924 n=16 n_way=1 tokens=38 heads=7 dim=64 dtype=fp32 out_dtype=bf16 "
+      "empty_percent=10 lse_spread=4",
+  });
 }
 
 }  // namespace

@@ -244,8 +244,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
       f.mla_schedule = MlaSchedule::kSeesaw;
     } else if (v == "one-consumer") {
       f.mla_schedule = MlaSchedule::kOneConsumer;
+    } else if (v == "narrow") {
+      f.mla_schedule = MlaSchedule::kNarrow;
     } else {
-      throw UsageError("--mla-schedule: expected auto | seesaw | one-consumer, got " + quoted(v));
+      throw UsageError("--mla-schedule: expected auto | seesaw | one-consumer | narrow, got " +
+                       quoted(v));
     }
     return;
   }

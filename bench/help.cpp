@@ -58,7 +58,8 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --splits N          decode, mla GPU kernels: key splits per problem (0 = the library's choice)
   --pack-gqa M        fwd GPU kernel: on | off | auto (default) whether the q heads of one KV
                       head share a tile (GQA packing; auto packs short q-len)
-  --mla-schedule M    mla GPU kernel: auto (default) | seesaw (16-bit caches) | one-consumer
+  --mla-schedule M    mla GPU kernel: auto (default) | seesaw (16-bit caches) | one-consumer |
+                      narrow (requests of <= 16 rows)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
   --paged-tma M       fwd: on (default) | off: off loads paged KV through the cp.async gather
                       for every page size

@@ -46,6 +46,7 @@ std::string Shape::describe() const {
     if (num_splits > 0) os << " splits=" << num_splits;
     if (mla_schedule == MlaSchedule::kSeesaw) os << " seesaw";
     if (mla_schedule == MlaSchedule::kOneConsumer) os << " one-consumer";
+    if (mla_schedule == MlaSchedule::kNarrow) os << " narrow";
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);

@@ -517,7 +517,8 @@ def mla(
     (float, real value = stored value * kv_scale); q stays 16-bit. ``num_splits`` (CUDA): key
     splits per (request, row tile), None = the library's cost model. ``schedule`` (CUDA kernel):
     "auto" (the library's choice by shape and cache dtype), "seesaw" (64-key blocks in pairs, both
-    consumer warpgroups computing logits; 16-bit caches) or "one-consumer"; any schedule gives the
+    consumer warpgroups computing logits; 16-bit caches), "one-consumer" or "narrow" (requests of
+    at most 16 rows, max_seqlen_q * H <= 16: keys on the MMA's M side); any schedule gives the
     same result to rounding, and CPU tensors take it and run the reference.
 
     Returns ``(out, lse)``: out [total_q, H, 512] in q_nope's dtype, lse float32 [total_q, H].

@@ -98,13 +98,14 @@ def layout(kv_layout):
     return kv_layout
 
 
-_MLA_SCHEDULES = ("auto", "seesaw", "one-consumer")
+_MLA_SCHEDULES = ("auto", "seesaw", "one-consumer", "narrow")
 
 
 def mla_schedule(schedule):
     if not isinstance(schedule, str) or schedule not in _MLA_SCHEDULES:
         raise ValueError(
-            f'schedule: expected "auto", "seesaw" or "one-consumer", got {schedule!r}'
+            'schedule: expected "auto", "seesaw", "one-consumer" or "narrow", '
+            f"got {schedule!r}"
         )
     return schedule
 

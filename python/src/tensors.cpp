@@ -165,9 +165,10 @@ MlaSchedule mla_schedule_named(const std::string& schedule) {
   if (schedule == "auto") return MlaSchedule::kAuto;
   if (schedule == "seesaw") return MlaSchedule::kSeesaw;
   if (schedule == "one-consumer") return MlaSchedule::kOneConsumer;
-  throw Error(
-      ErrorKind::kValue,
-      "schedule: expected \"auto\", \"seesaw\" or \"one-consumer\", got \"" + schedule + "\"");
+  if (schedule == "narrow") return MlaSchedule::kNarrow;
+  throw Error(ErrorKind::kValue,
+              "schedule: expected \"auto\", \"seesaw\", \"one-consumer\" or \"narrow\", got \"" +
+                  schedule + "\"");
 }
 
 DeviceGuard::DeviceGuard(Device device) {

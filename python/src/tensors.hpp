@@ -44,7 +44,8 @@ TensorView host_int32_view(uintptr_t address, int64_t length, const char* name);
 // "NHD" or "HND" (ValueError otherwise).
 KVLayout layout_named(const std::string& kv_layout);
 
-// hopattn.mla's schedule= name ("auto", "seesaw" or "one-consumer") as MlaOptions::schedule.
+// hopattn.mla's schedule= name ("auto", "seesaw", "one-consumer" or "narrow") as
+// MlaOptions::schedule.
 MlaSchedule mla_schedule_named(const std::string& schedule);
 
 // A page table given from Python: a block table [B, max_pages] or a pair (page_indptr,

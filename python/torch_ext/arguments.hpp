@@ -116,6 +116,8 @@ bool mla_schedule(PyObject* obj, MlaSchedule* out) {
     *out = MlaSchedule::kSeesaw;
   } else if (PyUnicode_CompareWithASCIIString(obj, "one-consumer") == 0) {
     *out = MlaSchedule::kOneConsumer;
+  } else if (PyUnicode_CompareWithASCIIString(obj, "narrow") == 0) {
+    *out = MlaSchedule::kNarrow;
   } else {
     return false;
   }

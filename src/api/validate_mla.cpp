@@ -41,13 +41,22 @@ void mla(const MlaArgs& a, const MlaOptions& opts, DeviceValues values) {
   c.require(opts.num_splits >= 0 && opts.num_splits <= plan::mla::kMaxSplits, ErrorKind::kValue,
             "num_splits", "0..128 (0 = chosen by the library)", opts.num_splits);
   const int schedule = static_cast<int>(opts.schedule);
-  c.require(schedule >= 0 && schedule <= static_cast<int>(MlaSchedule::kOneConsumer),
-            ErrorKind::kValue, "schedule", "kAuto, kSeesaw or kOneConsumer (0..2)", schedule);
+  c.require(schedule >= 0 && schedule <= static_cast<int>(MlaSchedule::kNarrow), ErrorKind::kValue,
+            "schedule", "kAuto, kSeesaw, kOneConsumer or kNarrow (0..3)", schedule);
   // The seesaw schedule has no fp8 producer (src/kernels/mla/README.md).
   if (opts.schedule == MlaSchedule::kSeesaw && a.ckv.dtype() == DType::kFP8E4M3) {
     c.fail(ErrorKind::kNotImplemented, "schedule",
-           "kAuto or kOneConsumer for an fp8_e4m3 cache (the seesaw schedule takes 16-bit caches)",
+           "kAuto, kOneConsumer or kNarrow for an fp8_e4m3 cache (the seesaw schedule takes 16-bit "
+           "caches)",
            "kSeesaw");
+  }
+  // The narrow schedule holds one request's rows on the MMA's N side (plan/mla_tiles.hpp).
+  if (opts.schedule == MlaSchedule::kNarrow &&
+      a.max_seqlen_q * heads > plan::mla::kNarrowRows) {
+    c.fail(ErrorKind::kNotImplemented, "schedule",
+           detail::concat("kNarrow for requests of at most ", plan::mla::kNarrowRows,
+                          " rows (max_seqlen_q * heads)"),
+           detail::concat("max_seqlen_q ", a.max_seqlen_q, " x ", heads, " heads"));
   }
   if (!(std::isfinite(a.kv_scale) && a.kv_scale > 0.f)) {
     c.fail(ErrorKind::kValue, "kv_scale", "a finite value > 0", a.kv_scale);

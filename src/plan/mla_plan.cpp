@@ -37,6 +37,12 @@ bool seesaw_schedule(const Shape& s, int num_splits) {
          keys_per_split >= kMinKeysPerSplit;
 }
 
+bool narrow_fits(const Shape& s) {
+  return std::max<int64_t>(s.max_seqlen_q, 0) * s.heads <= kNarrowRows;
+}
+
+bool narrow_schedule(const Shape& s) { return s.fp8_cache && narrow_fits(s); }
+
 Plan make_plan(const Shape& s, int num_sms) {
   Plan p;
   const int64_t rows = std::max<int64_t>(s.max_seqlen_q, 0) * s.heads;
@@ -44,8 +50,20 @@ Plan make_plan(const Shape& s, int num_sms) {
   const int64_t problems = s.batch * p.row_tiles;
   p.num_splits = s.num_splits > 0 ? std::min(s.num_splits, kMaxSplits)
                                   : auto_splits(problems, s.max_kv_len, std::max(num_sms, 1));
-  p.seesaw = s.schedule == MlaSchedule::kAuto ? seesaw_schedule(s, p.num_splits)
-                                              : s.schedule == MlaSchedule::kSeesaw;
+  switch (s.schedule) {
+    case MlaSchedule::kAuto:
+      p.seesaw = seesaw_schedule(s, p.num_splits);
+      p.narrow = !p.seesaw && narrow_schedule(s);
+      break;
+    case MlaSchedule::kSeesaw:
+      p.seesaw = true;
+      break;
+    case MlaSchedule::kNarrow:
+      p.narrow = true;
+      break;
+    case MlaSchedule::kOneConsumer:
+      break;
+  }
   if (p.num_splits > 1) {
     const size_t states = size_t(p.num_splits) * size_t(std::max<int64_t>(s.total_q, 0)) *
                           size_t(std::max<int64_t>(s.heads, 0));

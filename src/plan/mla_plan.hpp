@@ -28,6 +28,8 @@ struct Plan {
   // The schedule: two-block ("seesaw", 64-key blocks, both consumers computing S) or one S
   // consumer over 32-key blocks: Shape::schedule when forced, else seesaw_schedule().
   bool seesaw = false;
+  // Or the narrow one (requests of <= kNarrowRows rows: S^T = K Q^T over 64-key pairs).
+  bool narrow = false;
   int num_splits = 1;  // CTAs per problem along the keys
   // num_splits > 1: float32 partial states in the workspace, o [splits, total_q, H, 512] at
   // partial_o_offset and lse [splits, total_q, H] at partial_lse_offset, merged afterwards.
@@ -51,6 +53,15 @@ Plan make_plan(const Shape& shape, int num_sms);
 // splits of >= 1024 keys (batch 1 at 512 keys a split measured 1.04x slower: the pairs do not
 // amortize the pipeline's start). docs/perf/mla.md, run set n.
 bool seesaw_schedule(const Shape& shape, int num_splits);
+
+// Whether the narrow schedule can run a call: every request has at most kNarrowRows rows
+// (max_seqlen_q * heads <= 16), where a 64-row tile would be three quarters padding.
+bool narrow_fits(const Shape& shape);
+
+// Whether the plan takes it by itself: fp8 caches that fit (1.09-1.12x the one-S-consumer
+// schedule's speed on the 16-head memory-bound rows, with fp16 MMAs). A 16-bit cache keeps the
+// one-S-consumer schedule, which measured 1.00-1.04x faster there (run set q, docs/perf/mla.md).
+bool narrow_schedule(const Shape& shape);
 
 // The shape inputs of a call, from its arguments' shapes alone (no tensor data is read).
 Shape shape_of(const MlaArgs& args, const MlaOptions& opts);

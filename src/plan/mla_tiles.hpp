@@ -13,6 +13,10 @@ inline constexpr int kTileRows = 64;
 inline constexpr int kBlockKeys = 32;  // keys per KV tile (pipeline stage)
 // Keys per KV block of the two-block ("seesaw") schedule (src/kernels/mla/seesaw.cuh).
 inline constexpr int kSeesawBlockKeys = 64;
+// Rows (q token, head pairs) of a request up to which the narrow schedule runs it
+// (src/kernels/mla/narrow.cuh): S^T = K Q^T and O^T += V^T P^T put the 64 keys of a block on the
+// MMA's M side and the rows on N, so 16 rows cost a quarter of a 64-row tile's MMA work.
+inline constexpr int kNarrowRows = 16;
 inline constexpr int kMaxSplits = 128;
 
 }  // namespace hopattn::plan::mla

@@ -65,6 +65,13 @@ __device__ __forceinline__ void zero_panel_rows(uint32_t base, uint32_t panel_by
   }
 }
 
+// PTX ISA "ld" (ld.shared.b32).
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 // PTX ISA "ld" (ld.shared.v2.b32).
 __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
   uint2 v;

@@ -13,6 +13,86 @@
 namespace hopattn::ptx {
 
 template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n16k16_ss_bf16(float (&d)[8], uint64_t desc_a,
+                                                        uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16\n"
+      "{%0, %1, %2, %3, %4, %5, %6, %7},\n"
+      "%8, %9, p, 1, 1, %11, %12;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n16k16_rs_bf16(float (&d)[8], const uint32_t (&a)[4],
+                                                        uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16\n"
+      "{%0, %1, %2, %3, %4, %5, %6, %7},\n"
+      "{%8, %9, %10, %11}, %12, p, 1, 1, %14;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n16k16_ss_f16(float (&d)[8], uint64_t desc_a,
+                                                       uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16\n"
+      "{%0, %1, %2, %3, %4, %5, %6, %7},\n"
+      "%8, %9, p, 1, 1, %11, %12;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n16k16_rs_f16(float (&d)[8], const uint32_t (&a)[4],
+                                                       uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %13, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16\n"
+      "{%0, %1, %2, %3, %4, %5, %6, %7},\n"
+      "{%8, %9, %10, %11}, %12, p, 1, 1, %14;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_m64n32k16_ss_bf16(float (&d)[16], uint64_t desc_a,
                                                         uint64_t desc_b, uint32_t scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1186,7 +1266,13 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
                                          uint32_t scale_d) {
   constexpr bool kBf16 = std::is_same_v<Elt, __nv_bfloat16>;
   static_assert(kBf16 || std::is_same_v<Elt, __half>, "wgmma: bf16 or fp16 operands");
-  if constexpr (N == 32) {
+  if constexpr (N == 16) {
+    if constexpr (kBf16) {
+      wgmma_m64n16k16_ss_bf16<kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+    } else {
+      wgmma_m64n16k16_ss_f16<kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+    }
+  } else if constexpr (N == 32) {
     if constexpr (kBf16) {
       wgmma_m64n32k16_ss_bf16<kTransA, kTransB>(d, desc_a, desc_b, scale_d);
     } else {
@@ -1250,7 +1336,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
                                          uint32_t scale_d) {
   constexpr bool kBf16 = std::is_same_v<Elt, __nv_bfloat16>;
   static_assert(kBf16 || std::is_same_v<Elt, __half>, "wgmma: bf16 or fp16 operands");
-  if constexpr (N == 32) {
+  if constexpr (N == 16) {
+    if constexpr (kBf16) {
+      wgmma_m64n16k16_rs_bf16<kTransB>(d, a, desc_b, scale_d);
+    } else {
+      wgmma_m64n16k16_rs_f16<kTransB>(d, a, desc_b, scale_d);
+    }
+  } else if constexpr (N == 32) {
     if constexpr (kBf16) {
       wgmma_m64n32k16_rs_bf16<kTransB>(d, a, desc_b, scale_d);
     } else {

@@ -86,6 +86,34 @@ TEST(MlaPlan, TheGpuGridReachesTheSeesawRule) {
   EXPECT_FALSE(make_plan(one, 132).seesaw);
 }
 
+// Requests of <= 16 rows fit the narrow schedule (any cache, any page size); the plan takes it
+// for fp8 caches unless forced otherwise; the seesaw rule never applies to them (>= 128 rows).
+TEST(MlaPlan, NarrowScheduleForFp8RequestsOfAtMostSixteenRows) {
+  EXPECT_TRUE(narrow_fits(shape(64, 16, 1, 4096)));
+  EXPECT_TRUE(narrow_fits(shape(64, 8, 2, 4096)));
+  EXPECT_TRUE(narrow_fits(shape(1, 5, 3, 4096)));  // 15 rows
+  EXPECT_FALSE(narrow_fits(shape(64, 16, 2, 4096)));
+  EXPECT_FALSE(narrow_fits(shape(64, 17, 1, 4096)));
+  EXPECT_FALSE(narrow_fits(shape(64, 128, 1, 4096)));
+  Shape s = shape(32, 16, 1, 8192);
+  s.page_size = 64;
+  EXPECT_FALSE(narrow_schedule(s));
+  EXPECT_FALSE(make_plan(s, 132).narrow);
+  s.schedule = MlaSchedule::kNarrow;
+  EXPECT_TRUE(make_plan(s, 132).narrow);
+  s.schedule = MlaSchedule::kAuto;
+  s.fp8_cache = true;
+  EXPECT_TRUE(narrow_schedule(s));
+  EXPECT_TRUE(make_plan(s, 132).narrow);
+  s.schedule = MlaSchedule::kOneConsumer;
+  EXPECT_FALSE(make_plan(s, 132).narrow);
+  Shape wide = shape(32, 128, 1, 8192);
+  wide.page_size = 64;
+  EXPECT_FALSE(make_plan(wide, 132).narrow);
+  wide.schedule = MlaSchedule::kNarrow;  // forced (the validator refuses it over 16 rows)
+  EXPECT_TRUE(make_plan(wide, 132).narrow);
+}
+
 TEST(MlaPlan, ForcedSplitsAreClamped) {
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 7), 132).num_splits, 7);
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 100000), 132).num_splits, kMaxSplits);

@@ -70,6 +70,8 @@ TEST(ValidateMla, ValidCallsPass) {
     f.opts.schedule = MlaSchedule::kOneConsumer;
     move_to_cuda(f.args);
     validate_mla(f);
+    f.opts.schedule = MlaSchedule::kNarrow;  // 3 tokens x 4 heads
+    validate_mla(f);
   }));
   EXPECT_TRUE(passes([] {  // an fp8 e4m3 cache with its scale, on both devices
     Mla f = make_mla();
@@ -129,7 +131,7 @@ const MlaRejection kMlaRejections[] = {
      "num_splits: expected 0..128 (0 = chosen by the library), got 129"},
     {"schedule out of range",
      [](auto&, auto&, auto& o) { o.schedule = static_cast<MlaSchedule>(7); }, ErrorKind::kValue,
-     "schedule: expected kAuto, kSeesaw or kOneConsumer (0..2), got 7"},
+     "schedule: expected kAuto, kSeesaw, kOneConsumer or kNarrow (0..3), got 7"},
     {"seesaw over an fp8 cache",
      [](auto&, auto& a, auto& o) {
        a.ckv = with_dtype(a.ckv, DType::kFP8E4M3);
@@ -137,8 +139,16 @@ const MlaRejection kMlaRejections[] = {
        o.schedule = MlaSchedule::kSeesaw;
      },
      ErrorKind::kNotImplemented,
-     "schedule: expected kAuto or kOneConsumer for an fp8_e4m3 cache (the seesaw schedule takes "
-     "16-bit caches), got kSeesaw"},
+     "schedule: expected kAuto, kOneConsumer or kNarrow for an fp8_e4m3 cache (the seesaw schedule "
+     "takes 16-bit caches), got kSeesaw"},
+    {"narrow over more than 16 rows",
+     [](auto&, auto& a, auto& o) {
+       a.max_seqlen_q = 9;  // x 4 heads
+       o.schedule = MlaSchedule::kNarrow;
+     },
+     ErrorKind::kNotImplemented,
+     "schedule: expected kNarrow for requests of at most 16 rows (max_seqlen_q * heads), got "
+     "max_seqlen_q 9 x 4 heads"},
     {"kv_scale zero", [](auto&, auto& a, auto&) { a.kv_scale = 0.f; }, ErrorKind::kValue,
      "kv_scale: expected a finite value > 0, got 0"},
     {"kv_scale NaN", [](auto&, auto& a, auto&) { a.kv_scale = std::nanf(""); }, ErrorKind::kValue,

@@ -97,6 +97,15 @@ std::vector<MlaCase> mla_cases() {
     c.combined_cache = true;
     fp8(c);
   }
+  // Requests of <= 16 rows (the narrow schedule: planned for fp8 caches, forced for 16-bit
+  // ones): two tokens of 8 heads (causal
+  // between them), 15 rows of an odd head count, many splits of one long request (the partial
+  // states), and an fp8 cache.
+  add({"b17_q2_h8_p16", 17, 2, 8, 16, {2, 113, 0, 1, 64}, 300});
+  add({"b5_q3_h5_p1_fp16", 5, 3, 5, 1, {3, 113, 4097, 4, 40}, 4097, DType::kFP16});
+  add({"b1_q1_h16_kv4097_split40", 1, 1, 16, 64, {4097}, 4097, DType::kBF16, 40});
+  fp8({"fp8_b1_q1_h16_kv4097_p64_split40", 1, 1, 16, 64, {4097}, 4097, DType::kBF16, 40});
+  fp8({"fp8_b17_q2_h8_p64_fp16", 17, 2, 8, 64, {2, 4097, 113, 0}, 4097, DType::kFP16});
   // Compute-bound shapes the plan gives the seesaw schedule by itself (the rule's other side).
   // (Checked against src/plan/mla_plan.cpp by MlaPlan.TheGpuGridReachesTheSeesawRule.)
   add({"b48_q1_h128_kv1024_p64_auto", 48, 1, 128, 64, {1024, 1023, 961, 65, 1}, 1024});
@@ -249,20 +258,29 @@ TEST_P(MlaKernel, MatchesReference) {
   check_cuda(cudaMemset(ws.data(), 0x5a, ws_bytes > 0 ? ws_bytes : 16), "cudaMemset");
   gpu.workspace = {ws_bytes > 0 ? ws.data() : nullptr, ws_bytes};
 
-  // The schedule the plan picks, and for a 16-bit cache the other one forced: the plan takes the
-  // seesaw schedule only for compute-bound shapes (long splits of >= 128-row requests over pages
-  // of 64), which few of the odd shapes here are, so each runs both against one reference.
-  const bool planned_seesaw =
-      plan::mla::make_plan(plan::mla::shape_of(gpu, opts), plan::mla::kHopperMaxSms).seesaw;
+  // The schedule the plan picks, and every other one the case can run, forced: the plan takes
+  // the seesaw schedule only for compute-bound shapes (long splits of >= 128-row requests over
+  // pages of 64) and the narrow one for fp8 caches over requests of <= 16 rows, so each case runs
+  // all of its
+  // schedules against one reference.
+  const plan::mla::Shape shape = plan::mla::shape_of(gpu, opts);
+  const plan::mla::Plan planned = plan::mla::make_plan(shape, plan::mla::kHopperMaxSms);
   std::vector<MlaSchedule> schedules = {MlaSchedule::kAuto};
-  if (!c.fp8_cache) {
-    schedules.push_back(planned_seesaw ? MlaSchedule::kOneConsumer : MlaSchedule::kSeesaw);
+  if (!c.fp8_cache && !planned.seesaw) schedules.push_back(MlaSchedule::kSeesaw);
+  if (planned.seesaw || planned.narrow) schedules.push_back(MlaSchedule::kOneConsumer);
+  if (!planned.narrow && plan::mla::narrow_fits(shape)) {
+    schedules.push_back(MlaSchedule::kNarrow);
   }
+  const auto schedule_name = [](MlaSchedule s) {
+    return s == MlaSchedule::kSeesaw ? "seesaw" : s == MlaSchedule::kNarrow ? "narrow" : "one-consumer";
+  };
+  const MlaSchedule planned_schedule = planned.seesaw   ? MlaSchedule::kSeesaw
+                                       : planned.narrow ? MlaSchedule::kNarrow
+                                                        : MlaSchedule::kOneConsumer;
   for (const MlaSchedule schedule : schedules) {
     opts.schedule = schedule;
-    const bool seesaw =
-        schedule == MlaSchedule::kSeesaw || (schedule == MlaSchedule::kAuto && planned_seesaw);
-    const char* name = seesaw ? "seesaw" : "one-consumer";
+    const char* name =
+        schedule_name(schedule == MlaSchedule::kAuto ? planned_schedule : schedule);
     SCOPED_TRACE(std::string("schedule: ") + name +
                  (schedule == MlaSchedule::kAuto ? " (planned)" : " (forced)"));
     HostTensor got_out[2] = {HostTensor(c.dtype, {T, H, 512}), HostTensor(c.dtype, {T, H, 512})};

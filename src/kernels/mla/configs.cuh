@@ -12,19 +12,24 @@
 #include <utility>
 
 #include "kernels/mla/configs.hpp"
+#include "kernels/mla/narrow_traits.cuh"
 #include "kernels/mla/seesaw_traits.cuh"
 #include "kernels/mla/traits.cuh"
 
 namespace hopattn::kernels::mla {
 
 // The traits of row kIndex of the configuration table (the one-S-consumer schedule); a 16-bit
-// row has the seesaw schedule's traits as well (SeesawOf), picked by the plan (mla_plan.hpp).
+// row has the seesaw schedule's traits as well (SeesawOf), and every row the narrow schedule's
+// (NarrowOf); the plan picks one (mla_plan.hpp).
 template <int kIndex>
 using MlaConfigTraits =
     MlaTraits<std::conditional_t<kMlaConfigs[kIndex].q == DType::kBF16, __nv_bfloat16, __half>,
               kMlaConfigs[kIndex].fp8_cache>;
 template <class Traits>
 using SeesawOf = SeesawTraits<typename Traits::Elt>;
+// The narrow schedule's traits of a row (any cache format), for requests of <= 16 rows.
+template <class Traits>
+using NarrowOf = NarrowTraits<typename Traits::Elt, Traits::kFp8Cache>;
 
 // The row (q dtype kQ, fp8 cache or not) (a compile error when it is not in the table).
 template <DType kQ, bool kFp8Cache>

@@ -15,6 +15,7 @@
 
 #include "kernels/fwd/softmax.cuh"
 #include "kernels/mla/loader.cuh"
+#include "kernels/mla/q_tile.cuh"
 #include "kernels/mla/tile.cuh"
 #include "kernels/mla/traits.cuh"
 #include "ptx/fence.cuh"
@@ -37,31 +38,11 @@ struct MlaConsumer {
   // lane l rows l / 4 and l / 4 + 8).
   __device__ static int row0() { return (threadIdx.x % 128) / 32 * 16 + (threadIdx.x % 32) / 4; }
 
-  // Both consumers: Q's 64 rows (q_nope then q_pe, 72 chunks of 16 bytes a row) by cp.async
-  // into the swizzled Q panels; rows past the tile's valid ones are zeros.
+  // Both consumers: Q's 64 rows into the swizzled Q panels (q_tile.cuh).
   template <class Plan>
   __device__ static void load_q(const MlaParams& p, const Plan& sm, const Tile& t) {
-    const uint32_t tid = threadIdx.x - 128;  // 0..255
-    const uint32_t dst = ptx::smem_address(sm.q());
-    const Elt* qn = static_cast<const Elt*>(p.q_nope);
-    const Elt* qp = static_cast<const Elt*>(p.q_pe);
-    for (uint32_t i = tid; i < kTileRows * 72; i += kThreads) {
-      const uint32_t row = i / 72, chunk = i % 72;
-      const Elt* src = qn;
-      int bytes = 0;
-      if (static_cast<int>(row) < t.rows) {
-        const Tile::RowPosition at = t.position(p, static_cast<int>(row));
-        const int64_t tok = at.q_row(t), head = at.head;
-        src = chunk < 64 ? qn + tok * p.q_nope_stride[0] + head * p.q_nope_stride[1] + chunk * 8
-                         : qp + tok * p.q_pe_stride[0] + head * p.q_pe_stride[1] + (chunk - 64) * 8;
-        bytes = 16;
-      }
-      ptx::cp_async_16(dst + swizzled_offset(Traits::kQPanelBytes, row, chunk), src, bytes);
-    }
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<0>();
-    ptx::fence_proxy_async_shared();  // generic-proxy writes, read next by wgmma
-    ptx::named_barrier_sync(kQReady, kThreads);
+    load_q_tile<Elt, kTileRows>(p, t, ptx::smem_address(sm.q()), Traits::kQPanelBytes,
+                                threadIdx.x - 128, kThreads);
   }
 
   __device__ static void wait_stage(const SharedPlan<Traits>& sm, int n) {

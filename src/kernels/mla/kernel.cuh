@@ -83,6 +83,19 @@ __device__ __forceinline__ void prefetch_tensor_maps(const MlaParams& p, int rol
   }
 }
 
+// Warpgroup 0 of every schedule is the producer: the tensor maps are prefetched by it, it gives
+// registers up and runs Loader over the tile. Returns whether this thread was one of it (and so
+// is done).
+template <class Traits, class Loader, class Plan>
+__device__ bool run_producer(const MlaParams& p, const Plan& sm, const Tile& t) {
+  const int role = ptx::warpgroup_index();
+  prefetch_tensor_maps(p, role);
+  if (role != 0) return false;
+  ptx::setmaxnreg_to<Traits::kProducerRegisters, Traits::kLaunchRegisters>();
+  Loader::run(p, sm, t);
+  return true;
+}
+
 // The cache's dequantization scale of V (1 for 16-bit caches without kv_scale) folds into the
 // rows' final scales; then store_output.
 template <class Traits>
@@ -117,13 +130,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   __syncthreads();
 
+  if (run_producer<Traits, MlaLoader<Traits>>(p, sm, t)) return;
   const int role = ptx::warpgroup_index();
-  prefetch_tensor_maps(p, role);
-  if (role == 0) {
-    ptx::setmaxnreg_to<Traits::kProducerRegisters, Traits::kLaunchRegisters>();
-    MlaLoader<Traits>::run(p, sm, t);
-    return;
-  }
   // Both consumer warpgroups load Q through one copy of the code: its bar.sync (an aligned
   // barrier) must be one instruction for all 256 threads; a copy in each role's branch gave two
   // (compute-sanitizer synccheck: "Divergent thread(s) in block").

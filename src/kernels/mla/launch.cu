@@ -133,6 +133,7 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
     if constexpr (!Traits::kFp8Cache) {
       if (pl.seesaw) return launch_with(SeesawOf<Traits>{});
     }
+    if (pl.narrow) return launch_with(NarrowOf<Traits>{});
     launch_with(Traits{});
   });
   if (!built) {

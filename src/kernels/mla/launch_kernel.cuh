@@ -6,6 +6,7 @@
 
 #include "kernels/mla/configs.cuh"
 #include "kernels/mla/kernel.cuh"
+#include "kernels/mla/narrow.cuh"
 #include "kernels/mla/seesaw.cuh"
 #include "kernels/mla/traits.cuh"
 
@@ -16,6 +17,8 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
   const auto kernel = [] {
     if constexpr (Traits::kSeesaw) {
       return mla_seesaw_kernel<Traits>;
+    } else if constexpr (Traits::kNarrow) {
+      return mla_narrow_kernel<Traits>;
     } else {
       return mla_kernel<Traits>;
     }
@@ -29,11 +32,13 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
 
 }  // namespace hopattn::kernels::mla
 
-// Instantiates the launch of the table's row (q dtype kQ, fp8 cache or not), and for a 16-bit
-// row its seesaw schedule's (in namespace hopattn::kernels::mla).
-#define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache)                                        \
-  template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3, \
-                                                              cudaStream_t);          \
+// Instantiates the launch of the table's row (q dtype kQ, fp8 cache or not), its narrow
+// schedule's, and for a 16-bit row its seesaw schedule's (in namespace hopattn::kernels::mla).
+#define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache)                                                \
+  template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3,         \
+                                                              cudaStream_t);                  \
+  template cudaError_t launch_kernel<NarrowOf<MlaBuilt<kQ, kFp8Cache>>>(const MlaParams&, dim3, \
+                                                                        cudaStream_t);        \
   HOPATTN_MLA_INSTANTIATE_SEESAW_##kFp8Cache(kQ)
 #define HOPATTN_MLA_INSTANTIATE_SEESAW_false(kQ)                                            \
   template cudaError_t launch_kernel<SeesawOf<MlaBuilt<kQ, false>>>(const MlaParams&, dim3, \

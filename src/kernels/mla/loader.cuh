@@ -11,7 +11,8 @@
 // writes zeros, so P = 0 meets V = 0 there (0 * NaN from a poisoned slot would be NaN).
 //
 // fp8 e4m3 caches: the codes by cp.async into a ring of raw blocks, two blocks ahead; then read
-// back into registers, widened exactly to q's 16-bit type (ptx/dequant.cuh) and stored with
+// back into registers, widened exactly to the MMAs' 16-bit type (Traits::MmaElt: q's, or fp16 in
+// the narrow schedule; ptx/dequant.cuh) and stored with
 // st.shared; the dequantization scale is applied to the logits and to the output instead. Rows
 // not to be read are zeros the same way.
 #pragma once
@@ -139,11 +140,11 @@ struct MlaLoader {
 #pragma unroll
       for (uint32_t k = 0; k < kCkvPanels; ++k) {
         const uint32_t i = ckv0 + k;
-        ptx::cp_async_16(d + i * Traits::kKVPanelBytes, ckv + (read ? (lane + 8 * i) * 8 : 0),
+        ptx::cp_async_16(d + i * Traits::kKVPanelStride, ckv + (read ? (lane + 8 * i) * 8 : 0),
                          bytes);
       }
       if constexpr (kWithKpe) {
-        ptx::cp_async_16(d + Traits::kLatentPanels * Traits::kKVPanelBytes,
+        ptx::cp_async_16(d + Traits::kLatentPanels * Traits::kKVPanelStride,
                          kpe + (read ? lane * 8 : 0), bytes);
       }
     }
@@ -169,11 +170,11 @@ struct MlaLoader {
 #pragma unroll
       for (int k = 0; k < kCkvPanels; ++k) {
         const int i = ckv0 + k;
-        ptx::tma_load_3d(dst + i * Traits::kKVPanelBytes, &p.tm_ckv, full, i * Traits::kPanelCols,
+        ptx::tma_load_3d(dst + i * Traits::kKVPanelStride, &p.tm_ckv, full, i * Traits::kPanelCols,
                          first.y, first.x);
       }
       if constexpr (kWithKpe) {
-        ptx::tma_load_3d(dst + Traits::kLatentPanels * Traits::kKVPanelBytes, &p.tm_kpe, full, 0,
+        ptx::tma_load_3d(dst + Traits::kLatentPanels * Traits::kKVPanelStride, &p.tm_kpe, full, 0,
                          first.y, first.x);
       }
     } else {
@@ -241,12 +242,12 @@ struct MlaLoader {
   // fp8 chunk c become 16-bit chunks 2c and 2c + 1 of the row. Then the proxy fence (wgmma reads
   // what st.shared wrote) and one arrival per thread.
   __device__ static void store_chunk(uint32_t dst, uint32_t row, uint32_t chunk, const uint4& v) {
-    using Elt = typename Traits::Elt;
+    using Elt = typename Traits::MmaElt;
     const uint2 a = ptx::e4m3x4_to_16bit<Elt>(v.x), b = ptx::e4m3x4_to_16bit<Elt>(v.y);
     const uint2 c = ptx::e4m3x4_to_16bit<Elt>(v.z), d = ptx::e4m3x4_to_16bit<Elt>(v.w);
-    ptx::st_shared_v4(dst + swizzled_offset(Traits::kKVPanelBytes, row, 2 * chunk),
+    ptx::st_shared_v4(dst + swizzled_offset(Traits::kKVPanelStride, row, 2 * chunk),
                       make_uint4(a.x, a.y, b.x, b.y));
-    ptx::st_shared_v4(dst + swizzled_offset(Traits::kKVPanelBytes, row, 2 * chunk + 1),
+    ptx::st_shared_v4(dst + swizzled_offset(Traits::kKVPanelStride, row, 2 * chunk + 1),
                       make_uint4(c.x, c.y, d.x, d.y));
   }
 

@@ -291,13 +291,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   __syncthreads();
 
+  if (run_producer<Traits, SeesawLoader<Traits>>(p, sm, t)) return;
   const int role = ptx::warpgroup_index();
-  prefetch_tensor_maps(p, role);
-  if (role == 0) {
-    ptx::setmaxnreg_to<Traits::kProducerRegisters, Traits::kLaunchRegisters>();
-    SeesawLoader<Traits>::run(p, sm, t);
-    return;
-  }
   MlaConsumer<Traits>::load_q(p, sm, t);
   ptx::setmaxnreg_to<Traits::kConsumerRegisters, Traits::kLaunchRegisters>();
   float o[Traits::kORegs];

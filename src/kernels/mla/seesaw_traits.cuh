@@ -33,6 +33,7 @@ inline constexpr uint32_t kSumsReady = 3;
 template <class Elt_>
 struct SeesawTraits : MlaTileShape<plan::mla::kSeesawBlockKeys> {
   using Elt = Elt_;
+  using MmaElt = Elt;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "mla: bf16 or fp16");
   static constexpr bool kFp8Cache = false;

@@ -89,7 +89,7 @@ struct SharedPlan {
   uint8_t* base;
   __device__ uint8_t* q() const { return base + Traits::kQOffset; }
   __device__ uint8_t* kv(uint32_t stage) const {
-    return base + Traits::kKVOffset + stage * Traits::kStageBytes;
+    return base + Traits::kKVOffset + Traits::stage_offset(stage);
   }
   __device__ uint8_t* raw(uint32_t slot) const {
     return base + Traits::kRawOffset + slot * Traits::kRawBytes;

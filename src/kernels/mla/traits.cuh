@@ -47,8 +47,16 @@ struct MlaTileShape {
   static constexpr int kLatentPanels = kLatentDim / kPanelCols;
   static constexpr uint32_t kQPanelBytes = kTileRows * kRowBytes;
   static constexpr uint32_t kKVPanelBytes = kBlockKeys * kRowBytes;
+  // Bytes from one panel of a stage to the next (the narrow schedule interleaves two stages
+  // panel by panel: narrow_traits.cuh).
+  static constexpr uint32_t kKVPanelStride = kKVPanelBytes;
   static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
   static constexpr uint32_t kStageBytes = kKVPanelBytes * kPanels;
+  static constexpr bool kNarrow = false;  // narrow_traits.cuh's schedule
+  // Offset of a stage from the ring's start.
+  __host__ __device__ static constexpr uint32_t stage_offset(uint32_t stage) {
+    return stage * kStageBytes;
+  }
 };
 
 // The element type of q, out and the 16-bit operands of the MMAs; the cache is Elt too, or
@@ -56,6 +64,7 @@ struct MlaTileShape {
 template <class Elt_, bool kFp8Cache_ = false>
 struct MlaTraits : MlaTileShape<plan::mla::kBlockKeys> {
   using Elt = Elt_;
+  using MmaElt = Elt;  // the MMAs' operand type (narrow_traits.cuh may differ)
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
                 "mla: bf16 or fp16");
   static constexpr bool kFp8Cache = kFp8Cache_;

@@ -1,0 +1,104 @@
+// Tile configuration and shared-memory plan of the MLA kernel's narrow schedule (narrow.cuh), for
+// requests of at most 16 rows (a tensor-parallel shard of 16 heads at q_len 1): the MMAs take
+// the 64 keys of a block as M and the rows as N (S^T = K Q^T, O^T += V^T P^T), so a block costs
+// m64n16 steps instead of a 64-row tile of which 48 rows are padding.
+//
+// The producer is MlaLoader's (32-key stages, TMA or cp.async, fp8 widening); two consecutive
+// stages form one 64-key operand because their panels interleave: panel i of stage 2k lies at
+// pair k's panel i, rows 0..31, and of stage 2k + 1 at rows 32..63. Consumer warpgroup g takes
+// the pairs g, g + 2, ... (stages 2g and 2g + 1) with a softmax state of its own; the two states
+// are merged at the end of the tile.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/mla/traits.cuh"
+
+namespace hopattn::kernels::mla {
+
+// The consumers' exchanges through shared memory, each an mbarrier used as a barrier (every
+// party arrives, then waits for the phase): compute-sanitizer's racecheck follows an mbarrier's
+// release / acquire order, not a named barrier's (it reported each exchange over bar.sync as a
+// hazard, run set q). After full[kStages] and empty[kStages]:
+enum NarrowSync : int {
+  kMaxReady = 0,    // + g: consumer g's column maxima of a block (128 arrivals)
+  kPReady = 2,      // + g: consumer g's P^T tile (128)
+  kStateReady = 4,  // both consumers' final state, then their O^T stagings (256)
+  kQLoaded = 5,     // Q rescaled into shared memory with its row exponents (256)
+  kNumNarrowSyncs = 6,
+};
+
+template <class Elt_, bool kFp8Cache_ = false>
+struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys> {
+  using Elt = Elt_;
+  // An fp8 cache widens to fp16 whatever q's type: one conversion a pair of codes (cvt e4m3x2 ->
+  // f16x2), where bf16 takes four (ptx/dequant.cuh) and the SM's conversion throughput bounded
+  // the producer (run set q: 2470 cycles a 32-key block, 7.5 codes a cycle). A bf16 q is then
+  // rescaled by a power of two per row into fp16 (narrow.cuh, load_q_rescaled); the output stays
+  // Elt.
+  using MmaElt = std::conditional_t<kFp8Cache_, __half, Elt>;
+  static constexpr bool kRescaleQ = !std::is_same_v<MmaElt, Elt>;
+  static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
+                "mla: bf16 or fp16");
+  static constexpr bool kFp8Cache = kFp8Cache_;
+  static constexpr bool kSeesaw = false;
+  static constexpr bool kNarrow = true;
+
+  static constexpr int kCols = plan::mla::kNarrowRows;  // N of every MMA: the tile's rows
+  static constexpr int kPairKeys = 2 * kBlockKeys;      // M of the MMAs: one pair of stages
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerThreads = 256;
+  static constexpr uint32_t kLaunchRegisters = 168;
+  // A consumer holds O^T (64), S^T (8) and its columns' state; an fp8 cache's producer holds a
+  // block's codes (loader.cuh).
+  static constexpr uint32_t kProducerRegisters = kFp8Cache ? 136 : 56;
+  static constexpr uint32_t kConsumerRegisters = kFp8Cache ? 184 : 224;
+  static_assert(kProducerRegisters + 2 * kConsumerRegisters <= 3 * kLaunchRegisters,
+                "register split: more than the CTA holds at launch");
+
+  // Q: 16 rows a panel.
+  static constexpr uint32_t kQPanelBytes = kCols * kRowBytes;
+  static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
+  // KV: four 32-key stages, as two interleaved pairs; a pair's panel is 64 rows (8 KB).
+  static constexpr int kStages = 4;
+  static constexpr uint32_t kKVPanelStride = 2 * kKVPanelBytes;
+  static constexpr uint32_t kPairBytes = kKVPanelStride * kPanels;
+  __host__ __device__ static constexpr uint32_t stage_offset(uint32_t stage) {
+    return (stage / 2) * kPairBytes + (stage % 2) * kKVPanelBytes;
+  }
+  // fp8: raw 576-byte rows of a block by cp.async, three blocks ahead of their widening.
+  static constexpr int kRawSlots = kFp8Cache ? 3 : 0;
+  static constexpr uint32_t kRawRowBytes = kQkDim;
+  static constexpr uint32_t kRawBytes = kBlockKeys * kRawRowBytes;
+  // P^T of a pair (kCols rows of 64 keys, 16-bit, one swizzled 128-byte row each), per consumer.
+  static constexpr uint32_t kPTBytes = kCols * kRowBytes;
+  // The end of a tile stages each consumer's O^T as fp32 rows [kCols][kStageRow] over its own
+  // pair (no stage is read or written any more then); kStageRow pads 512 so that the lanes of a
+  // warp, 4 columns x 8 features, hit 32 different banks.
+  static constexpr int kStageRow = kLatentDim + 4;
+  static_assert(kCols * kStageRow * 4 <= kPairBytes, "O^T staging fits a pair");
+
+  static constexpr uint32_t kQOffset = 0;
+  static constexpr uint32_t kKVOffset = kQOffset + kQBytes;
+  static constexpr uint32_t kRawOffset = kKVOffset + 2 * kPairBytes;
+  static constexpr uint32_t kPOffset = kRawOffset + kRawSlots * kRawBytes;
+  // float [2 consumers][2 blocks][4 warps][kCols]: column maxima of a block, double-buffered.
+  static constexpr uint32_t kMaxOffset = kPOffset + 2 * kPTBytes;
+  // float [2 consumers][2 (max, sum)][4 warps][kCols]: each consumer's final state.
+  static constexpr uint32_t kStateOffset = kMaxOffset + 2 * 2 * 4 * kCols * 4;
+  // int [kCols]: each row's power-of-two exponent of the rescaled q (kRescaleQ), else unused.
+  static constexpr uint32_t kQExpOffset = kStateOffset + 2 * 2 * 4 * kCols * 4;
+  static constexpr uint32_t kRowTableOffset = kQExpOffset + kCols * 4;
+  static constexpr uint32_t kBarrierOffset = kRowTableOffset + 2 * kBlockKeys * 8;
+  static constexpr int kNumBarriers = 2 * kStages + kNumNarrowSyncs;
+  static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
+  static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
+  static_assert(kKVOffset % 1024 == 0 && kPOffset % 1024 == 0, "swizzled buffers 1 KB aligned");
+  static_assert(kSmemAlloc <= 232448, "shared memory: 227 KB per block");
+};
+
+}  // namespace hopattn::kernels::mla

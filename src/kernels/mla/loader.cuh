@@ -251,7 +251,7 @@ struct MlaLoader {
                       make_uint4(c.x, c.y, d.x, d.y));
   }
 
-  __device__ static void store_fp8(const Fp8Rows& r, uint32_t dst, uint64_t* full, uint32_t tid) {
+  __device__ static void widen_fp8(const Fp8Rows& r, uint32_t dst, uint32_t tid) {
     const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll
     for (int k = 0; k < kFp8Rows; ++k) {
@@ -260,8 +260,53 @@ struct MlaLoader {
       for (int i = 0; i < 4; ++i) store_chunk(dst, row, lane + 8 * i, r.ckv[k][i]);
       if (lane < 4) store_chunk(dst, row, 32 + lane, r.kpe[k]);
     }
+  }
+
+  __device__ static void store_fp8(const Fp8Rows& r, uint32_t dst, uint64_t* full, uint32_t tid) {
+    widen_fp8(r, dst, tid);
     ptx::fence_proxy_async_shared();
     ptx::mbarrier_arrive(full);
+  }
+
+  // fp8 cache, the consumers widening (Traits::kConsumersWiden, the narrow schedule): the
+  // producer only brings the codes, block b into raw slot b % kRawSlots by cp.async, and each
+  // slot has a full barrier (one cp.async arrival per producer thread: it completes once every
+  // copy has landed) and an empty one (the consumer that widened the block). So the widening,
+  // which bounded the fp8 rows on one warpgroup, runs on the two consumer warpgroups, each on
+  // its own pairs while the other computes.
+  __device__ static uint64_t* raw_full(const SharedPlan<Traits>& sm, int slot) {
+    return sm.full(0) + Traits::kRawFullBarrier + slot;
+  }
+  __device__ static uint64_t* raw_empty(const SharedPlan<Traits>& sm, int slot) {
+    return sm.full(0) + Traits::kRawEmptyBarrier + slot;
+  }
+
+  __device__ static void run_fp8_raw(const MlaParams& p, const SharedPlan<Traits>& sm,
+                                     const Tile& t, const PageList& list, uint32_t tid) {
+    const int key0 = t.block_begin * kBlockKeys;
+    int page =
+        t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
+    for (int b = 0; b < t.num_blocks; ++b) {
+      const int slot = b % Traits::kRawSlots;
+      const int2* table = publish_rows(p, sm, t, list, key0, b, page, tid);
+      ptx::mbarrier_wait_or_trap(raw_empty(sm, slot), ((b / Traits::kRawSlots) & 1) ^ 1);
+      copy_fp8(p, ptx::smem_address(table), ptx::smem_address(sm.raw(slot)), tid);
+      ptx::cp_async_mbarrier_arrive_noinc(raw_full(sm, slot));
+    }
+  }
+
+  // The consumer side of run_fp8_raw: block b (of the split) from its raw slot into the 16-bit
+  // stage at `dst`, by the 128 threads of one consumer warpgroup (tid 0..127). The slot is handed
+  // back as soon as its codes are in registers; the caller fences and syncs the warpgroup before
+  // its MMAs read the stage.
+  __device__ static void widen_block(const SharedPlan<Traits>& sm, int b, uint32_t dst,
+                                     uint32_t tid) {
+    const int slot = b % Traits::kRawSlots;
+    ptx::mbarrier_wait_or_trap(raw_full(sm, slot), (b / Traits::kRawSlots) & 1);
+    Fp8Rows rows;
+    read_fp8(ptx::smem_address(sm.raw(slot)), rows, tid);
+    ptx::mbarrier_arrive(raw_empty(sm, slot));
+    widen_fp8(rows, dst, tid);
   }
 
   // fp8 cache: the producer's loop. Block b's row table is written and its copies issued kFp8Ahead
@@ -319,7 +364,9 @@ struct MlaLoader {
     const uint32_t tid = threadIdx.x % 128;
     const PageList list = page_list(p, t.batch, tid);
     if (tid == 0) check_kv_len(p, list, t.batch);
-    if constexpr (Traits::kFp8Cache) {
+    if constexpr (Traits::kConsumersWiden) {
+      run_fp8_raw(p, sm, t, list, tid);
+    } else if constexpr (Traits::kFp8Cache) {
       run_fp8(p, sm, t, list, tid);
     } else {
       const int key0 = t.block_begin * kBlockKeys;

@@ -238,8 +238,20 @@ struct NarrowConsumer {
     const uint32_t p_addr = ptx::smem_address(p_tile(sm, g));
     const int pairs = t.num_blocks / 2;
     for (int n = g, it = 0; n < pairs; n += 2, ++it) {
-      ptx::mbarrier_wait_or_trap(sm.full(2 * g), it & 1);
-      ptx::mbarrier_wait_or_trap(sm.full(2 * g + 1), it & 1);
+      if constexpr (Traits::kConsumersWiden) {
+        // The pair's two blocks from the raw ring into this consumer's own stages (the MMAs of
+        // its previous pair there are complete), then the whole warpgroup's stores, fenced for
+        // wgmma, before any S step.
+        for (int h = 0; h < 2; ++h) {
+          MlaLoader<Traits>::widen_block(sm, 2 * n + h, ptx::smem_address(sm.kv(2 * g + h)),
+                                         threadIdx.x % 128);
+        }
+        ptx::fence_proxy_async_shared();
+        sync(sm, kWidened + g, it);
+      } else {
+        ptx::mbarrier_wait_or_trap(sm.full(2 * g), it & 1);
+        ptx::mbarrier_wait_or_trap(sm.full(2 * g + 1), it & 1);
+      }
       ptx::fence_proxy_async_shared();  // cp.async / st.shared wrote the stages; wgmma reads
       float s[kSRegs];
 #pragma unroll
@@ -305,8 +317,10 @@ struct NarrowConsumer {
       ptx::wgmma_wait_group<0>();
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) ptx::fence_operands(o[c]);
-      ptx::mbarrier_arrive(sm.empty(2 * g));
-      ptx::mbarrier_arrive(sm.empty(2 * g + 1));
+      if constexpr (!Traits::kConsumersWiden) {
+        ptx::mbarrier_arrive(sm.empty(2 * g));
+        ptx::mbarrier_arrive(sm.empty(2 * g + 1));
+      }
     }
   }
 
@@ -315,6 +329,7 @@ struct NarrowConsumer {
   // path) under those barriers; the order through consumer g's own wait and the named barrier
   // is one compute-sanitizer's racecheck does not follow (run set q: 23 reported hazards).
   __device__ static void acquire_pair(const Plan& sm, const Tile& t, int g) {
+    if constexpr (Traits::kConsumersWiden) return;    // the producer writes no stage then
     const int uses = (t.num_blocks / 2 - g + 1) / 2;  // pairs g, g + 2, ...
     if (uses <= 0) return;
     ptx::mbarrier_wait_or_trap(sm.full(2 * g), (uses - 1) & 1);
@@ -459,6 +474,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     }
     ptx::mbarrier_init(Consumer::sync_bar(sm, kStateReady), Traits::kConsumerThreads);
     ptx::mbarrier_init(Consumer::sync_bar(sm, kQLoaded), Traits::kConsumerThreads);
+    for (int g = 0; g < 2; ++g) ptx::mbarrier_init(Consumer::sync_bar(sm, kWidened + g), 128);
+    for (int s = 0; s < Traits::kRawSlots; ++s) {
+      ptx::mbarrier_init(Consumer::sync_bar(sm, kRawFull + s), 128);   // producer cp.async
+      ptx::mbarrier_init(Consumer::sync_bar(sm, kRawEmpty + s), 128);  // the widening consumer
+    }
   }
   __syncthreads();
 

@@ -29,7 +29,10 @@ enum NarrowSync : int {
   kPReady = 2,      // + g: consumer g's P^T tile (128)
   kStateReady = 4,  // both consumers' final state, then their O^T stagings (256)
   kQLoaded = 5,     // Q rescaled into shared memory with its row exponents (256)
-  kNumNarrowSyncs = 6,
+  kWidened = 6,     // + g: consumer g's pair widened from the fp8 codes (128)
+  kRawFull = 8,     // + slot: an fp8 raw block has landed (128 producer cp.async arrivals)
+  kRawEmpty = 11,   // + slot: its codes are in the registers of the consumer widening it (128)
+  kNumNarrowSyncs = 14,
 };
 
 template <class Elt_, bool kFp8Cache_ = false>
@@ -53,10 +56,10 @@ struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys> {
   static constexpr int kThreads = 384;
   static constexpr int kConsumerThreads = 256;
   static constexpr uint32_t kLaunchRegisters = 168;
-  // A consumer holds O^T (64), S^T (8) and its columns' state; an fp8 cache's producer holds a
-  // block's codes (loader.cuh).
-  static constexpr uint32_t kProducerRegisters = kFp8Cache ? 136 : 56;
-  static constexpr uint32_t kConsumerRegisters = kFp8Cache ? 184 : 224;
+  // A consumer holds O^T (64), S^T (8) and its columns' state, and with an fp8 cache a block's
+  // codes while it widens them (the producer then only copies).
+  static constexpr uint32_t kProducerRegisters = 56;
+  static constexpr uint32_t kConsumerRegisters = 224;
   static_assert(kProducerRegisters + 2 * kConsumerRegisters <= 3 * kLaunchRegisters,
                 "register split: more than the CTA holds at launch");
 
@@ -72,6 +75,12 @@ struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys> {
   }
   // fp8: raw 576-byte rows of a block by cp.async, three blocks ahead of their widening.
   static constexpr int kRawSlots = kFp8Cache ? 3 : 0;
+  static_assert(kRawSlots <= kRawEmpty - kRawFull, "one full and one empty barrier a raw slot");
+  // The consumers widen their own pairs from the raw ring (loader.cuh, run_fp8_raw): the
+  // producer's one warpgroup widening every block bounded the fp8 rows (run set q, ncu).
+  static constexpr bool kConsumersWiden = kFp8Cache;
+  static constexpr int kRawFullBarrier = 2 * kStages + kRawFull;  // from full(0)
+  static constexpr int kRawEmptyBarrier = 2 * kStages + kRawEmpty;
   static constexpr uint32_t kRawRowBytes = kQkDim;
   static constexpr uint32_t kRawBytes = kBlockKeys * kRawRowBytes;
   // P^T of a pair (kCols rows of 64 keys, 16-bit, one swizzled 128-byte row each), per consumer.

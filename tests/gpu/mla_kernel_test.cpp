@@ -41,6 +41,7 @@ struct MlaCase {
   bool combined_cache = false;  // one [P, page, 576] pool, ckv and kpe are views into it
   std::vector<int32_t> q_lens;  // per request (varlen); empty: q_len for all
   bool fp8_cache = false;       // ckv / kpe in fp8 e4m3 with kv_scale
+  double q_range = 1.0;         // q uniform in [-q_range, q_range] (fp8 cases: kv_scale / q_range)
 };
 
 void PrintTo(const MlaCase& c, std::ostream* os) { *os << c.name; }
@@ -106,6 +107,17 @@ std::vector<MlaCase> mla_cases() {
   add({"b1_q1_h16_kv4097_split40", 1, 1, 16, 64, {4097}, 4097, DType::kBF16, 40});
   fp8({"fp8_b1_q1_h16_kv4097_p64_split40", 1, 1, 16, 64, {4097}, 4097, DType::kBF16, 40});
   fp8({"fp8_b17_q2_h8_p64_fp16", 17, 2, 8, 64, {2, 4097, 113, 0}, 4097, DType::kFP16});
+  // A bf16 q far outside fp16's range either way (kv_scale divided by as much, so the logits are
+  // ordinary): the narrow schedule's fp16 MMAs take each row rescaled by a power of two (2^-2
+  // here: |q| up to 1e5 > 65504; 2^34 for 1e-6).
+  {
+    MlaCase c{"fp8_b5_q1_h16_p64_q1e5", 5, 1, 16, 64, {113, 4097, 1}, 4097};
+    c.q_range = 1e5;
+    fp8(c);
+    c = MlaCase{"fp8_b5_q2_h8_p16_q1e-6", 5, 2, 8, 16, {2, 113}, 700};
+    c.q_range = 1e-6;
+    fp8(c);
+  }
   // Compute-bound shapes the plan gives the seesaw schedule by itself (the rule's other side).
   // (Checked against src/plan/mla_plan.cpp by MlaPlan.TheGpuGridReachesTheSeesawRule.)
   add({"b48_q1_h128_kv1024_p64_auto", 48, 1, 128, 64, {1024, 1023, 961, 65, 1}, 1024});
@@ -141,16 +153,17 @@ std::unique_ptr<MlaProblem> make_problem(const MlaCase& c, std::mt19937_64& rng)
 
   pr->q_nope = HostTensor(c.dtype, {T, H, 512});
   pr->q_pe = HostTensor(c.dtype, {T, H, 64});
-  pr->q_nope.fill_uniform(rng, -1.0, 1.0);
-  pr->q_pe.fill_uniform(rng, -1.0, 1.0);
+  pr->q_nope.fill_uniform(rng, -c.q_range, c.q_range);
+  pr->q_pe.fill_uniform(rng, -c.q_range, c.q_range);
 
   PagePlan plan = PagePlan::fresh(kv, c.page_size);
   plan.shuffle(rng);
   const int64_t P = plan.num_pages, ps = c.page_size;
   // fp8: stored values up to 8 with kv_scale 1/8, so the real values span [-1, 1) as in the
-  // 16-bit cases and the small ones fall on e4m3's subnormal codes.
+  // 16-bit cases and the small ones fall on e4m3's subnormal codes; a q_range other than 1
+  // divides kv_scale by it, so that the logits stay those of a q in [-1, 1].
   const DType cache_dtype = c.fp8_cache ? DType::kFP8E4M3 : c.dtype;
-  pr->args.kv_scale = c.fp8_cache ? 0.125f : 1.f;
+  pr->args.kv_scale = c.fp8_cache ? static_cast<float>(0.125 / c.q_range) : 1.f;
   const double range = 1.0 / pr->args.kv_scale;
   TensorView ckv, kpe;
   if (c.combined_cache) {

@@ -51,7 +51,7 @@ struct BenchFlags {
   // Launch variants of the GPU kernels, timed against the default (kernels/*/launch.hpp).
   std::optional<bool> paged_tma;            // fwd: --paged-tma on | off
   std::optional<int> splits;                // decode, mla: --splits N (0 = the library's choice)
-  std::optional<MlaSchedule> mla_schedule;  // mla: --mla-schedule auto | seesaw | one-consumer | narrow
+  std::optional<MlaSchedule> mla_schedule;  // mla: --mla-schedule M (auto, seesaw, ..., narrow)
   std::optional<plan::BwdOrder> bwd_order;  // bwd: --bwd-order sections | heads
   std::optional<std::string> step;          // batch: --step (validated by the parser)
   std::vector<BatchImpl> batch_impls;       // batch: --batch-impl (empty: all three)

@@ -51,8 +51,7 @@ void mla(const MlaArgs& a, const MlaOptions& opts, DeviceValues values) {
            "kSeesaw");
   }
   // The narrow schedule holds one request's rows on the MMA's N side (plan/mla_tiles.hpp).
-  if (opts.schedule == MlaSchedule::kNarrow &&
-      a.max_seqlen_q * heads > plan::mla::kNarrowRows) {
+  if (opts.schedule == MlaSchedule::kNarrow && a.max_seqlen_q * heads > plan::mla::kNarrowRows) {
     c.fail(ErrorKind::kNotImplemented, "schedule",
            detail::concat("kNarrow for requests of at most ", plan::mla::kNarrowRows,
                           " rows (max_seqlen_q * heads)"),

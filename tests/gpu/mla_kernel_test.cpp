@@ -285,15 +285,16 @@ TEST_P(MlaKernel, MatchesReference) {
     schedules.push_back(MlaSchedule::kNarrow);
   }
   const auto schedule_name = [](MlaSchedule s) {
-    return s == MlaSchedule::kSeesaw ? "seesaw" : s == MlaSchedule::kNarrow ? "narrow" : "one-consumer";
+    return s == MlaSchedule::kSeesaw   ? "seesaw"
+           : s == MlaSchedule::kNarrow ? "narrow"
+                                       : "one-consumer";
   };
   const MlaSchedule planned_schedule = planned.seesaw   ? MlaSchedule::kSeesaw
                                        : planned.narrow ? MlaSchedule::kNarrow
                                                         : MlaSchedule::kOneConsumer;
   for (const MlaSchedule schedule : schedules) {
     opts.schedule = schedule;
-    const char* name =
-        schedule_name(schedule == MlaSchedule::kAuto ? planned_schedule : schedule);
+    const char* name = schedule_name(schedule == MlaSchedule::kAuto ? planned_schedule : schedule);
     SCOPED_TRACE(std::string("schedule: ") + name +
                  (schedule == MlaSchedule::kAuto ? " (planned)" : " (forced)"));
     HostTensor got_out[2] = {HostTensor(c.dtype, {T, H, 512}), HostTensor(c.dtype, {T, H, 512})};

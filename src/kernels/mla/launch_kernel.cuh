@@ -34,11 +34,11 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
 
 // Instantiates the launch of the table's row (q dtype kQ, fp8 cache or not), its narrow
 // schedule's, and for a 16-bit row its seesaw schedule's (in namespace hopattn::kernels::mla).
-#define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache)                                                \
-  template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3,         \
-                                                              cudaStream_t);                  \
+#define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache)                                                  \
+  template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3,           \
+                                                              cudaStream_t);                    \
   template cudaError_t launch_kernel<NarrowOf<MlaBuilt<kQ, kFp8Cache>>>(const MlaParams&, dim3, \
-                                                                        cudaStream_t);        \
+                                                                        cudaStream_t);          \
   HOPATTN_MLA_INSTANTIATE_SEESAW_##kFp8Cache(kQ)
 #define HOPATTN_MLA_INSTANTIATE_SEESAW_false(kQ)                                            \
   template cudaError_t launch_kernel<SeesawOf<MlaBuilt<kQ, false>>>(const MlaParams&, dim3, \

@@ -10,11 +10,11 @@
 // end, past kv_len, or whose page id is out of range are not read: cp.async with a source size of 0
 // writes zeros, so P = 0 meets V = 0 there (0 * NaN from a poisoned slot would be NaN).
 //
-// fp8 e4m3 caches: the codes by cp.async into a ring of raw blocks, two blocks ahead; then read
-// back into registers, widened exactly to the MMAs' 16-bit type (Traits::MmaElt: q's, or fp16 in
-// the narrow schedule; ptx/dequant.cuh) and stored with
-// st.shared; the dequantization scale is applied to the logits and to the output instead. Rows
-// not to be read are zeros the same way.
+// fp8 e4m3 caches: the codes by cp.async into a ring of raw blocks, ahead of their widening; then
+// read back into registers, widened exactly to the MMAs' 16-bit type (Traits::MmaElt: q's, or
+// fp16 in the narrow schedule; ptx/dequant.cuh) and stored with st.shared, by this warpgroup or
+// (the narrow schedule, run_fp8_raw) by the consumer warpgroups; the dequantization scale is
+// applied to the logits and to the output instead. Rows not to be read are zeros the same way.
 #pragma once
 
 #include <climits>
@@ -251,6 +251,7 @@ struct MlaLoader {
                       make_uint4(c.x, c.y, d.x, d.y));
   }
 
+  // The stores of step 3 alone (a consumer that widens fences and syncs its warpgroup itself).
   __device__ static void widen_fp8(const Fp8Rows& r, uint32_t dst, uint32_t tid) {
     const uint32_t lane = tid % kLanesPerRow;
 #pragma unroll

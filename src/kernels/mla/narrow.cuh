@@ -325,9 +325,10 @@ struct NarrowConsumer {
   }
 
   // Acquires the last phase of pair g's full barriers (if the producer filled the pair at all):
-  // consumer 1 - g reads g's staging, memory the producer last wrote (with st.shared in the fp8
-  // path) under those barriers; the order through consumer g's own wait and the named barrier
-  // is one compute-sanitizer's racecheck does not follow (run set q: 23 reported hazards).
+  // consumer 1 - g reads g's staging, memory the producer last wrote (TMA, cp.async) under those
+  // barriers. Its order through consumer g's own wait and the barrier between the consumers is
+  // transitive; this acquire states it directly, for the reader and for racecheck (which
+  // reported the staging reads as hazards before, run set q, with named barriers there).
   __device__ static void acquire_pair(const Plan& sm, const Tile& t, int g) {
     if constexpr (Traits::kConsumersWiden) return;    // the producer writes no stage then
     const int uses = (t.num_blocks / 2 - g + 1) / 2;  // pairs g, g + 2, ...

@@ -114,7 +114,7 @@ std::vector<MlaCase> mla_cases() {
     MlaCase c{"fp8_b5_q1_h16_p64_q1e5", 5, 1, 16, 64, {113, 4097, 1}, 4097};
     c.q_range = 1e5;
     fp8(c);
-    c = MlaCase{"fp8_b5_q2_h8_p16_q1e-6", 5, 2, 8, 16, {2, 113}, 700};
+    c = MlaCase{"fp8_b5_q2_h8_p16_q1em6", 5, 2, 8, 16, {2, 113}, 700};
     c.q_range = 1e-6;
     fp8(c);
   }

@@ -39,6 +39,11 @@ struct Forward {
 struct Backward {
   std::vector<double> dq, dk, dv;  // shapes of q, k, v
   std::vector<double> dsinks;      // [hq], this request's share
+  // Each dq / dk element's sum of the magnitudes of its terms, dS = P (dP - D) taken with
+  // |dP| and |D| as sums of absolute products: how large what cancels in it is. An fp32 kernel's
+  // error on an element that cancels to ~0 (one visible key: dP = D exactly) is a few ulps of this,
+  // not of the element (tests/fuzz/check.cpp).
+  std::vector<double> dq_terms, dk_terms;
 };
 
 // mask[i][j]: query i sees key j. Key j sits `rel` places right of query i's diagonal, where the
@@ -139,6 +144,8 @@ inline Backward backward(const Config& c, const Request& r, const std::vector<do
   b.dk.assign(r.k.size(), 0.0);
   b.dv.assign(r.v.size(), 0.0);
   b.dsinks.assign(c.hq, 0.0);
+  b.dq_terms.assign(r.q.size(), 0.0);
+  b.dk_terms.assign(r.k.size(), 0.0);
   const Forward own = saved == nullptr ? forward(c, r, sinks) : Forward{};
   const Forward& f = saved == nullptr ? own : *saved;
   for (int64_t h = 0; h < c.hq; ++h) {
@@ -147,28 +154,38 @@ inline Backward backward(const Config& c, const Request& r, const std::vector<do
     for (int64_t i = 0; i < r.q_len; ++i) {
       const double lse = f.lse[i * c.hq + h];
       if (lse == -std::numeric_limits<double>::infinity()) continue;
-      double delta = 0.0;
+      double delta = 0.0, delta_terms = 0.0;
       for (int64_t d = 0; d < c.dv; ++d) {
-        delta += dout_at(c, r, i, h, d) * f.out[(i * c.hq + h) * c.dv + d];
+        const double t = dout_at(c, r, i, h, d) * f.out[(i * c.hq + h) * c.dv + d];
+        delta += t;
+        delta_terms += std::fabs(t);
       }
       if (!sinks.empty()) b.dsinks[h] -= std::exp(sinks[h] - lse) * delta;
       for (int64_t j = 0; j < r.kv_len; ++j) {
         if (!m.mask[i][j]) continue;  // no such pair: no gradient flows through it
         const double x = m.x[i][j];
         const double p = std::exp((c.softcap > 0 ? c.softcap * std::tanh(x / c.softcap) : x) - lse);
-        double dp = 0.0;
+        double dp = 0.0, dp_terms = 0.0;
         for (int64_t d = 0; d < c.dv; ++d) {
-          dp += dout_at(c, r, i, h, d) * v_at(c, r, j, g, d);
+          const double t = dout_at(c, r, i, h, d) * v_at(c, r, j, g, d);
+          dp += t;
+          dp_terms += std::fabs(t);
           b.dv[(j * c.hkv + g) * c.dv + d] += p * dout_at(c, r, i, h, d);
         }
         double dx = p * (dp - delta);
+        double dx_terms = p * (dp_terms + delta_terms);
         if (c.softcap > 0) {
           const double t = std::tanh(x / c.softcap);
           dx *= 1.0 - t * t;
+          dx_terms *= 1.0 - t * t;
         }
         for (int64_t d = 0; d < c.dqk; ++d) {
           b.dq[(i * c.hq + h) * c.dqk + d] += c.scale * dx * k_at(c, r, j, g, d);
           b.dk[(j * c.hkv + g) * c.dqk + d] += c.scale * dx * q_at(c, r, i, h, d);
+          b.dq_terms[(i * c.hq + h) * c.dqk + d] +=
+              std::fabs(c.scale * dx_terms * k_at(c, r, j, g, d));
+          b.dk_terms[(j * c.hkv + g) * c.dqk + d] +=
+              std::fabs(c.scale * dx_terms * q_at(c, r, i, h, d));
         }
       }
     }

@@ -86,6 +86,30 @@ Outputs merge_outputs(const Case& c, std::vector<double> out, std::vector<double
           part("lse", Part::Kind::kLse, DType::kFP32, {m.tokens, m.heads}, lse)};
 }
 
+// The textbook forward of every request of an attn case, and with `grads` its backward (handed
+// the forward's out and lse as stored: out in q's dtype, lse fp32) and the requests' summed
+// dsinks.
+std::vector<textbook::Forward> textbook_attn(const HostProblem& p,
+                                             std::vector<textbook::Backward>* grads,
+                                             std::vector<double>* dsinks) {
+  const testing::fwd_bwd::Problem& prob = *p.attn;
+  const textbook::Config cfg = testing::fwd_bwd::naive_config(prob.spec, p.c.attn.opts);
+  std::vector<textbook::Forward> fwd;
+  if (dsinks) dsinks->assign(prob.spec.sinks ? prob.spec.hq : 0, 0.0);
+  for (const textbook::Request& r : prob.requests) {
+    fwd.push_back(textbook::forward(cfg, r, prob.sinks));
+    if (!grads) continue;
+    textbook::Forward saved = fwd.back();
+    for (double& x : saved.out) x = testing::fwd_bwd::round_to(prob.spec.dtype, x);
+    for (double& x : saved.lse) x = testing::fwd_bwd::round_to(DType::kFP32, x);
+    grads->push_back(textbook::backward(cfg, r, prob.sinks, &saved));
+    if (dsinks) {
+      for (size_t h = 0; h < dsinks->size(); ++h) (*dsinks)[h] += grads->back().dsinks[h];
+    }
+  }
+  return fwd;
+}
+
 // ---------------------------------------------------------------- public API
 
 // What the case's host tensors hold (read_outputs): fwd (and bwd) results, decode, mla, merge.
@@ -124,11 +148,28 @@ Outputs read_merge(HostProblem& p) {
   return merge_outputs(p.c, out, lse);
 }
 
+// The reference's dq and dk carry the size of their terms (Part::terms), from the textbook's
+// backward of the same inputs.
+void attach_gradient_terms(const HostProblem& p, Outputs& o) {
+  std::vector<textbook::Backward> grads;
+  textbook_attn(p, &grads, nullptr);
+  for (size_t b = 0; b < grads.size(); ++b) {
+    const std::string of = " of request " + std::to_string(b);
+    for (Part& part : o) {
+      if (part.name == "dq" + of) part.terms = grads[b].dq_terms;
+      if (part.name == "dk" + of) part.terms = grads[b].dk_terms;
+    }
+  }
+}
+
 Outputs api_attn(HostProblem& p) {
   testing::fwd_bwd::Bundle& t = *p.bundle;
   attention_fwd(t.fwd, p.c.attn.opts);
-  if (p.c.family == Family::kBwd) attention_bwd(t.bwd, p.c.attn.opts);
-  return read_attn(p);
+  const bool bwd = p.c.family == Family::kBwd;
+  if (bwd) attention_bwd(t.bwd, p.c.attn.opts);
+  Outputs o = read_attn(p);
+  if (bwd) attach_gradient_terms(p, o);
+  return o;
 }
 
 Outputs api_decode(HostProblem& p) {
@@ -154,24 +195,12 @@ Outputs api_merge(HostProblem& p) {
 // ---------------------------------------------------------------- naive formulas
 
 Outputs naive_attn(HostProblem& p) {
-  const testing::fwd_bwd::Problem& prob = *p.attn;
-  const textbook::Config cfg = testing::fwd_bwd::naive_config(prob.spec, p.c.attn.opts);
   const bool bwd = p.c.family == Family::kBwd;
-  std::vector<textbook::Forward> fwd;
   std::vector<textbook::Backward> grads;
-  std::vector<double> dsinks(prob.spec.sinks ? prob.spec.hq : 0, 0.0);
-  for (const textbook::Request& r : prob.requests) {
-    fwd.push_back(textbook::forward(cfg, r, prob.sinks));
-    if (!bwd) continue;
-    // The backward is handed the forward's out and lse as stored (out in q's dtype, lse fp32).
-    textbook::Forward saved = fwd.back();
-    for (double& x : saved.out) x = testing::fwd_bwd::round_to(prob.spec.dtype, x);
-    for (double& x : saved.lse) x = testing::fwd_bwd::round_to(DType::kFP32, x);
-    grads.push_back(textbook::backward(cfg, r, prob.sinks, &saved));
-    for (size_t h = 0; h < dsinks.size(); ++h) dsinks[h] += grads.back().dsinks[h];
-  }
+  std::vector<double> dsinks;
+  const std::vector<textbook::Forward> fwd = textbook_attn(p, bwd ? &grads : nullptr, &dsinks);
   // Nothing writes the unowned rows: every element keeps its poison.
-  const auto& s = prob.spec;
+  const auto& s = p.attn->spec;
   const int64_t pad = p.c.attn.build.pad_rows;
   return attn_outputs(p.c, fwd, bwd ? &grads : nullptr, dsinks,
                       std::vector<double>(pad * s.hq * s.dv, 1.0),

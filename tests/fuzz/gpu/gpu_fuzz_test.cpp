@@ -156,6 +156,29 @@ TEST_F(GpuFuzzRegression, SinksWithAStride) {
   });
 }
 
+// bwd with one visible key per row: the reference's dq and dk are exactly 0 (dP = D), the
+// kernel's the fp32 residue of their terms (measured up to 1.9e-5 with q of 8, above the
+// constant floor of 7.7e-6): the tolerance allows 2^-20 of the terms' size (check.hpp,
+// term_roundoff). The seven shrunk cases of run set q; not yet run on the device with it.
+TEST_F(GpuFuzzRegression, OneKeyGradientResidues) {
+  expect_pass({
+      "bwd seed=701078 layout=varlen hq=8 hkv=1 dqk=256 dv=256 q_lens=2 kv_lens=1 dtype=fp16 "
+      "q_range=8 scale=0.100000001 page_size=1",
+      "bwd seed=701229 layout=dense hq=2 hkv=1 dqk=128 dv=128 q_lens=1 kv_lens=1 dtype=fp16 "
+      "q_range=8 scale=1 page_size=1",
+      "bwd seed=701699 layout=varlen hq=32 hkv=1 dqk=128 dv=128 q_lens=1 kv_lens=1 dtype=fp16 "
+      "scale=1 page_size=1",
+      "bwd seed=901521 layout=varlen hq=4 hkv=1 dqk=192 dv=128 q_lens=31 kv_lens=1 dtype=fp16 "
+      "q_range=8 page_size=1",
+      "bwd seed=1101042 layout=dense hq=5 hkv=1 dqk=128 dv=128 q_lens=1 kv_lens=1 dtype=fp16 "
+      "q_range=8 scale=1 page_size=1",
+      "bwd seed=1101990 layout=dense hq=8 hkv=1 dqk=128 dv=128 q_lens=1 kv_lens=1 dtype=fp16 "
+      "scale=1 page_size=1",
+      "bwd seed=1102387 layout=varlen hq=28 hkv=1 dqk=256 dv=256 q_lens=2 kv_lens=1 dtype=fp16 "
+      "scale=0.25 page_size=1",
+  });
+}
+
 // merge_states of fp32 states into bf16 / fp16 out: the kernel's and the reference's roundings
 // of a value near a rounding midpoint one unit in the last place apart (check.hpp, output_ulps).
 TEST_F(GpuFuzzRegression, MergeRoundsApartFromTheReferenceByAnUlpAtMost) {

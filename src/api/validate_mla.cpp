@@ -5,6 +5,7 @@
 #include "api/validate.hpp"
 #include "api/validate_common.hpp"
 #include "kernels/mla/configs.hpp"
+#include "plan/mla_plan.hpp"
 #include "plan/mla_tiles.hpp"
 
 namespace hopattn::validate {
@@ -50,8 +51,8 @@ void mla(const MlaArgs& a, const MlaOptions& opts, DeviceValues values) {
            "caches)",
            "kSeesaw");
   }
-  // The narrow schedule holds one request's rows on the MMA's N side (plan/mla_tiles.hpp).
-  if (opts.schedule == MlaSchedule::kNarrow && a.max_seqlen_q * heads > plan::mla::kNarrowRows) {
+  // The narrow schedule holds one request's rows on the MMA's N side (plan/mla_plan.hpp).
+  if (opts.schedule == MlaSchedule::kNarrow && !plan::mla::narrow_fits(a.max_seqlen_q, heads)) {
     c.fail(ErrorKind::kNotImplemented, "schedule",
            detail::concat("kNarrow for requests of at most ", plan::mla::kNarrowRows,
                           " rows (max_seqlen_q * heads)"),

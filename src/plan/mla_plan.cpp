@@ -37,9 +37,11 @@ bool seesaw_schedule(const Shape& s, int num_splits) {
          keys_per_split >= kMinKeysPerSplit;
 }
 
-bool narrow_fits(const Shape& s) {
-  return std::max<int64_t>(s.max_seqlen_q, 0) * s.heads <= kNarrowRows;
+bool narrow_fits(int64_t max_seqlen_q, int64_t heads) {
+  return std::max<int64_t>(max_seqlen_q, 0) * heads <= kNarrowRows;
 }
+
+bool narrow_fits(const Shape& s) { return narrow_fits(s.max_seqlen_q, s.heads); }
 
 bool narrow_schedule(const Shape& s) { return s.fp8_cache && narrow_fits(s); }
 

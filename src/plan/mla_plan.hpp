@@ -56,6 +56,7 @@ bool seesaw_schedule(const Shape& shape, int num_splits);
 
 // Whether the narrow schedule can run a call: every request has at most kNarrowRows rows
 // (max_seqlen_q * heads <= 16), where a 64-row tile would be three quarters padding.
+bool narrow_fits(int64_t max_seqlen_q, int64_t heads);
 bool narrow_fits(const Shape& shape);
 
 // Whether the plan takes it by itself: fp8 caches that fit (1.09-1.12x the one-S-consumer

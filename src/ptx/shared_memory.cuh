@@ -12,6 +12,13 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// A kernel's dynamic shared memory from its first 1024-byte boundary: 128B-swizzled tiles (TMA
+// boxes, wgmma operands) repeat every 1024 bytes and must start on one; launches allocate 1 KB
+// more than the plan uses for it.
+__device__ __forceinline__ uint8_t* align_to_1024(uint8_t* raw) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+}
+
 // The same value, hidden from the optimizer: addresses derived from it are computed where they
 // are used instead of being hoisted out of a loop and kept live (and spilled) across it.
 __device__ __forceinline__ uint32_t opaque(uint32_t x) {

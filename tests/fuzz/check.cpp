@@ -148,7 +148,8 @@ Report run_pair(const Case& c, const Implementation& a, const Implementation& b,
     current = &a;
     const Outputs out_a = a.run(*problem);
     current = &b;
-    const Outputs out_b = b.run(*problem);
+    Outputs out_b = b.run(*problem);
+    if (tol.term_roundoff > 0) attach_gradient_terms(*problem, out_b);
     Report r = compare(out_a, out_b, tol);
     if (!r.ok()) r.detail = a.name + " vs " + b.name + ": " + r.detail;
     return r;

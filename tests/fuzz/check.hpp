@@ -29,7 +29,7 @@ struct Part {
   DType inputs = DType::kFP32;  // the call's q dtype: what a kernel's products round through
   // Per element, the sum of the magnitudes of the terms that make it (empty: not known). A kernel
   // accumulating in fp32 is off by a few ulps of this where the terms cancel (a gradient whose
-  // reference is ~0); set on the reference's dq and dk (implementations.cpp).
+  // reference is ~0); set on the reference's dq and dk (attach_gradient_terms).
   std::vector<double> terms;
 };
 using Outputs = std::vector<Part>;
@@ -50,6 +50,10 @@ Implementation naive_formulas();
 // The outputs of a case as its host tensors hold them after a call: public_api() reads them
 // after the CPU call, a device implementation after downloading its results into them.
 Outputs read_outputs(HostProblem& p);
+
+// A bwd case's dq and dk parts in `o` get Part::terms, from the textbook backward of the case's
+// inputs (run_pair does it for the reference side where the tolerance has a term_roundoff).
+void attach_gradient_terms(const HostProblem& p, Outputs& o);
 
 // How far B may be from A. Every element: |a - b| <= rounding * the storage bound of the part's
 // dtype at b (textbook::storage_tolerance: rounding an exact result once, either side's summation

@@ -148,9 +148,10 @@ Outputs read_merge(HostProblem& p) {
   return merge_outputs(p.c, out, lse);
 }
 
-// The reference's dq and dk carry the size of their terms (Part::terms), from the textbook's
-// backward of the same inputs.
+}  // namespace
+
 void attach_gradient_terms(const HostProblem& p, Outputs& o) {
+  if (p.c.family != Family::kBwd) return;
   std::vector<textbook::Backward> grads;
   textbook_attn(p, &grads, nullptr);
   for (size_t b = 0; b < grads.size(); ++b) {
@@ -162,14 +163,13 @@ void attach_gradient_terms(const HostProblem& p, Outputs& o) {
   }
 }
 
+namespace {
+
 Outputs api_attn(HostProblem& p) {
   testing::fwd_bwd::Bundle& t = *p.bundle;
   attention_fwd(t.fwd, p.c.attn.opts);
-  const bool bwd = p.c.family == Family::kBwd;
-  if (bwd) attention_bwd(t.bwd, p.c.attn.opts);
-  Outputs o = read_attn(p);
-  if (bwd) attach_gradient_terms(p, o);
-  return o;
+  if (p.c.family == Family::kBwd) attention_bwd(t.bwd, p.c.attn.opts);
+  return read_attn(p);
 }
 
 Outputs api_decode(HostProblem& p) {

@@ -12,6 +12,7 @@
 #include "ptx/mbarrier.cuh"
 #include "ptx/pack.cuh"
 #include "ptx/setmaxnreg.cuh"
+#include "ptx/shared_memory.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/warpgroup.cuh"
 
@@ -99,8 +100,7 @@ template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdParams p) {
   extern __shared__ uint8_t smem_raw[];
-  const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const SharedPlan<Traits> sm{ptx::align_to_1024(smem_raw)};
   const CtaWork w = make_cta_work<Traits>(p);
   if (!w.has_keys()) return;  // a varlen request shorter than this block: nothing to do
 

@@ -21,6 +21,7 @@
 #include "ptx/mbarrier.cuh"
 #include "ptx/named_barrier.cuh"
 #include "ptx/setmaxnreg.cuh"
+#include "ptx/shared_memory.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/warpgroup.cuh"
 
@@ -143,8 +144,7 @@ template <class Traits, class Scheduler = LptTileScheduler>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fwd_kernel(const __grid_constant__ FwdParams p) {
   extern __shared__ uint8_t smem_raw[];
-  const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const SharedPlan<Traits> sm{ptx::align_to_1024(smem_raw)};
   // Warps 1..3 fill the K and V stages: gathered, or widened from codes TMA brought.
   const bool gather = p.kv.source == KVSource::kPagedGather ||
                       (Traits::kFp8KV && p.kv.source == KVSource::kPagedTmaWiden);

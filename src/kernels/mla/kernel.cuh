@@ -15,6 +15,7 @@
 #include "ptx/mbarrier.cuh"
 #include "ptx/pack.cuh"
 #include "ptx/setmaxnreg.cuh"
+#include "ptx/shared_memory.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/warpgroup.cuh"
 
@@ -111,8 +112,7 @@ template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     mla_kernel(const __grid_constant__ MlaParams p) {
   extern __shared__ uint8_t smem_raw[];
-  const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const SharedPlan<Traits> sm{ptx::align_to_1024(smem_raw)};
   // The split merge after this kernel (launch.cu) may launch once every CTA is running; it waits
   // for this grid's completion before it reads a partial state.
   ptx::allow_dependent_launch();

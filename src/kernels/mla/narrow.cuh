@@ -108,24 +108,17 @@ struct NarrowConsumer {
       load_q_tile<Elt, kCols>(p, t, dst, Traits::kQPanelBytes, tid, Traits::kConsumerThreads);
     } else {
       static_assert(Traits::kConsumerThreads == 16 * kCols, "16 threads a row");
-      constexpr int kChunks = kQkDim / 8, kPerThread = (kChunks + 15) / 16;
+      constexpr int kPerThread = (kQChunks + 15) / 16;
       const int row = static_cast<int>(tid) / 16, sub = static_cast<int>(tid) % 16;
       uint4 v[kPerThread];
       float top = 0.f;
-      const Elt* qn = static_cast<const Elt*>(p.q_nope);
-      const Elt* qp = static_cast<const Elt*>(p.q_pe);
       const Tile::RowPosition at = t.position(p, row < t.rows ? row : 0);
-      const int64_t tok = at.q_row(t);
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
         const int chunk = sub + 16 * k;
         v[k] = make_uint4(0u, 0u, 0u, 0u);
-        if (row >= t.rows || chunk >= kChunks) continue;
-        const Elt* src =
-            chunk < 64
-                ? qn + tok * p.q_nope_stride[0] + at.head * p.q_nope_stride[1] + chunk * 8
-                : qp + tok * p.q_pe_stride[0] + at.head * p.q_pe_stride[1] + (chunk - 64) * 8;
-        v[k] = *reinterpret_cast<const uint4*>(src);
+        if (row >= t.rows || chunk >= static_cast<int>(kQChunks)) continue;
+        v[k] = *reinterpret_cast<const uint4*>(q_chunk<Elt>(p, at.q_row(t), at.head, chunk));
         const Elt* e = reinterpret_cast<const Elt*>(&v[k]);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
@@ -144,7 +137,7 @@ struct NarrowConsumer {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
         const int chunk = sub + 16 * k;
-        if (chunk >= kChunks) continue;
+        if (chunk >= static_cast<int>(kQChunks)) continue;
         const Elt* x = reinterpret_cast<const Elt*>(&v[k]);
         uint32_t h[4];
 #pragma unroll
@@ -454,8 +447,7 @@ template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     mla_narrow_kernel(const __grid_constant__ MlaParams p) {
   extern __shared__ uint8_t smem_raw[];
-  const SharedPlan<Traits> sm{reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const SharedPlan<Traits> sm{ptx::align_to_1024(smem_raw)};
   ptx::allow_dependent_launch();  // the split merge (launch.cu), as mla_kernel
   Tile t = make_tile<Traits::kBlockKeys>(p);
   if (t.rows == 0) return;
@@ -472,13 +464,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int g = 0; g < 2; ++g) {
       ptx::mbarrier_init(Consumer::sync_bar(sm, kMaxReady + g), 128);
       ptx::mbarrier_init(Consumer::sync_bar(sm, kPReady + g), 128);
+      ptx::mbarrier_init(Consumer::sync_bar(sm, kWidened + g), 128);
     }
     ptx::mbarrier_init(Consumer::sync_bar(sm, kStateReady), Traits::kConsumerThreads);
     ptx::mbarrier_init(Consumer::sync_bar(sm, kQLoaded), Traits::kConsumerThreads);
-    for (int g = 0; g < 2; ++g) ptx::mbarrier_init(Consumer::sync_bar(sm, kWidened + g), 128);
     for (int s = 0; s < Traits::kRawSlots; ++s) {
-      ptx::mbarrier_init(Consumer::sync_bar(sm, kRawFull + s), 128);   // producer cp.async
-      ptx::mbarrier_init(Consumer::sync_bar(sm, kRawEmpty + s), 128);  // the widening consumer
+      ptx::mbarrier_init(MlaLoader<Traits>::raw_full(sm, s), 128);   // producer cp.async
+      ptx::mbarrier_init(MlaLoader<Traits>::raw_empty(sm, s), 128);  // the widening consumer
     }
   }
   __syncthreads();

@@ -36,7 +36,7 @@ enum NarrowSync : int {
 };
 
 template <class Elt_, bool kFp8Cache_ = false>
-struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys> {
+struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys>, MlaEqualConsumers {
   using Elt = Elt_;
   // An fp8 cache widens to fp16 whatever q's type: one conversion a pair of codes (cvt e4m3x2 ->
   // f16x2), where bf16 takes four (ptx/dequant.cuh) and the SM's conversion throughput bounded
@@ -53,15 +53,8 @@ struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys> {
 
   static constexpr int kCols = plan::mla::kNarrowRows;  // N of every MMA: the tile's rows
   static constexpr int kPairKeys = 2 * kBlockKeys;      // M of the MMAs: one pair of stages
-  static constexpr int kThreads = 384;
-  static constexpr int kConsumerThreads = 256;
-  static constexpr uint32_t kLaunchRegisters = 168;
-  // A consumer holds O^T (64), S^T (8) and its columns' state, and with an fp8 cache a block's
-  // codes while it widens them (the producer then only copies).
-  static constexpr uint32_t kProducerRegisters = 56;
-  static constexpr uint32_t kConsumerRegisters = 224;
-  static_assert(kProducerRegisters + 2 * kConsumerRegisters <= 3 * kLaunchRegisters,
-                "register split: more than the CTA holds at launch");
+  // Registers (MlaEqualConsumers): a consumer holds O^T (64), S^T (8) and its columns' state,
+  // and with an fp8 cache a block's codes while it widens them (the producer then only copies).
 
   // Q: 16 rows a panel.
   static constexpr uint32_t kQPanelBytes = kCols * kRowBytes;

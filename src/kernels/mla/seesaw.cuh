@@ -274,8 +274,7 @@ template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     mla_seesaw_kernel(const __grid_constant__ MlaParams p) {
   extern __shared__ uint8_t smem_raw[];
-  const SeesawPlan<Traits> sm{reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023})};
+  const SeesawPlan<Traits> sm{ptx::align_to_1024(smem_raw)};
   ptx::allow_dependent_launch();  // the split merge: as in mla_kernel
   const Tile t = make_tile<Traits::kBlockKeys>(p);
   if (t.rows == 0) return;  // uniform over the CTA: past the request's rows

@@ -31,7 +31,7 @@ enum SeesawHandoff : int {
 inline constexpr uint32_t kSumsReady = 3;
 
 template <class Elt_>
-struct SeesawTraits : MlaTileShape<plan::mla::kSeesawBlockKeys> {
+struct SeesawTraits : MlaTileShape<plan::mla::kSeesawBlockKeys>, MlaEqualConsumers {
   using Elt = Elt_;
   using MmaElt = Elt;
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
@@ -39,14 +39,8 @@ struct SeesawTraits : MlaTileShape<plan::mla::kSeesawBlockKeys> {
   static constexpr bool kFp8Cache = false;
   static constexpr bool kSeesaw = true;
 
-  static constexpr int kThreads = 384;
-  static constexpr int kConsumerThreads = 256;
-  static constexpr uint32_t kLaunchRegisters = 168;
-  // Each consumer holds O (128), S / P in fp32 (32) and P's A fragments (16) beside addresses.
-  static constexpr uint32_t kProducerRegisters = 56;
-  static constexpr uint32_t kConsumerRegisters = 224;
-  static_assert(kProducerRegisters + 2 * kConsumerRegisters <= 3 * kLaunchRegisters,
-                "register split: more than the CTA holds at launch");
+  // Registers (MlaEqualConsumers): each consumer holds O (128), S / P in fp32 (32) and P's A
+  // fragments (16) beside addresses.
 
   static constexpr int kHalfPanels = kLatentPanels / 2;  // one consumer's V columns
   // Two buffers: block 2k in buffer 0, 2k + 1 in buffer 1. P of a block (64 x 64 16-bit, one

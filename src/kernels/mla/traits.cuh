@@ -61,10 +61,28 @@ struct MlaTileShape {
   }
 };
 
+// The CTA of every schedule: one producer warpgroup and two consumers, 384 threads at one CTA an
+// SM, which hold 168 registers each at launch (ptxas -v); setmaxnreg then moves registers between
+// the warpgroups within that allocation.
+struct MlaRoles {
+  static constexpr int kThreads = 384;
+  static constexpr int kConsumerThreads = 256;
+  static constexpr uint32_t kLaunchRegisters = 168;
+};
+
+// The register split of the schedules whose two consumers do the same work (seesaw, narrow): the
+// producer keeps 56 (loads only), each consumer takes 224.
+struct MlaEqualConsumers : MlaRoles {
+  static constexpr uint32_t kProducerRegisters = 56;
+  static constexpr uint32_t kConsumerRegisters = 224;
+  static_assert(kProducerRegisters + 2 * kConsumerRegisters <= 3 * kLaunchRegisters,
+                "register split: more than the CTA holds at launch");
+};
+
 // The element type of q, out and the 16-bit operands of the MMAs; the cache is Elt too, or
 // float8 e4m3 (kFp8Cache), widened to Elt by the producer on its way to shared memory.
 template <class Elt_, bool kFp8Cache_ = false>
-struct MlaTraits : MlaTileShape<plan::mla::kBlockKeys> {
+struct MlaTraits : MlaTileShape<plan::mla::kBlockKeys>, MlaRoles {
   using Elt = Elt_;
   using MmaElt = Elt;  // the MMAs' operand type (narrow_traits.cuh may differ)
   static_assert(std::is_same_v<Elt, __nv_bfloat16> || std::is_same_v<Elt, __half>,
@@ -74,10 +92,6 @@ struct MlaTraits : MlaTileShape<plan::mla::kBlockKeys> {
 
   // One producer warpgroup (loads), two consumers: consumer 0 computes S = Q K^T, the softmax
   // and O[:, 0:256] += P V; consumer 1 computes O[:, 256:512] += P V with P from shared memory.
-  static constexpr int kThreads = 384;
-  static constexpr int kConsumerThreads = 256;
-  // What each thread holds at launch: 384 threads at one CTA per SM (ptxas -v).
-  static constexpr uint32_t kLaunchRegisters = 168;
   // An fp8 cache's producer holds a whole block's loads in registers (72 of them) while it
   // waits for the stage, so it takes registers the 16-bit configuration leaves to consumer 1.
   // (ptxas -v: no spills at these counts; 128 / 216 / 160 spills 12 bytes.)

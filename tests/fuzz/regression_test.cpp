@@ -2,10 +2,13 @@
 // on (shrunk), each of which must pass; and the machinery itself (text form, legality, shrinker).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "check.hpp"
+#include "cpu/fwd_bwd_problem.hpp"
 #include "generate.hpp"
+#include "hopattn/api.hpp"
 #include "invalid.hpp"
 #include "problem.hpp"
 #include "shrink.hpp"
@@ -117,6 +120,33 @@ TEST(FuzzCheck, GradientTermsBoundTheResidueWhereTheyCancel) {
   EXPECT_TRUE(with_dk(1.9e-5, true));
   EXPECT_FALSE(with_dk(1.9e-5, false));  // the constant floor alone: 7.7e-6
   EXPECT_FALSE(with_dk(1e-2, true));     // terms are no blanket: a real error still shows
+}
+
+// The backward's gradients given its saved out can move far more than that out's rounding: here
+// (bwd seed 900718: fp16, q of 8, rows that see one to five keys, dS = P (dP - D) cancelling)
+// one ulp of out moves dq by up to ~70x the kernel tolerance. So a kernel's backward is only
+// comparable with the reference's when both are handed the same out and lse: the GPU fuzz hands
+// the backward kernel the reference's forward (fuzz/gpu/cuda_api.cpp).
+TEST(FuzzCheck, BwdGradientsFollowTheSavedOutputFarPastItsRounding) {
+  std::unique_ptr<HostProblem> p =
+      build(parse("bwd seed=900718 layout=varlen hq=2 hkv=2 dqk=128 dv=128 q_lens=0,32,62,225,16 "
+                  "kv_lens=0,5,7,5,11 dtype=fp16 window=-1,0 q_range=8 scale=0.5 deterministic=1 "
+                  "page_size=128 kv_layout=HND csr=1"));
+  const Outputs want = public_api().run(*p);
+  testing::fwd_bwd::Bundle& t = *p->bundle;
+  ASSERT_EQ(t.fwd.out.dtype(), DType::kFP16);
+  ASSERT_TRUE(t.fwd.out.is_contiguous());
+  // One ulp of every finite nonzero element of out, away from zero or toward it in turn.
+  uint16_t* bits = static_cast<uint16_t*>(t.fwd.out.data());
+  for (int64_t i = 0; i < t.fwd.out.numel(); ++i) {
+    const bool finite_nonzero = (bits[i] & 0x7fffu) != 0 && (bits[i] & 0x7c00u) != 0x7c00u;
+    if (finite_nonzero) bits[i] = static_cast<uint16_t>(i % 2 == 0 ? bits[i] + 1 : bits[i] - 1);
+  }
+  attention_bwd(t.bwd, p->c.attn.opts);
+  const Outputs got = read_outputs(*p);
+  const Report r = compare(got, want, Tolerance::kernel_vs_reference());
+  EXPECT_EQ(r.kind, Report::Kind::kMismatch);
+  EXPECT_NE(r.detail.find("dq of request 1"), std::string::npos) << r.detail;
 }
 
 TEST(FuzzShrink, FindsTheSmallestFailingCase) {

@@ -3,7 +3,8 @@
 // from a 256-byte boundary, so the device views are aligned as the host ones are); views sharing
 // memory (k and v halves of one buffer, a combined MLA cache) share it on the device too. Outputs
 // are poisoned with 0xff bytes (NaN in bf16/fp16/fp32) on upload; download() copies them back
-// into the host memory, snapshot() hands out their device bytes (bitwise reruns).
+// into the host memory (upload(v) and poison(v): one view), snapshot() hands out their
+// device bytes (bitwise reruns).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,6 +56,13 @@ class ViewMirror {
       }
     }
     poison_outputs();
+  }
+
+  // Every byte of one added view's memory on the device 0xff.
+  void poison(const TensorView& v) const {
+    if (!v.defined()) return;
+    const auto [lo, hi] = span(v);
+    if (hi != lo) check_cuda(cudaMemset(device_of(lo, hi), 0xff, size_t(hi - lo)), "cudaMemset");
   }
 
   // Every byte of the outputs' memory 0xff (NaN in bf16/fp16/fp32).
@@ -109,6 +117,17 @@ class ViewMirror {
     return d;
   }
 
+  // The host bytes one added view covers, to its device twin (an output handed to a later call
+  // as an input: the GPU fuzz gives the backward kernel the reference's forward).
+  void upload(const TensorView& v) const {
+    if (!v.defined()) return;
+    const auto [lo, hi] = span(v);
+    if (hi == lo) return;
+    check_cuda(cudaMemcpy(device_of(lo, hi), reinterpret_cast<const void*>(lo), size_t(hi - lo),
+                          cudaMemcpyHostToDevice),
+               "cudaMemcpy(host to device)");
+  }
+
   // Copies the outputs back into the host memory they mirror.
   void download() const {
     for (const Region& r : regions_) {
@@ -130,6 +149,14 @@ class ViewMirror {
     char* device;
     DeviceAllocation buffer;
   };
+
+  // The device address of the bytes [lo, hi) of an added view's memory.
+  char* device_of(uintptr_t lo, uintptr_t hi) const {
+    for (const Region& r : regions_) {
+      if (lo >= r.lo && hi <= r.hi) return r.device + (lo - r.lo);
+    }
+    throw std::logic_error("ViewMirror: a view was never added to the mirror");
+  }
 
   // Bytes [lo, hi) the view's elements occupy; empty views keep their address (hi == lo).
   static std::pair<uintptr_t, uintptr_t> span(const TensorView& v) {

@@ -36,7 +36,7 @@ struct Names<ScaleKind> {
 };
 template <>
 struct Names<Family> {
-  static constexpr const char* v[] = {"fwd", "bwd", "decode", "mla", "merge"};
+  static constexpr const char* v[] = {"fwd", "bwd", "decode", "mla", "merge", "batch"};
 };
 
 template <typename E>
@@ -248,6 +248,32 @@ void visit(MergeCase& m, F&& f) {
 }
 
 template <typename F>
+void visit(BatchFuzzCase& b, F&& f) {
+  testing::batch_case::BatchCase& c = b.c;
+  f("q_lens", c.q_lens);
+  f("kv_lens", c.kv_lens);
+  f("kv_heads", c.kv_heads);
+  f("group", c.group);
+  f("head_dim", c.head_dim);
+  f("head_dim_v", c.head_dim_v);
+  f("page_size", c.page_size);
+  f("layout", c.layout);
+  f("q_dtype", c.q_dtype);
+  f("kv_dtype", c.cache_dtype);
+  f("per_head_scales", c.per_head_scales);
+  f("causal", c.causal);
+  f("window", c.window);
+  f("softcap", c.softcap);
+  f("scale", c.scale);
+  f("sinks", c.sinks);
+  f("num_ctas", c.num_ctas);
+  f("max_batch", c.max_batch);
+  f("max_tokens", c.max_tokens);
+  f("pad_rows", c.pad_rows);
+  f("cache_pad", c.cache_pad);
+}
+
+template <typename F>
 void visit_family(Case& c, F&& f) {
   switch (c.family) {
     case Family::kFwd:
@@ -259,6 +285,8 @@ void visit_family(Case& c, F&& f) {
       return visit(c.mla, f);
     case Family::kMerge:
       return visit(c.merge, f);
+    case Family::kBatch:
+      return visit(c.batch, f);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/batch_case.hpp"
 #include "cpu/decode_case.hpp"
 #include "cpu/fwd_bwd_problem.hpp"
 #include "cpu/mla_case.hpp"
@@ -21,9 +22,9 @@
 
 namespace hopattn::fuzz {
 
-enum class Family { kFwd, kBwd, kDecode, kMla, kMerge };
-inline constexpr Family kFamilies[] = {Family::kFwd, Family::kBwd, Family::kDecode, Family::kMla,
-                                       Family::kMerge};
+enum class Family { kFwd, kBwd, kDecode, kMla, kMerge, kBatch };
+inline constexpr Family kFamilies[] = {Family::kFwd, Family::kBwd,   Family::kDecode,
+                                       Family::kMla, Family::kMerge, Family::kBatch};
 const char* family_name(Family f);
 
 // fwd and bwd: the test-side problem description of fwd_bwd_problem.hpp plus the call's options.
@@ -60,6 +61,13 @@ struct MergeCase {
   int pad = 0;  // extra elements after every row of every tensor (strided views)
 };
 
+// BatchAttention: one serving step (batch_case.hpp's description: heads, head dims, pages,
+// dtypes, mask and logit options, the grid the plan is cut for, the limits, the step's q and kv
+// lengths).
+struct BatchFuzzCase {
+  testing::batch_case::BatchCase c;
+};
+
 struct Case {
   Family family = Family::kFwd;
   uint64_t seed = 0;
@@ -70,6 +78,7 @@ struct Case {
   DecodeFuzzCase decode;
   MlaFuzzCase mla;
   MergeCase merge;
+  BatchFuzzCase batch;
 };
 
 // The one-line text form; parse(describe(c)) == c field by field.

@@ -114,7 +114,8 @@ Report compare(const Outputs& a, const Outputs& b, const Tolerance& tol) {
       return std::max(tol.rounding * testing::textbook::storage_tolerance(pb.dtype, pb.values[i]),
                       tol.output_ulps * output_ulp(pb.dtype, pb.values[i])) +
              (pb.kind == Part::Kind::kLse ? tol.lse_abs : 0.0) + spread +
-             (pb.terms.empty() ? 0.0 : tol.term_roundoff * pb.terms[i]);
+             (pb.terms.empty() ? 0.0 : tol.term_roundoff * pb.terms[i]) +
+             pb.slack * (1.0 + std::fabs(pb.values[i]));
     };
     for (int64_t i = 0; i < int64_t(pa.values.size()); ++i) {
       const double x = pa.values[i], y = pb.values[i];

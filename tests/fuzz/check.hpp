@@ -31,6 +31,9 @@ struct Part {
   // accumulating in fp32 is off by a few ulps of this where the terms cancel (a gradient whose
   // reference is ~0); set on the reference's dq and dk (attach_gradient_terms).
   std::vector<double> terms;
+  // What an implementation may carry past one rounding of the stored result, relative to
+  // 1 + |element|: the batch family merges split rows from fp32 partial states (2^-21).
+  double slack = 0.0;
 };
 using Outputs = std::vector<Part>;
 

@@ -144,6 +144,51 @@ TEST(FuzzCoverage, Merge) {
       });
 }
 
+TEST(FuzzCoverage, Batch) {
+  auto b = [](const Case& c) -> const testing::batch_case::BatchCase& { return c.batch.c; };
+  auto any_request = [=](const Case& c, const std::function<bool(int q, int kv)>& p) {
+    for (size_t r = 0; r < b(c).q_lens.size(); ++r) {
+      if (p(b(c).q_lens[r], b(c).kv_lens[r])) return true;
+    }
+    return false;
+  };
+  std::vector<Option> options = {
+      {"an idle slot",
+       [=](const Case& c) { return any_request(c, [](int q, int) { return q == 0; }); }},
+      {"a decode and a prefill chunk in one step",
+       [=](const Case& c) {
+         return any_request(c, [](int q, int) { return q == 1; }) &&
+                any_request(c, [](int q, int) { return q > 16; });
+       }},
+      {"a first chunk (nothing cached)",
+       [=](const Case& c) {
+         return any_request(c, [](int q, int kv) { return q > 16 && q == kv; });
+       }},
+      {"one CTA", [=](const Case& c) { return b(c).num_ctas == 1; }},
+      {"the default grid", [=](const Case& c) { return b(c).num_ctas == 0; }},
+      {"head_dim_v != head_dim",
+       [=](const Case& c) { return b(c).head_dim_v != 0 && b(c).head_dim_v != b(c).head_dim; }},
+      {"HND, page 1",
+       [=](const Case& c) { return b(c).layout == KVLayout::kHND && b(c).page_size == 1; }},
+      {"GQA 7", [=](const Case& c) { return b(c).group == 7; }},
+      {"per-head scales, 8-bit",
+       [=](const Case& c) { return b(c).per_head_scales && dtype_size(b(c).cache_dtype) == 1; }},
+      {"a window", [=](const Case& c) { return b(c).window.left >= 0 || b(c).window.right >= 0; }},
+      {"softcap", [=](const Case& c) { return b(c).softcap > 0; }},
+      {"sinks", [=](const Case& c) { return b(c).sinks; }},
+      {"non-causal", [=](const Case& c) { return !b(c).causal; }},
+      {"rows past the step", [=](const Case& c) { return b(c).pad_rows > 0; }},
+      {"padded cache rows", [=](const Case& c) { return b(c).cache_pad > 0; }},
+      {"limits above the step",
+       [=](const Case& c) { return b(c).max_batch > int(b(c).q_lens.size()); }},
+  };
+  for (DType t :
+       {DType::kBF16, DType::kFP16, DType::kFP32, DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    options.push_back({dtype_name(t), [=](const Case& c) { return b(c).cache_dtype == t; }});
+  }
+  expect_covered(Family::kBatch, options);
+}
+
 // Every corruption of invalid.cpp is drawn by some seed of some family.
 TEST(FuzzCoverage, EveryCorruption) {
   std::set<std::string> drawn;

@@ -78,18 +78,20 @@ Settings read_settings(int* argc, char** argv, Settings s) {
 }
 
 double time_share(Family f, bool invalid) {
-  if (invalid) return 0.02;
+  if (invalid) return 0.015;
   switch (f) {
     case Family::kFwd:
-      return 0.2;
+      return 0.18;
     case Family::kBwd:
-      return 0.2;
+      return 0.18;
     case Family::kDecode:
-      return 0.22;
+      return 0.19;
     case Family::kMla:
-      return 0.16;
+      return 0.14;
     case Family::kMerge:
-      return 0.12;
+      return 0.09;
+    case Family::kBatch:
+      return 0.13;
   }
   return 0.2;
 }

@@ -48,6 +48,7 @@ TEST(Fuzz, Bwd) { fuzz(Family::kBwd); }
 TEST(Fuzz, Decode) { fuzz(Family::kDecode); }
 TEST(Fuzz, Mla) { fuzz(Family::kMla); }
 TEST(Fuzz, Merge) { fuzz(Family::kMerge); }
+TEST(Fuzz, Batch) { fuzz(Family::kBatch); }
 
 // Valid cases with one rule broken: rejected, nothing written (invalid.hpp).
 TEST(FuzzInvalid, Fwd) { fuzz(Family::kFwd, true); }
@@ -55,6 +56,7 @@ TEST(FuzzInvalid, Bwd) { fuzz(Family::kBwd, true); }
 TEST(FuzzInvalid, Decode) { fuzz(Family::kDecode, true); }
 TEST(FuzzInvalid, Mla) { fuzz(Family::kMla, true); }
 TEST(FuzzInvalid, Merge) { fuzz(Family::kMerge, true); }
+TEST(FuzzInvalid, Batch) { fuzz(Family::kBatch, true); }
 
 }  // namespace
 }  // namespace hopattn::fuzz

@@ -16,7 +16,7 @@ using testing::fwd_bwd::Layout;
 // Per-case work bounds (multiply-adds, case_work()). Sized so that one case, reference and naive
 // together, takes a few milliseconds on one core: a CI minute runs hundreds of cases.
 constexpr double kFwdWork = 4e6, kBwdWork = 1.5e6, kDecodeWork = 4e6, kMlaWork = 6e6,
-                 kMergeWork = 4e5;
+                 kMergeWork = 4e5, kBatchWork = 4e6;
 
 class Draw {
  public:
@@ -207,6 +207,51 @@ MergeCase generate_merge(Draw& d, const Space& space) {
   return m;
 }
 
+// A serving step: idle slots, decodes of 1..4 tokens, speculative decodes of 5..16, prefill
+// chunks of 17..200, each over a cache of earlier tokens (often none: a first chunk), on grids
+// from one CTA (every item on one walk) to the default (long ranges split and merged).
+testing::batch_case::BatchCase generate_batch(Draw& d, const Space& space) {
+  testing::batch_case::BatchCase c;
+  c.kv_heads = d.pick({1, 1, 2, 2, 3, 4});
+  c.group = d.pick({1, 1, 2, 3, 4, 5, 6, 7, 8, 16});
+  const std::vector<std::pair<int, int>> dims = {{64, 0},    {128, 0},  {256, 0},
+                                                 {128, 128}, {64, 128}, {256, 128}};
+  std::tie(c.head_dim, c.head_dim_v) = d.pick(dims);
+  c.page_size = d.pick(kPageSizes);
+  c.layout = d.chance(0.5) ? KVLayout::kHND : KVLayout::kNHD;
+  c.q_dtype = draw_io_dtype(d, space);
+  const std::vector<DType> caches =
+      space.fp32_io ? std::vector<DType>{DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}
+                    : std::vector<DType>{DType::kFP8E4M3};
+  c.cache_dtype = d.chance(0.5) ? c.q_dtype : d.pick(caches);
+  c.per_head_scales = d.chance(0.4);
+  c.causal = d.chance(0.8);
+  if (d.chance(0.25)) c.window = draw_window(d);
+  if (d.chance(0.2)) c.softcap = d.pick({0.5f, 1.f, 2.5f, 10.f, 30.f});
+  if (d.chance(0.15)) c.scale = d.pick({0.03125f, 0.1f, 0.25f, 0.5f, -0.25f});
+  c.sinks = d.chance(0.25);
+  c.num_ctas = d.pick({0, 0, 0, 1, 2, 7, 132});
+  c.pad_rows = d.chance(0.3) ? d.uniform(1, 3) : 0;
+  c.cache_pad = space.strided && d.chance(0.2) ? d.uniform(1, 3) : 0;
+  const int batch = d.uniform(1, 8);
+  int total = 0;
+  for (int r = 0; r < batch; ++r) {
+    const int kind = d.uniform(0, 9);
+    const int q = kind == 0   ? 0
+                  : kind <= 4 ? d.uniform(1, 4)
+                  : kind <= 6 ? d.uniform(5, 16)
+                              : d.uniform(17, 200);
+    const int cached = d.chance(0.25) ? 0 : d.length(300, c.page_size);
+    c.q_lens.push_back(q);
+    c.kv_lens.push_back(q + cached);
+    total += q;
+  }
+  // Limits at the step, or above it (the planner's buffers sized for more than it gets).
+  c.max_batch = d.chance(0.5) ? batch : batch + d.uniform(1, 300);
+  c.max_tokens = std::max(1, d.chance(0.5) ? total : total + d.uniform(1, 20000));
+  return c;
+}
+
 }  // namespace
 
 double case_work(const Case& c) {
@@ -231,6 +276,11 @@ double case_work(const Case& c) {
     case Family::kMerge: {
       const auto& m = c.merge;
       return double(m.tokens) * m.heads * m.n * m.dim;
+    }
+    case Family::kBatch: {
+      const auto& b = c.batch.c;
+      for (size_t r = 0; r < b.q_lens.size(); ++r) w += double(b.q_lens[r]) * b.kv_lens[r];
+      return w * b.q_heads() * (b.head_dim + b.dv());
     }
   }
   return w;
@@ -272,6 +322,14 @@ Case generate(Family family, uint64_t seed, const Space& space) {
         c.merge.tokens = (c.merge.tokens + 1) / 2;
       }
       break;
+    case Family::kBatch: {
+      auto& b = c.batch.c;
+      b = generate_batch(d, space);
+      // Lengths halved together keep kv_len >= q_len (legalize restores it where a halving of
+      // the longest broke it).
+      fit({&b.q_lens, &b.kv_lens}, kBatchWork * space.work_scale, [&] { return case_work(c); });
+      break;
+    }
   }
   legalize(c);
   return c;
@@ -344,6 +402,34 @@ void legalize(Case& c) {
       if (!(m.kv_scale > 0.f)) m.kv_scale = 1.f;
       m.pad = std::max(0, m.pad);
       c.mla.num_splits = std::max(0, c.mla.num_splits);
+      break;
+    }
+    case Family::kBatch: {
+      auto& b = c.batch.c;
+      if (b.q_lens.empty()) b.q_lens = {1};
+      b.kv_lens.resize(b.q_lens.size(), b.kv_lens.empty() ? 1 : b.kv_lens.back());
+      int total = 0;
+      for (size_t r = 0; r < b.q_lens.size(); ++r) {
+        b.q_lens[r] = std::max(0, b.q_lens[r]);
+        b.kv_lens[r] = std::max(b.kv_lens[r], b.q_lens[r]);  // kv_len counts the new tokens
+        total += b.q_lens[r];
+      }
+      b.kv_heads = std::max(1, b.kv_heads);
+      b.group = std::max(1, b.group);
+      // Head dims the planner takes: 64, 128 or 256 (a smaller value rounds up to one of them).
+      auto head_dim = [](int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; };
+      b.head_dim = head_dim(b.head_dim);
+      b.head_dim_v = b.head_dim_v <= 0 ? 0 : head_dim(b.head_dim_v);
+      b.page_size = std::clamp(b.page_size, 1, 256);
+      if (dtype_size(b.cache_dtype) != 1) b.cache_dtype = b.q_dtype;
+      b.window.left = std::max(-1, b.window.left);
+      b.window.right = std::max(-1, b.window.right);
+      b.softcap = std::max(0.f, b.softcap);
+      b.num_ctas = std::max(0, b.num_ctas);
+      b.max_batch = std::max(b.max_batch, int(b.q_lens.size()));
+      b.max_tokens = std::max({b.max_tokens, total, 1});
+      b.pad_rows = std::max(0, b.pad_rows);
+      b.cache_pad = std::max(0, b.cache_pad);
       break;
     }
     case Family::kMerge: {

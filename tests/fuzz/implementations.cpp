@@ -8,6 +8,7 @@
 #include "cpu/naive_fwd_bwd.hpp"
 #include "cpu/naive_merge.hpp"
 #include "hopattn/api.hpp"
+#include "hopattn/batch.hpp"
 
 namespace hopattn::fuzz {
 namespace {
@@ -86,6 +87,35 @@ Outputs merge_outputs(const Case& c, std::vector<double> out, std::vector<double
           part("lse", Part::Kind::kLse, DType::kFP32, {m.tokens, m.heads}, lse)};
 }
 
+// batch: per request out [q_len, Hq, Dv] and lse [q_len, Hq] from `out` [rows, Hq, Dv] and
+// `lse` [rows, Hq] over every row of the call (the step's, then its pad rows), and the poison
+// flags of the pad rows. Split rows are merged from fp32 partial states (the CPU reference's and
+// the kernels'), a few fp32 roundings past the one of the stored result: Part::slack.
+Outputs batch_outputs(const Case& c, const std::vector<double>& out, const std::vector<double>& lse,
+                      const std::vector<double>& out_pad, const std::vector<double>& lse_pad) {
+  const auto& b = c.batch.c;
+  const int64_t hq = b.q_heads(), dv = b.dv();
+  Outputs o;
+  int64_t row = 0;
+  for (size_t r = 0; r < b.q_lens.size(); ++r) {
+    const std::string of = " of request " + std::to_string(r);
+    const int64_t q = b.q_lens[r];
+    o.push_back(part("out" + of, Part::Kind::kValue, b.q_dtype, {q, hq, dv},
+                     {out.begin() + row * hq * dv, out.begin() + (row + q) * hq * dv}, b.q_dtype));
+    o.push_back(part("lse" + of, Part::Kind::kLse, DType::kFP32, {q, hq},
+                     {lse.begin() + row * hq, lse.begin() + (row + q) * hq}));
+    row += q;
+  }
+  for (Part& x : o) x.slack = 0x1p-21;
+  if (b.pad_rows > 0) {
+    o.push_back(part("out rows past the step untouched", Part::Kind::kValue, DType::kFP32,
+                     {b.pad_rows, hq, dv}, out_pad));
+    o.push_back(part("lse rows past the step untouched", Part::Kind::kValue, DType::kFP32,
+                     {b.pad_rows, hq}, lse_pad));
+  }
+  return o;
+}
+
 // The textbook forward of every request of an attn case, and with `grads` its backward (handed
 // the forward's out and lse as stored: out in q's dtype, lse fp32) and the requests' summed
 // dsinks.
@@ -148,6 +178,14 @@ Outputs read_merge(HostProblem& p) {
   return merge_outputs(p.c, out, lse);
 }
 
+Outputs read_batch(HostProblem& p) {
+  const testing::batch_case::BatchStep& s = *p.batch;
+  const std::vector<double> out = testing::gather(s.args.out), lse = testing::gather(s.args.lse);
+  const int64_t hq = s.args.out.size(1), dv = s.args.out.size(2), total = s.total_q();
+  return batch_outputs(p.c, out, lse, poison_intact({out.begin() + total * hq * dv, out.end()}),
+                       poison_intact({lse.begin() + total * hq, lse.end()}));
+}
+
 }  // namespace
 
 void attach_gradient_terms(const HostProblem& p, Outputs& o) {
@@ -192,6 +230,17 @@ Outputs api_merge(HostProblem& p) {
   return read_merge(p);
 }
 
+// One BatchAttention made for the case's limits, one plan of the step, one run (CPU tensors:
+// the CPU reference item by item through the plan, split rows merged).
+Outputs api_batch(HostProblem& p) {
+  const testing::batch_case::BatchStep& s = *p.batch;
+  BatchAttention ba(testing::batch_case::config_of(p.c.batch.c));
+  ba.plan(s.args.cu_seqlens_q, s.args.kv_lens);
+  if (p.between_plan_and_run) p.between_plan_and_run();
+  ba.run(s.args);
+  return read_batch(p);
+}
+
 // ---------------------------------------------------------------- naive formulas
 
 Outputs naive_attn(HostProblem& p) {
@@ -234,9 +283,62 @@ Outputs naive_merge(HostProblem& p) {
   return merge_outputs(p.c, out, lse);
 }
 
+// Each request alone through the textbook forward, its keys and values gathered from the pages
+// (dequantized: stored * scale of the KV head).
+Outputs naive_batch(HostProblem& p) {
+  const testing::batch_case::BatchCase& b = p.c.batch.c;
+  const testing::batch_case::BatchStep& s = *p.batch;
+  textbook::Config cfg;
+  cfg.hq = b.q_heads();
+  cfg.hkv = b.kv_heads;
+  cfg.dqk = b.head_dim;
+  cfg.dv = b.dv();
+  cfg.scale = b.scale ? double(*b.scale) : 1.0 / std::sqrt(double(b.head_dim));
+  cfg.softcap = b.softcap;
+  cfg.causal = b.causal;
+  cfg.window_left = b.window.left;
+  cfg.window_right = b.window.right;
+  std::vector<double> sinks;
+  if (b.sinks) sinks = testing::gather(s.args.sinks);
+  std::vector<double> out, lse;
+  for (size_t r = 0; r < b.q_lens.size(); ++r) {
+    textbook::Request q;
+    q.q_len = b.q_lens[r];
+    q.kv_len = b.kv_lens[r];
+    for (int64_t i = 0; i < q.q_len; ++i) {
+      for (int64_t h = 0; h < cfg.hq; ++h) {
+        for (int64_t d = 0; d < cfg.dqk; ++d) {
+          q.q.push_back(load_element(s.args.q, s.args.q.offset({s.cu[r] + i, h, d})));
+        }
+      }
+    }
+    auto gather_pool = [&](const testing::decode_case::PagedKV& kv,
+                           const std::vector<double>& scale, int64_t dim) {
+      std::vector<double> x;
+      for (int t = 0; t < q.kv_len; ++t) {
+        for (int h = 0; h < b.kv_heads; ++h) {
+          for (int d = 0; d < dim; ++d) {
+            x.push_back(load_element(kv.k, kv.token_offset(int(r), t, h, d)) * scale[h]);
+          }
+        }
+      }
+      return x;
+    };
+    q.k = gather_pool(*s.k_cache, s.k_scale, cfg.dqk);
+    q.v = gather_pool(*s.v_cache, s.v_scale, cfg.dv);
+    const textbook::Forward f = textbook::forward(cfg, q, sinks);
+    out.insert(out.end(), f.out.begin(), f.out.end());
+    lse.insert(lse.end(), f.lse.begin(), f.lse.end());
+  }
+  // Nothing writes the rows past the step: every element keeps its poison.
+  return batch_outputs(p.c, out, lse, std::vector<double>(b.pad_rows * cfg.hq * cfg.dv, 1.0),
+                       std::vector<double>(b.pad_rows * cfg.hq, 1.0));
+}
+
 // One entry per family, in Family order.
 Outputs dispatch(HostProblem& p, Outputs (*attn)(HostProblem&), Outputs (*dec)(HostProblem&),
-                 Outputs (*ml)(HostProblem&), Outputs (*mrg)(HostProblem&)) {
+                 Outputs (*ml)(HostProblem&), Outputs (*mrg)(HostProblem&),
+                 Outputs (*bat)(HostProblem&)) {
   switch (p.c.family) {
     case Family::kFwd:
     case Family::kBwd:
@@ -247,6 +349,8 @@ Outputs dispatch(HostProblem& p, Outputs (*attn)(HostProblem&), Outputs (*dec)(H
       return ml(p);
     case Family::kMerge:
       return mrg(p);
+    case Family::kBatch:
+      return bat(p);
   }
   return {};
 }
@@ -254,17 +358,18 @@ Outputs dispatch(HostProblem& p, Outputs (*attn)(HostProblem&), Outputs (*dec)(H
 }  // namespace
 
 Implementation public_api() {
-  return {"public API (CPU reference)",
-          [](HostProblem& p) { return dispatch(p, api_attn, api_decode, api_mla, api_merge); }};
+  return {"public API (CPU reference)", [](HostProblem& p) {
+            return dispatch(p, api_attn, api_decode, api_mla, api_merge, api_batch);
+          }};
 }
 
 Outputs read_outputs(HostProblem& p) {
-  return dispatch(p, read_attn, read_decode, read_mla, read_merge);
+  return dispatch(p, read_attn, read_decode, read_mla, read_merge, read_batch);
 }
 
 Implementation naive_formulas() {
   return {"naive formulas", [](HostProblem& p) {
-            return dispatch(p, naive_attn, naive_decode, naive_mla, naive_merge);
+            return dispatch(p, naive_attn, naive_decode, naive_mla, naive_merge, naive_batch);
           }};
 }
 

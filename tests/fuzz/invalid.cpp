@@ -26,14 +26,15 @@ int64_t get(const TensorView& t, std::initializer_list<int64_t> index) {
 // ---------------------------------------------------------------- what a case has
 
 bool paged(const Case& c) {
-  return c.family == Family::kDecode || c.family == Family::kMla ||
+  return c.family == Family::kDecode || c.family == Family::kMla || c.family == Family::kBatch ||
          ((c.family == Family::kFwd || c.family == Family::kBwd) &&
           c.attn.build.layout == Layout::kPaged);
 }
 // Query rows given by cu_seqlens_q (varlen q; a paged fwd's q is varlen too).
 bool varlen_q(const Case& c) {
-  return c.family == Family::kMla || ((c.family == Family::kFwd || c.family == Family::kBwd) &&
-                                      c.attn.build.layout != Layout::kDense);
+  return c.family == Family::kMla || c.family == Family::kBatch ||
+         ((c.family == Family::kFwd || c.family == Family::kBwd) &&
+          c.attn.build.layout != Layout::kDense);
 }
 bool varlen_k(const Case& c) {
   return (c.family == Family::kFwd || c.family == Family::kBwd) &&
@@ -42,14 +43,16 @@ bool varlen_k(const Case& c) {
 int requests(const Case& c) {
   if (c.family == Family::kDecode) return c.decode.c.batch;
   if (c.family == Family::kMla) return int(c.mla.c.q_lens.size());
+  if (c.family == Family::kBatch) return int(c.batch.c.q_lens.size());
   return int(c.attn.spec.q_lens.size());
 }
 // The first request with cached keys (-1: none).
 int request_with_keys(const Case& c) {
   for (int b = 0; b < requests(c); ++b) {
-    const int64_t n = c.family == Family::kDecode ? c.decode.c.kv_lens[b]
-                      : c.family == Family::kMla  ? c.mla.c.kv_lens[b]
-                                                  : c.attn.spec.kv_lens[b];
+    const int64_t n = c.family == Family::kDecode  ? c.decode.c.kv_lens[b]
+                      : c.family == Family::kMla   ? c.mla.c.kv_lens[b]
+                      : c.family == Family::kBatch ? c.batch.c.kv_lens[b]
+                                                   : c.attn.spec.kv_lens[b];
     if (n > 0) return b;
   }
   return -1;
@@ -57,8 +60,24 @@ int request_with_keys(const Case& c) {
 bool attn_or_decode(const Case& c) {
   return c.family == Family::kFwd || c.family == Family::kBwd || c.family == Family::kDecode;
 }
+// Window and softcap options (fwd, bwd, decode, batch).
+bool masked_family(const Case& c) { return attn_or_decode(c) || c.family == Family::kBatch; }
 bool sinks(const Case& c) {
+  if (c.family == Family::kBatch) return c.batch.c.sinks;
   return c.family == Family::kDecode ? c.decode.c.sinks : attn_or_decode(c) && c.attn.spec.sinks;
+}
+// A request of the batch step with q tokens (-1: none).
+int batch_request_with_queries(const Case& c) {
+  if (c.family != Family::kBatch) return -1;
+  for (size_t b = 0; b < c.batch.c.q_lens.size(); ++b) {
+    if (c.batch.c.q_lens[b] > 0) return int(b);
+  }
+  return -1;
+}
+int batch_tokens(const Case& c) {
+  int n = 0;
+  for (int q : c.batch.c.q_lens) n += q;
+  return n;
 }
 
 // ---------------------------------------------------------------- where a problem keeps it
@@ -74,6 +93,8 @@ Pages pages_of(HostProblem& p) {
   };
   if (p.decode) return pool(&p.decode->args.pages, p.decode->args.k_cache);
   if (p.mla) return pool(&p.mla->args.pages, p.mla->args.ckv);
+  // The batch step's pages: its K pool's table, whose kv_lens are the call's (problem.cpp).
+  if (p.batch) return pool(&p.batch->k_cache->pages, p.batch->args.k_cache);
   return pool(&p.bundle->fwd.pages, p.bundle->fwd.k);
 }
 // Pages of request b: table row b, or its CSR range.
@@ -83,32 +104,47 @@ int64_t page_slots(const Pages& pg, int64_t b) {
   return get(t.indptr, {b + 1}) - get(t.indptr, {b});
 }
 const TensorView& cu_seqlens_q(HostProblem& p) {
+  if (p.batch) return p.batch->args.cu_seqlens_q;
   return p.mla ? p.mla->args.cu_seqlens_q : p.bundle->fwd.cu_seqlens_q;
 }
 int64_t q_rows(HostProblem& p) {
+  if (p.batch) return p.batch->args.q.size(0);
   return p.mla ? p.mla->args.q_nope.size(0) : p.bundle->fwd.q.size(0);
 }
 const TensorView& sinks_of(HostProblem& p) {
+  if (p.batch) return p.batch->args.sinks;
   return p.decode ? p.decode->args.sinks : p.bundle->fwd.sinks;
 }
+// The batch family's options are its configuration's, which the API builds from p.c.
 std::optional<float>& scale_of(HostProblem& p) {
+  if (p.batch) return p.c.batch.c.scale;
   return p.decode ? p.decode->opts.scale : p.mla ? p.mla->opts.scale : p.c.attn.opts.scale;
 }
 Window& window_of(HostProblem& p) {
+  if (p.batch) return p.c.batch.c.window;
   return p.decode ? p.decode->opts.window : p.c.attn.opts.window;
 }
 float& softcap_of(HostProblem& p) {
+  if (p.batch) return p.c.batch.c.softcap;
   return p.decode ? p.decode->opts.softcap : p.c.attn.opts.softcap;
+}
+KVScale& k_scale_of(HostProblem& p) {
+  return p.batch ? p.batch->args.k_scale : p.decode->args.k_scale;
+}
+KVScale& v_scale_of(HostProblem& p) {
+  return p.batch ? p.batch->args.v_scale : p.decode->args.v_scale;
 }
 
 // Output views of a call, by reference so a corruption can replace one.
 TensorView& out_of(HostProblem& p) {
+  if (p.batch) return p.batch->args.out;
   if (p.decode) return p.decode->args.out;
   if (p.mla) return p.mla->args.out;
   if (p.merge) return p.c.merge.n_way ? p.merge->many.out : p.merge->two.out;
   return p.bundle->fwd.out;
 }
 TensorView& lse_of(HostProblem& p) {
+  if (p.batch) return p.batch->args.lse;
   if (p.decode) return p.decode->args.lse;
   if (p.mla) return p.mla->args.lse;
   if (p.merge) return p.c.merge.n_way ? p.merge->many.lse_out : p.merge->two.lse;
@@ -143,6 +179,8 @@ bool out_holds_lse(const Case& c) {
       return any(c.mla.c.q_lens);
     case Family::kMerge:
       return c.merge.tokens > 0 && c.merge.dim * dtype_size(c.merge.out_dtype) >= 4;
+    case Family::kBatch:
+      return any(c.batch.c.q_lens) && c.batch.c.dv() * dtype_size(c.batch.c.q_dtype) >= 4;
     default:
       return any(c.attn.spec.q_lens) && c.attn.spec.dv * dtype_size(c.attn.spec.dtype) >= 4;
   }
@@ -197,8 +235,8 @@ const std::vector<Corruption>& all_corruptions() {
        [](HostProblem& p) { scale_of(p) = 0.f; }},
       {"scale_nan", [](const Case& c) { return c.family != Family::kMerge; },
        [](HostProblem& p) { scale_of(p) = float(kNaN); }},
-      {"window_below_minus_one", attn_or_decode, [](HostProblem& p) { window_of(p).left = -2; }},
-      {"softcap_negative", attn_or_decode, [](HostProblem& p) { softcap_of(p) = -1.f; }},
+      {"window_below_minus_one", masked_family, [](HostProblem& p) { window_of(p).left = -2; }},
+      {"softcap_negative", masked_family, [](HostProblem& p) { softcap_of(p) = -1.f; }},
       {"kv_len_below_q_len",
        [](const Case& c) {
          return c.family == Family::kDecode && c.decode.c.q_len > 1 && request_with_keys(c) >= 0;
@@ -207,23 +245,47 @@ const std::vector<Corruption>& all_corruptions() {
          const int64_t b = request_with_keys(p.c);
          put(p.decode->args.pages.kv_lens, {b}, 1.0);
        }},
-      {"k_scale_not_positive", [](const Case& c) { return c.family == Family::kDecode; },
+      {"k_scale_not_positive",
+       [](const Case& c) { return c.family == Family::kDecode || c.family == Family::kBatch; },
        [](HostProblem& p) {
-         DecodeArgs& a = p.decode->args;
-         if (a.k_scale.per_head.defined()) {
-           put(a.k_scale.per_head, {0}, 0.0);
+         KVScale& k = k_scale_of(p);
+         if (k.per_head.defined()) {
+           put(k.per_head, {0}, 0.0);
          } else {
-           a.k_scale.value = -1.f;
+           k.value = -1.f;
          }
        }},
-      {"v_scale_nan", [](const Case& c) { return c.family == Family::kDecode; },
+      {"v_scale_nan",
+       [](const Case& c) { return c.family == Family::kDecode || c.family == Family::kBatch; },
        [](HostProblem& p) {
-         DecodeArgs& a = p.decode->args;
-         if (a.v_scale.per_head.defined()) {
-           put(a.v_scale.per_head, {0}, kNaN);
+         KVScale& v = v_scale_of(p);
+         if (v.per_head.defined()) {
+           put(v.per_head, {0}, kNaN);
          } else {
-           a.v_scale.value = float(kNaN);
+           v.value = float(kNaN);
          }
+       }},
+      // Batch: a request's kv_len (which counts its q tokens) below its q tokens.
+      {"batch_kv_len_below_q_len", [](const Case& c) { return batch_request_with_queries(c) >= 0; },
+       [](HostProblem& p) {
+         const int b = batch_request_with_queries(p.c);
+         put(p.batch->args.kv_lens, {b}, double(p.c.batch.c.q_lens[b] - 1));
+       }},
+      // Batch: more requests, or more q tokens, than the BatchAttention was made for.
+      {"batch_past_max_batch",
+       [](const Case& c) { return c.family == Family::kBatch && c.batch.c.q_lens.size() >= 2; },
+       [](HostProblem& p) { p.c.batch.c.max_batch = int(p.c.batch.c.q_lens.size()) - 1; }},
+      {"batch_past_max_tokens",
+       [](const Case& c) { return c.family == Family::kBatch && batch_tokens(c) >= 2; },
+       [](HostProblem& p) { p.c.batch.c.max_tokens = batch_tokens(p.c) - 1; }},
+      // Batch: run() over lengths other than the ones plan() saw.
+      {"batch_lengths_changed_after_plan",
+       [](const Case& c) { return batch_request_with_queries(c) >= 0; },
+       [](HostProblem& p) {
+         p.between_plan_and_run = [&p] {
+           const int b = batch_request_with_queries(p.c);
+           put(p.batch->args.kv_lens, {b}, double(get(p.batch->args.kv_lens, {b}) + 1));
+         };
        }},
       {"shared_prefix_past_kv_len",
        [](const Case& c) { return c.family == Family::kDecode && c.decode.c.shared_prefix; },

@@ -98,6 +98,12 @@ std::unique_ptr<HostProblem> build(const Case& c) {
     case Family::kMerge:
       p->merge = build_merge(c.merge, rng);
       break;
+    case Family::kBatch:
+      p->batch = testing::batch_case::make_step(c.batch.c, rng);
+      // The lengths the call reads, also through the pool's page table (invalid.cpp's page and
+      // kv_len corruptions write there).
+      p->batch->k_cache->pages.kv_lens = p->batch->kv_t;
+      break;
   }
   return p;
 }

@@ -3,6 +3,7 @@
 // poisoned), keeping the logical data next to it for implementations that work from that.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct HostProblem {
   std::unique_ptr<testing::decode_case::DecodeRun> decode;
   std::unique_ptr<testing::mla_case::MlaRun> mla;
   std::unique_ptr<MergeRun> merge;
+  std::unique_ptr<testing::batch_case::BatchStep> batch;
+  // Batch: what the public API's call does between BatchAttention::plan and run (a corruption
+  // that changes the step's lengths after planning; empty: nothing).
+  std::function<void()> between_plan_and_run;
 };
 
 std::unique_ptr<HostProblem> build(const Case& c);

@@ -67,6 +67,11 @@ TEST(FuzzEdges, DegenerateCasesPass) {
            "merge seed=10 n=1 tokens=0",
            "merge seed=11 n=2 empty_percent=100",
            "merge seed=12 n=16 lse_center=1000 lse_spread=100 out_dtype=bf16",
+           "batch seed=13 q_lens=0,0,0 kv_lens=0,17,0 pad_rows=2",
+           "batch seed=14 q_lens=1 kv_lens=1 num_ctas=1 sinks=1",
+           "batch seed=15 q_lens=300,1,16 kv_lens=300,900,16 num_ctas=0 page_size=1 layout=HND",
+           "batch seed=16 q_lens=40,2 kv_lens=41,2 window=0,0 causal=0 kv_dtype=fp8_e4m3 "
+           "per_head_scales=1 q_dtype=bf16",
        }) {
     EXPECT_TRUE(passes(line)) << line;
   }

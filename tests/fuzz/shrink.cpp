@@ -228,6 +228,44 @@ void merge_candidates(Candidates& k) {
   k.add([](Case& c) { c.merge.out_dtype = DType::kFP32; });
 }
 
+void batch_candidates(Candidates& k) {
+  k.requests(
+      [](Case& c) {
+        return std::vector<std::vector<int>*>{&c.batch.c.q_lens, &c.batch.c.kv_lens};
+      },
+      1, no_fix);
+  k.lengths(
+      [](Case & c) -> auto& { return c.batch.c.kv_lens; }, 0);
+  k.lengths(
+      [](Case & c) -> auto& { return c.batch.c.q_lens; }, 0);
+  k.smaller(
+      [](Case & c) -> auto& { return c.batch.c.kv_heads; }, 1);
+  k.smaller(
+      [](Case & c) -> auto& { return c.batch.c.group; }, 1);
+  k.add([](Case& c) { c.batch.c.head_dim = 64; });
+  k.add([](Case& c) { c.batch.c.head_dim_v = 0; });
+  k.smaller(
+      [](Case & c) -> auto& { return c.batch.c.page_size; }, 1);
+  k.add([](Case& c) { c.batch.c.layout = KVLayout::kNHD; });
+  k.add([](Case& c) { c.batch.c.causal = false; });
+  k.add([](Case& c) { c.batch.c.window = {}; });
+  k.smaller(
+      [](Case & c) -> auto& { return c.batch.c.window.left; }, 0);
+  k.smaller(
+      [](Case & c) -> auto& { return c.batch.c.window.right; }, 0);
+  k.add([](Case& c) { c.batch.c.softcap = 0.f; });
+  k.add([](Case& c) { c.batch.c.scale.reset(); });
+  k.add([](Case& c) { c.batch.c.sinks = false; });
+  k.add([](Case& c) { c.batch.c.per_head_scales = false; });
+  k.add([](Case& c) { c.batch.c.cache_dtype = c.batch.c.q_dtype; });
+  k.add([](Case& c) { c.batch.c.q_dtype = DType::kFP32; });
+  k.add([](Case& c) { c.batch.c.num_ctas = 0; });
+  k.add([](Case& c) { c.batch.c.num_ctas = 1; });
+  k.add([](Case& c) { c.batch.c.max_batch = c.batch.c.max_tokens = 0; });  // legalized up
+  k.add([](Case& c) { c.batch.c.pad_rows = 0; });
+  k.add([](Case& c) { c.batch.c.cache_pad = 0; });
+}
+
 }  // namespace
 
 std::vector<Case> shrink_candidates(const Case& c) {
@@ -245,6 +283,9 @@ std::vector<Case> shrink_candidates(const Case& c) {
       break;
     case Family::kMerge:
       merge_candidates(k);
+      break;
+    case Family::kBatch:
+      batch_candidates(k);
       break;
   }
   return k.take();

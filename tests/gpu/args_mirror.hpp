@@ -4,6 +4,7 @@
 // overloads (bwd.fwd = map(m, fwd), so the forward's out / lse are the device ones).
 #pragma once
 
+#include "hopattn/batch.hpp"
 #include "hopattn/options.hpp"
 #include "view_mirror.hpp"
 
@@ -115,6 +116,31 @@ inline void add(ViewMirror& m, const MergeNArgs& a) {
 
 inline MergeNArgs map(const ViewMirror& m, const MergeNArgs& a) {
   return {m.map(a.o), m.map(a.lse), m.map(a.out), m.map(a.lse_out)};
+}
+
+inline void add(ViewMirror& m, const BatchArgs& a) {
+  for (const TensorView* v : {&a.q, &a.k_cache, &a.v_cache, &a.cu_seqlens_q, &a.kv_lens,
+                              &a.page_table, &a.sinks, &a.k_scale.per_head, &a.v_scale.per_head}) {
+    m.add(*v, false);
+  }
+  m.add(a.out, true);
+  m.add(a.lse, true);
+}
+
+inline BatchArgs map(const ViewMirror& m, const BatchArgs& a) {
+  BatchArgs d = a;
+  d.q = m.map(a.q);
+  d.k_cache = m.map(a.k_cache);
+  d.v_cache = m.map(a.v_cache);
+  d.cu_seqlens_q = m.map(a.cu_seqlens_q);
+  d.kv_lens = m.map(a.kv_lens);
+  d.page_table = m.map(a.page_table);
+  d.sinks = m.map(a.sinks);
+  d.k_scale.per_head = m.map(a.k_scale.per_head);
+  d.v_scale.per_head = m.map(a.v_scale.per_head);
+  d.out = m.map(a.out);
+  d.lse = m.map(a.lse);
+  return d;
 }
 
 // A zeroed device workspace of `bytes` (decode's contract: zeroed once), and its Workspace.

@@ -14,6 +14,7 @@
 #include "gpu/args_mirror.hpp"
 #include "gpu/hopper_test_util.hpp"
 #include "hopattn/api.hpp"
+#include "hopattn/batch.hpp"
 #include "hopattn/error.hpp"
 
 namespace hopattn::fuzz {
@@ -117,6 +118,26 @@ void run_merge(HostProblem& p, ViewMirror& m) {
   sync_checked(p.c, "merge");
 }
 
+// One BatchAttention on the current device for the case's limits; the step planned from the
+// host lengths with the plan uploaded into a zeroed workspace, then one run.
+void run_batch(HostProblem& p, ViewMirror& m) {
+  const testing::batch_case::BatchStep& s = *p.batch;
+  add(m, s.args);
+  m.upload();
+  BatchArgs d = map(m, s.args);
+  int device = 0;
+  testing::check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  BatchAttentionConfig cfg = testing::batch_case::config_of(p.c.batch.c);
+  cfg.device = Device{DeviceType::kCUDA, device};
+  BatchAttention ba(cfg);
+  const DeviceScratch ws(ba.workspace_size());
+  d.workspace = ws.ws;
+  ba.plan(s.cu.data(), s.kv.data(), int(s.kv.size()), d.workspace, nullptr);
+  ba.run(d);
+  sync_checked(p.c, "batch");
+  check_errors();
+}
+
 Outputs run_cuda(HostProblem& p) {
   ViewMirror m;
   switch (p.c.family) {
@@ -132,6 +153,9 @@ Outputs run_cuda(HostProblem& p) {
       break;
     case Family::kMerge:
       run_merge(p, m);
+      break;
+    case Family::kBatch:
+      run_batch(p, m);
       break;
   }
   m.download();

@@ -54,6 +54,7 @@ TEST(GpuFuzz, Bwd) { gpu_fuzz(Family::kBwd); }
 TEST(GpuFuzz, Decode) { gpu_fuzz(Family::kDecode); }
 TEST(GpuFuzz, Mla) { gpu_fuzz(Family::kMla); }
 TEST(GpuFuzz, Merge) { gpu_fuzz(Family::kMerge); }
+TEST(GpuFuzz, Batch) { gpu_fuzz(Family::kBatch); }
 
 // Cases the GPU run once failed on (shrunk, and where it helps the original draw), each of which
 // must pass on CUDA against the CPU reference; skipped without a Hopper.

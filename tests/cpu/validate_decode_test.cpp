@@ -335,14 +335,26 @@ TEST(ValidateDecode, CudaCallsNeedKernelHeadDims) {
                            "head_dim: expected one of 64, 128, 256 on CUDA, got (Dqk 128, Dv 64)"));
 }
 
+// A view of `t`'s shape and device over a buffer of its own whose rows hold `row` elements: a
+// padded pool whose span stays inside its allocation. (Restriding `t` in place reached past its
+// buffer, into whatever the heap put there; now and then that was `out`, and the aliasing rule
+// rejected the call.)
+TensorView padded_rows(TensorKeeper& keep, const TensorView& t, int64_t row) {
+  std::vector<int64_t> shape = shape_of(t);
+  shape.back() = row;
+  const TensorView buffer = keep.make(t.dtype(), shape);
+  std::vector<int64_t> strides = strides_of(buffer);
+  return on_device(with_strides(with_shape(buffer, shape_of(t)), strides), t.device());
+}
+
 TEST(ValidateDecode, CudaCachesNeedTmaLayouts) {
   // fp8 pages: 16-byte strides are 16 elements, so a row padded to 72 elements is misaligned
   // while one padded to 80 is fine.
   Decode f = make_decode(DType::kFP8E4M3);
   move_to_cuda(f.args);
-  f.args.k_cache = with_strides(f.args.k_cache, {4 * 2 * 80, 2 * 80, 80, 1});
+  f.args.k_cache = padded_rows(f.keep, f.args.k_cache, 80);
   EXPECT_TRUE(passes([&] { validate_decode(f); }));
-  f.args.v_cache = with_strides(f.args.v_cache, {4 * 2 * 72, 2 * 72, 72, 1});
+  f.args.v_cache = padded_rows(f.keep, f.args.v_cache, 72);
   EXPECT_TRUE(throws_error(
       [&] { validate_decode(f); }, ErrorKind::kValue,
       "v_cache: expected stride(2) a multiple of 16 elements (16 bytes) on CUDA (TMA), got 72"));

@@ -88,6 +88,16 @@ TEST(FuzzRegression, AliasOfReversedOutputStaysInsideIt) {
              "kv_lens=0,0 dtype=bf16 reversed=1 corrupt=lse_aliases_out"));
 }
 
+// bwd: the naive formulas' backward from their own forward's rounded lse, against the reference
+// backward from the lse the reference forward stored: 6 of 88 lse one fp32 ulp apart moved a
+// dv element that cancels to ~5e-8 by as much. The naive backward now reads the stored out and
+// lse, the backward's inputs (implementations.cpp, naive_attn).
+TEST(FuzzRegression, BwdFromTheStoredForward) {
+  EXPECT_TRUE(
+      passes("bwd seed=201009 layout=varlen hq=4 hkv=1 dqk=64 dv=64 q_lens=36,22 kv_lens=0,40 "
+             "dtype=bf16 causal=1 window=0,-1 q_range=2 page_size=1"));
+}
+
 // The shrinker against a made-up defect (any request with kv_len >= 10 and Hq >= 4 "fails"):
 // it must come down to one request of exactly 10 keys, the smallest failing length.
 // A gradient that cancels to exactly 0 in the reference (one visible key: dP = D) is, in an fp32

@@ -343,8 +343,7 @@ TensorView padded_rows(TensorKeeper& keep, const TensorView& t, int64_t row) {
   std::vector<int64_t> shape = shape_of(t);
   shape.back() = row;
   const TensorView buffer = keep.make(t.dtype(), shape);
-  std::vector<int64_t> strides = strides_of(buffer);
-  return on_device(with_strides(with_shape(buffer, shape_of(t)), strides), t.device());
+  return remade(t, buffer.data(), t.dtype(), shape_of(t), strides_of(buffer), t.device());
 }
 
 TEST(ValidateDecode, CudaCachesNeedTmaLayouts) {

@@ -130,10 +130,13 @@ std::vector<textbook::Forward> textbook_attn(const HostProblem& p,
   for (const textbook::Request& r : prob.requests) {
     fwd.push_back(textbook::forward(cfg, r, prob.sinks));
     if (!grads) continue;
-    textbook::Forward saved = fwd.back();
-    for (double& x : saved.out) x = testing::fwd_bwd::round_to(prob.spec.dtype, x);
-    for (double& x : saved.lse) x = testing::fwd_bwd::round_to(DType::kFP32, x);
-    if (from_stored) saved = p.bundle->read_forward(int64_t(fwd.size()) - 1);
+    // The backward's inputs: the stored forward, or this one rounded to the stored dtypes.
+    textbook::Forward saved =
+        from_stored ? p.bundle->read_forward(int64_t(fwd.size()) - 1) : fwd.back();
+    if (!from_stored) {
+      for (double& x : saved.out) x = testing::fwd_bwd::round_to(prob.spec.dtype, x);
+      for (double& x : saved.lse) x = testing::fwd_bwd::round_to(DType::kFP32, x);
+    }
     grads->push_back(textbook::backward(cfg, r, prob.sinks, &saved));
     if (dsinks) {
       for (size_t h = 0; h < dsinks->size(); ++h) (*dsinks)[h] += grads->back().dsinks[h];

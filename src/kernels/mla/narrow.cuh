@@ -7,6 +7,9 @@
 //   O^T += V^T P^T         8 column chunks of 64 latent features x 4 k16 steps; V^T is the
 //                          stage's ckv panel read MN-major (imm-trans-a), P^T goes through shared
 //                          memory (stmatrix .trans writes the accumulator transposed, K-major)
+// With an fp8 cache K and V^T come from registers instead (wgmma's A operand): each consumer
+// converts its pair's codes from the raw ring into fp16 fragments as it issues the MMAs, and no
+// widened copy of the cache is stored (issue_s_registers, issue_pv_registers).
 // The MMA work of a block is a quarter of the one-S-consumer schedule's 64-row tile, whose 48
 // padding rows cost as much as the 16 real ones. Consumer g takes pairs g, g + 2, ... with its
 // own softmax state, and the two states merge at the end of the tile through shared memory, where
@@ -104,7 +107,7 @@ struct NarrowConsumer {
   __device__ static void load_q(const MlaParams& p, const Plan& sm, const Tile& t) {
     const uint32_t tid = threadIdx.x - 128;
     const uint32_t dst = ptx::smem_address(sm.q());
-    if constexpr (!Traits::kRescaleQ) {
+    if constexpr (!Traits::kRescaleQ && !Traits::kRegisterA) {
       load_q_tile<Elt, kCols>(p, t, dst, Traits::kQPanelBytes, tid, Traits::kConsumerThreads);
     } else {
       static_assert(Traits::kConsumerThreads == 16 * kCols, "16 threads a row");
@@ -131,7 +134,7 @@ struct NarrowConsumer {
       // Clamped to +-100 (unscale's two factors): a row whose largest |q| is 2^116 or more
       // overflows to inf, and one under 2^-86 keeps elements down to 2^-124 only (fp16's
       // smallest subnormal, 2^-24, after the 2^100).
-      const int e = top > 0.f ? max(-100, min(100, 14 - ilogbf(top))) : 0;
+      const int e = Traits::kRescaleQ && top > 0.f ? max(-100, min(100, 14 - ilogbf(top))) : 0;
       if (sub == 0) ptx::st_shared_u32(q_exponent_address(sm, row), static_cast<uint32_t>(e));
       const float f0 = pow2(e / 2), f1 = pow2(e - e / 2);
 #pragma unroll
@@ -145,18 +148,188 @@ struct NarrowConsumer {
           h[i] = ptx::pack2<MmaElt>(static_cast<float>(x[2 * i]) * f0 * f1,
                                     static_cast<float>(x[2 * i + 1]) * f0 * f1);
         }
-        ptx::st_shared_v4(dst + swizzled_offset(Traits::kQPanelBytes, row, chunk),
-                          make_uint4(h[0], h[1], h[2], h[3]));
+        if constexpr (Traits::kRegisterA) {
+          store_q_permuted(dst, row, chunk, h);
+        } else {
+          ptx::st_shared_v4(dst + swizzled_offset(Traits::kQPanelBytes, row, chunk),
+                            make_uint4(h[0], h[1], h[2], h[3]));
+        }
       }
       ptx::fence_proxy_async_shared();  // st.shared wrote Q; wgmma reads it
       sync(sm, kQLoaded, 0);
     }
   }
 
+  // ---- Register A operands (Traits::kRegisterA, fp8 cache): the consumers convert their pair's
+  // codes from the raw ring straight into the fp16 A fragments of S^T = K Q^T and O^T += V^T P^T.
+  // A fragment (m64k16, four 32-bit registers): register r holds row 16 warp + lane / 4 + 8 (r & 1)
+  // and k columns 2 (lane % 4) + 8 (r >> 1) + {0, 1}, the lower k in the low half.
+  //
+  // Columns (S^T's k): within each 64-column group, thread lane % 4 = t reads 16 contiguous codes
+  // of a key, bytes 16 t .. 16 t + 15, one 16-byte load a row: byte 4 j + e is k step j's column
+  // 2 t + {0, 1, 8, 9}[e]. Q is stored with the same permutation (store_q_permuted), so that the
+  // sum over the 576 columns is unchanged.
+  //
+  // Keys (S^T's m, P^T's k): logical key 8 a + b of a pair is physical row 8 a + kKeyOrder[b]
+  // (key_row), which puts the two rows an 8-lane phase of the S loads reads 4 rows apart (64
+  // bytes apart in the banks at the ring's 592-byte row stride).
+  //
+  // Features (O^T's m): logical feature 64 c + 16 warp + 8 h + lane / 4 is physical feature
+  // 128 warp + 16 kKeyOrder[lane / 4] + 2 c + h (feature_of), so that a thread's 16 features of
+  // a key are one 16-byte load and the lanes of a phase take feature chunks 64 bytes apart.
+  static constexpr int kKeyOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  __device__ static int order(int b) { return (b >> 1) + 4 * (b & 1); }  // kKeyOrder[b]
+  __device__ static int key_row(int m) { return (m & ~7) + order(m & 7); }
+  __device__ static int feature_of(int c, int h) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+    return 128 * warp + 16 * order(lane / 4) + 2 * c + h;
+  }
+
+  // Q's 16-byte chunk `chunk` (8 elements, physical columns 8 chunk ..) of row `row`, as 16-bit
+  // pairs h[0..3], into the permuted panels: within its 64-column group, chunk k = chunk % 8
+  // holds the codes' columns 16 (k / 2) + 8 (k % 2) + 2 i + {0, 1} (i = 0..3), i.e. thread
+  // t = k / 2's bytes 4 j + 2 hh + {0, 1} with j = 2 (k % 2) + i / 2, hh = i % 2: logical column
+  // 16 j + 2 t + 8 hh, which is 16-byte chunk 2 j + hh of the group, at byte 4 t.
+  __device__ static void store_q_permuted(uint32_t dst, int row, int chunk,
+                                          const uint32_t (&h)[4]) {
+    const int group = chunk / 8, k = chunk % 8, t = k / 2;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int j = 2 * (k % 2) + i / 2, hh = i % 2;
+      ptx::st_shared_u32(
+          dst + swizzled_offset(Traits::kQPanelBytes, row, 8 * group + 2 * j + hh) + 4 * t, h[i]);
+    }
+  }
+
+  __device__ static uint32_t raw_slot(const Plan& sm, int b) {
+    return ptx::smem_address(sm.raw(b % Traits::kRawSlots));
+  }
+
+  // The fp16 pair of codes in bytes 0, 1 (kHigh: 2, 3) of a word.
+  template <bool kHigh>
+  __device__ static uint32_t widen(uint32_t four) {
+    return ptx::cvt_f16x2_e4m3x2_half<kHigh>(four);
+  }
+
+  // S^T of pair n: 9 groups of 4 k steps, each group's fragments converted from two 16-byte loads
+  // (rows h = 0, 1) while the previous group's MMAs run; two register buffers, so that a
+  // buffer is rewritten only after the MMAs that read it are complete.
+  __device__ static void issue_s_registers(const Plan& sm, float (&s)[kSRegs], int n,
+                                           uint64_t q_desc) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+    const int row = 16 * (warp & 1) + order(lane / 4);
+    const uint32_t src =
+        raw_slot(sm, 2 * n + (warp >> 1)) + row * Traits::kRawRowBytes + 16 * (lane % 4);
+    uint32_t a[2][4][4];
+#pragma unroll
+    for (int group = 0; group < kQKSteps / 4; ++group) {
+      uint32_t(&f)[4][4] = a[group % 2];
+      const uint4 lo = ptx::ld_shared_v4(src + 64 * group);
+      const uint4 hi = ptx::ld_shared_v4(src + 8 * Traits::kRawRowBytes + 64 * group);
+      if (group >= 2) {
+        ptx::wgmma_wait_group<1>();  // group - 2's MMAs, the last readers of f, are complete
+        ptx::fence_operands(s);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) ptx::fence_operands(f[j]);
+      }
+      const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        f[j][0] = widen<false>(wl[j]);
+        f[j][1] = widen<false>(wh[j]);
+        f[j][2] = widen<true>(wl[j]);
+        f[j][3] = widen<true>(wh[j]);
+        ptx::fence_operands(f[j]);
+      }
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ptx::wgmma_rs<kCols, MmaElt, 0>(
+            s, f[j], ptx::desc_advance(q_desc, group * Traits::kQPanelBytes + 32 * j),
+            group + j > 0 ? 1u : 0u);
+      }
+      ptx::wgmma_commit_group();
+    }
+    ptx::wgmma_wait_group<0>();
+    ptx::fence_operands(s);
+  }
+
+  // O^T += V^T P^T of pair n: per k step j (16 keys) a thread loads its 16 features of four keys
+  // (rows 16 (j % 2) + lane % 4 + {0, 4, 8, 12} of block 2 n + j / 2: logical keys 16 j +
+  // 2 (lane % 4) + {0, 1, 8, 9}) and byte-permutes them into the fragments of the 8 feature
+  // chunks; two register buffers as in the S steps. The pair's raw slots are handed back after
+  // the last loads.
+  __device__ static void issue_pv_registers(const Plan& sm, OTile& o, int n, uint64_t p_desc) {
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
+    const uint32_t column = 128 * warp + 16 * order(lane / 4);
+    uint32_t a[2][kChunks][4];
+#pragma unroll
+    for (int j = 0; j < kPVSteps; ++j) {
+      uint32_t(&f)[kChunks][4] = a[j % 2];
+      const uint32_t src =
+          raw_slot(sm, 2 * n + j / 2) + (16 * (j % 2) + lane % 4) * Traits::kRawRowBytes + column;
+      uint4 key[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) key[r] = ptx::ld_shared_v4(src + 4 * r * Traits::kRawRowBytes);
+      if (j == kPVSteps - 1) {
+        // Every code of the pair is in registers (the loads above complete before their use).
+        ptx::mbarrier_arrive(MlaLoader<Traits>::raw_empty(sm, (2 * n) % Traits::kRawSlots));
+        ptx::mbarrier_arrive(MlaLoader<Traits>::raw_empty(sm, (2 * n + 1) % Traits::kRawSlots));
+      }
+      if (j >= 2) {
+        ptx::wgmma_wait_group<1>();  // step j - 2's MMAs, the last readers of f, are complete
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          ptx::fence_operands(o[c]);
+          ptx::fence_operands(f[c]);
+        }
+      }
+      // key[0], key[1]: logical keys 2 t, 2 t + 1 (registers 0, 1); key[2], key[3]: + 8 (2, 3).
+      const uint32_t k0[4] = {key[0].x, key[0].y, key[0].z, key[0].w};
+      const uint32_t k1[4] = {key[1].x, key[1].y, key[1].z, key[1].w};
+      const uint32_t k2[4] = {key[2].x, key[2].y, key[2].z, key[2].w};
+      const uint32_t k3[4] = {key[3].x, key[3].y, key[3].z, key[3].w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        // Word w of a key: features (c, h) = (2 w, 0), (2 w, 1), (2 w + 1, 0), (2 w + 1, 1).
+        const uint32_t lo01 = ptx::prmt(k0[w], k1[w], 0x5140),
+                       hi01 = ptx::prmt(k0[w], k1[w], 0x7362);
+        const uint32_t lo23 = ptx::prmt(k2[w], k3[w], 0x5140),
+                       hi23 = ptx::prmt(k2[w], k3[w], 0x7362);
+        f[2 * w][0] = widen<false>(lo01);
+        f[2 * w][1] = widen<true>(lo01);
+        f[2 * w][2] = widen<false>(lo23);
+        f[2 * w][3] = widen<true>(lo23);
+        f[2 * w + 1][0] = widen<false>(hi01);
+        f[2 * w + 1][1] = widen<true>(hi01);
+        f[2 * w + 1][2] = widen<false>(hi23);
+        f[2 * w + 1][3] = widen<true>(hi23);
+      }
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) ptx::fence_operands(f[c]);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        ptx::wgmma_rs<kCols, MmaElt, 0>(o[c], f[c], ptx::desc_advance(p_desc, 32 * j), 1u);
+      }
+      ptx::wgmma_commit_group();
+    }
+    ptx::wgmma_wait_group<0>();
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) ptx::fence_operands(o[c]);
+  }
+
   // Consumer g's O^T staging at the end of the tile: fp32 [kCols][kStageRow] over its pair
   // (shared address).
   __device__ static uint32_t staging(const Plan& sm, int g) {
-    return ptx::smem_address(sm.kv(2 * g));
+    if constexpr (Traits::kRegisterA) {
+      return ptx::smem_address(sm.raw(0)) + g * Traits::kStagingBytes;
+    } else {
+      return ptx::smem_address(sm.kv(2 * g));
+    }
   }
 
   __device__ static float xor_max(float x) {
@@ -225,39 +398,40 @@ struct NarrowConsumer {
       for (int i = 0; i < kSRegs; ++i) o[c][i] = 0.f;
     }
     const uint64_t q_desc = ptx::make_kmajor_desc(sm.q());
-    const uint64_t k_desc = ptx::make_kmajor_desc(sm.kv(2 * g));
-    const uint64_t v_desc = ptx::make_mnmajor_desc(sm.kv(2 * g), Traits::kKVPanelStride);
+    [[maybe_unused]] const uint64_t k_desc = ptx::make_kmajor_desc(sm.kv(2 * g));
+    [[maybe_unused]] const uint64_t v_desc =
+        ptx::make_mnmajor_desc(sm.kv(2 * g), Traits::kKVPanelStride);
     const uint64_t p_desc = ptx::make_kmajor_desc(p_tile(sm, g));
     const uint32_t p_addr = ptx::smem_address(p_tile(sm, g));
     const int pairs = t.num_blocks / 2;
     for (int n = g, it = 0; n < pairs; n += 2, ++it) {
-      if constexpr (Traits::kConsumersWiden) {
-        // The pair's two blocks from the raw ring into this consumer's own stages (the MMAs of
-        // its previous pair there are complete), then the whole warpgroup's stores, fenced for
-        // wgmma, before any S step.
-        for (int h = 0; h < 2; ++h) {
-          MlaLoader<Traits>::widen_block(sm, 2 * n + h, ptx::smem_address(sm.kv(2 * g + h)),
-                                         threadIdx.x % 128);
-        }
-        ptx::fence_proxy_async_shared();
-        sync(sm, kWidened + g, it);
-      } else {
-        ptx::mbarrier_wait_or_trap(sm.full(2 * g), it & 1);
-        ptx::mbarrier_wait_or_trap(sm.full(2 * g + 1), it & 1);
-      }
-      ptx::fence_proxy_async_shared();  // cp.async / st.shared wrote the stages; wgmma reads
       float s[kSRegs];
 #pragma unroll
       for (int i = 0; i < kSRegs; ++i) s[i] = 0.f;
       ptx::fence_operands(s);
-      ptx::wgmma_fence();
-      issue_s(s, k_desc, q_desc);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      ptx::fence_operands(s);
+      if constexpr (Traits::kRegisterA) {
+        for (int h = 0; h < 2; ++h) {
+          const int b = 2 * n + h;
+          ptx::mbarrier_wait_or_trap(MlaLoader<Traits>::raw_full(sm, b % Traits::kRawSlots),
+                                     (b / Traits::kRawSlots) & 1);
+        }
+        issue_s_registers(sm, s, n, q_desc);
+      } else {
+        ptx::mbarrier_wait_or_trap(sm.full(2 * g), it & 1);
+        ptx::mbarrier_wait_or_trap(sm.full(2 * g + 1), it & 1);
+        ptx::fence_proxy_async_shared();  // cp.async wrote the stages; wgmma reads them
+        ptx::wgmma_fence();
+        issue_s(s, k_desc, q_desc);
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        ptx::fence_operands(s);
+      }
 
       // Mask, then the block's column maxima over the warpgroup.
-      const int key = (t.block_begin + 2 * n) * Traits::kBlockKeys + 16 * warp + lane / 4;
+      // Row 16 warp + lane / 4 + 8 h of S^T; with register operands its key is key_row's.
+      const int s_row = 16 * warp + lane / 4;
+      const int key = (t.block_begin + 2 * n) * Traits::kBlockKeys +
+                      (Traits::kRegisterA ? key_row(s_row) : s_row);
       float block_max[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -304,13 +478,15 @@ struct NarrowConsumer {
 
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) ptx::fence_operands(o[c]);
-      ptx::wgmma_fence();
-      issue_pv(o, v_desc, p_desc);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
+      if constexpr (Traits::kRegisterA) {
+        issue_pv_registers(sm, o, n, p_desc);
+      } else {
+        ptx::wgmma_fence();
+        issue_pv(o, v_desc, p_desc);
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) ptx::fence_operands(o[c]);
-      if constexpr (!Traits::kConsumersWiden) {
+        for (int c = 0; c < kChunks; ++c) ptx::fence_operands(o[c]);
         ptx::mbarrier_arrive(sm.empty(2 * g));
         ptx::mbarrier_arrive(sm.empty(2 * g + 1));
       }
@@ -328,6 +504,17 @@ struct NarrowConsumer {
     if (uses <= 0) return;
     ptx::mbarrier_wait_or_trap(sm.full(2 * g), (uses - 1) & 1);
     ptx::mbarrier_wait_or_trap(sm.full(2 * g + 1), (uses - 1) & 1);
+  }
+
+  // With register operands the stagings lie over the raw ring, which the producer last wrote
+  // (cp.async) under each slot's full barrier: both consumers acquire the last phase of every
+  // slot filled before they write over them (the order is already transitive through the other
+  // consumer's wait and kStateReady; this states it for racecheck, as acquire_pair does).
+  __device__ static void acquire_raw(const Plan& sm, const Tile& t) {
+    for (int slot = 0; slot < Traits::kRawSlots && slot < t.num_blocks; ++slot) {
+      const int uses = (t.num_blocks - slot + Traits::kRawSlots - 1) / Traits::kRawSlots;
+      ptx::mbarrier_wait_or_trap(MlaLoader<Traits>::raw_full(sm, slot), (uses - 1) & 1);
+    }
   }
 
   // Both consumers, after run(): the two states merge per column (a column's max over both, the
@@ -384,13 +571,29 @@ struct NarrowConsumer {
     }
 
     const uint32_t stage = staging(sm, g);
+    if constexpr (Traits::kRegisterA) {
+      acquire_raw(sm, t);
+      // Elements i and i + 2 (row halves h = 0, 1) are adjacent physical features (feature_of).
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
+      for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
-      for (int i = 0; i < kSRegs; ++i) {
-        const int feature = 64 * c + 16 * warp + lane / 4 + 8 * ((i >> 1) & 1);
-        st_float(stage + 4 * (column(column_of(i)) * Traits::kStageRow + feature),
-                 o[c][i] * own[column_of(i)]);
+        for (int k = 0; k < 4; ++k) {
+          const int i = (k & 1) + 4 * (k >> 1);  // 0, 1, 4, 5: the h = 0 elements
+          const float f = own[column_of(i)];
+          ptx::st_shared_v2(
+              stage + 4 * (column(column_of(i)) * Traits::kStageRow + feature_of(c, 0)),
+              __float_as_uint(o[c][i] * f), __float_as_uint(o[c][i + 2] * f));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+        for (int i = 0; i < kSRegs; ++i) {
+          const int feature = 64 * c + 16 * warp + lane / 4 + 8 * ((i >> 1) & 1);
+          st_float(stage + 4 * (column(column_of(i)) * Traits::kStageRow + feature),
+                   o[c][i] * own[column_of(i)]);
+        }
       }
     }
     sync(sm, kStateReady, 1);
@@ -464,7 +667,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     for (int g = 0; g < 2; ++g) {
       ptx::mbarrier_init(Consumer::sync_bar(sm, kMaxReady + g), 128);
       ptx::mbarrier_init(Consumer::sync_bar(sm, kPReady + g), 128);
-      ptx::mbarrier_init(Consumer::sync_bar(sm, kWidened + g), 128);
     }
     ptx::mbarrier_init(Consumer::sync_bar(sm, kStateReady), Traits::kConsumerThreads);
     ptx::mbarrier_init(Consumer::sync_bar(sm, kQLoaded), Traits::kConsumerThreads);

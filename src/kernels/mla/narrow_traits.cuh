@@ -3,11 +3,12 @@
 // the 64 keys of a block as M and the rows as N (S^T = K Q^T, O^T += V^T P^T), so a block costs
 // m64n16 steps instead of a 64-row tile of which 48 rows are padding.
 //
-// The producer is MlaLoader's (32-key stages, TMA or cp.async, fp8 widening); two consecutive
+// The producer is MlaLoader's. 16-bit cache: 32-key stages by TMA or cp.async; two consecutive
 // stages form one 64-key operand because their panels interleave: panel i of stage 2k lies at
-// pair k's panel i, rows 0..31, and of stage 2k + 1 at rows 32..63. Consumer warpgroup g takes
-// the pairs g, g + 2, ... (stages 2g and 2g + 1) with a softmax state of its own; the two states
-// are merged at the end of the tile.
+// pair k's panel i, rows 0..31, and of stage 2k + 1 at rows 32..63. fp8 cache: 32-key blocks of
+// raw codes by cp.async into a ring of ten, from which the consumers build the MMAs' A operands
+// in registers (kRegisterA). Consumer warpgroup g takes the pairs g, g + 2, ... with a softmax
+// state of its own; the two states are merged at the end of the tile.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,15 +25,15 @@ namespace hopattn::kernels::mla {
 // party arrives, then waits for the phase): compute-sanitizer's racecheck follows an mbarrier's
 // release / acquire order, not a named barrier's (it reported each exchange over bar.sync as a
 // hazard, run set q). After full[kStages] and empty[kStages]:
+constexpr int kMaxRawSlots = 12;
 enum NarrowSync : int {
   kMaxReady = 0,    // + g: consumer g's column maxima of a block (128 arrivals)
   kPReady = 2,      // + g: consumer g's P^T tile (128)
   kStateReady = 4,  // both consumers' final state, then their O^T stagings (256)
   kQLoaded = 5,     // Q rescaled into shared memory with its row exponents (256)
-  kWidened = 6,     // + g: consumer g's pair widened from the fp8 codes (128)
-  kRawFull = 8,     // + slot: an fp8 raw block has landed (128 producer cp.async arrivals)
-  kRawEmpty = 11,   // + slot: its codes are in the registers of the consumer widening it (128)
-  kNumNarrowSyncs = 14,
+  kRawFull = 6,     // + slot: an fp8 raw block has landed (128 producer cp.async arrivals)
+  kRawEmpty = 6 + kMaxRawSlots,  // + slot: the consumer reading the block is done with it (128)
+  kNumNarrowSyncs = 6 + 2 * kMaxRawSlots,
 };
 
 template <class Elt_, bool kFp8Cache_ = false>
@@ -59,34 +60,50 @@ struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys>, MlaEqualConsumers {
   // Q: 16 rows a panel.
   static constexpr uint32_t kQPanelBytes = kCols * kRowBytes;
   static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
-  // KV: four 32-key stages, as two interleaved pairs; a pair's panel is 64 rows (8 KB).
-  static constexpr int kStages = 4;
+  // 16-bit cache: four 32-key stages, as two interleaved pairs; a pair's panel is 64 rows (8 KB).
+  // An fp8 cache has no 16-bit stages: the consumers take the MMAs' K and V operands from the
+  // codes themselves (kRegisterA below).
+  static constexpr int kStages = kFp8Cache ? 0 : 4;
   static constexpr uint32_t kKVPanelStride = 2 * kKVPanelBytes;
   static constexpr uint32_t kPairBytes = kKVPanelStride * kPanels;
   __host__ __device__ static constexpr uint32_t stage_offset(uint32_t stage) {
     return (stage / 2) * kPairBytes + (stage % 2) * kKVPanelBytes;
   }
-  // fp8: raw 576-byte rows of a block by cp.async, three blocks ahead of their widening.
-  static constexpr int kRawSlots = kFp8Cache ? 3 : 0;
-  static_assert(kRawSlots <= kRawEmpty - kRawFull, "one full and one empty barrier a raw slot");
-  // The consumers widen their own pairs from the raw ring (loader.cuh, run_fp8_raw): the
-  // producer's one warpgroup widening every block bounded the fp8 rows (run set q, ncu).
+  // fp8: the MMAs' A operands (K of S^T = K Q^T, V^T of O^T += V^T P^T) from registers, each
+  // consumer converting its pair's codes from the raw ring to fp16 fragments as it issues the
+  // MMAs (narrow.cuh). No widened copy is stored, so shared memory holds ten raw blocks (five
+  // pairs) of codes in flight where the widening schedule held three beside its 16-bit pairs,
+  // which left the ring full and DRAM idle while both consumers computed (run set q: 2.25 TB/s
+  // of fp8 bytes at B = 128, kv 32k).
+  static constexpr bool kRegisterA = kFp8Cache;
+  // fp8: raw 576-byte rows of a block (ckv then kpe), by cp.async (loader.cuh, run_fp8_raw).
+  static constexpr int kRawSlots = kFp8Cache ? 10 : 0;
+  static_assert(kRawSlots <= kMaxRawSlots, "one full and one empty barrier a raw slot");
+  // The producer only copies codes; the consumers read them (loader.cuh, run_fp8_raw).
   static constexpr bool kConsumersWiden = kFp8Cache;
   static constexpr int kRawFullBarrier = 2 * kStages + kRawFull;  // from full(0)
   static constexpr int kRawEmptyBarrier = 2 * kStages + kRawEmpty;
-  static constexpr uint32_t kRawRowBytes = kQkDim;
+  // Rows 16 bytes apart past their 576 (37 chunks): with the consumers' key order (narrow.cuh,
+  // key_row) every 8-lane phase of their 16-byte loads then hits 8 different bank groups, for
+  // the S steps (two rows 4 apart, 64 contiguous bytes each) and the P V steps (four rows, two
+  // feature chunks 64 bytes apart) alike; at 576 the P V loads were 4-way conflicts.
+  static constexpr uint32_t kRawRowBytes = kQkDim + 16;
   static constexpr uint32_t kRawBytes = kBlockKeys * kRawRowBytes;
   // P^T of a pair (kCols rows of 64 keys, 16-bit, one swizzled 128-byte row each), per consumer.
   static constexpr uint32_t kPTBytes = kCols * kRowBytes;
   // The end of a tile stages each consumer's O^T as fp32 rows [kCols][kStageRow] over its own
-  // pair (no stage is read or written any more then); kStageRow pads 512 so that the lanes of a
-  // warp, 4 columns x 8 features, hit 32 different banks.
+  // pair (16-bit cache) or over the raw ring (fp8: consumer g at g * kStagingBytes), no stage or
+  // slot being read or written any more then; kStageRow pads 512 so that the lanes of a warp,
+  // 4 columns x 8 features, hit 32 different banks.
   static constexpr int kStageRow = kLatentDim + 4;
-  static_assert(kCols * kStageRow * 4 <= kPairBytes, "O^T staging fits a pair");
+  static constexpr uint32_t kStagingBytes = kCols * kStageRow * 4;
+  static_assert(kFp8Cache ? 2 * kStagingBytes <= kRawSlots * kRawBytes
+                          : kStagingBytes <= kPairBytes,
+                "O^T stagings fit");
 
   static constexpr uint32_t kQOffset = 0;
   static constexpr uint32_t kKVOffset = kQOffset + kQBytes;
-  static constexpr uint32_t kRawOffset = kKVOffset + 2 * kPairBytes;
+  static constexpr uint32_t kRawOffset = kKVOffset + (kFp8Cache ? 0 : 2 * kPairBytes);
   static constexpr uint32_t kPOffset = kRawOffset + kRawSlots * kRawBytes;
   // float [2 consumers][2 blocks][4 warps][kCols]: column maxima of a block, double-buffered.
   static constexpr uint32_t kMaxOffset = kPOffset + 2 * kPTBytes;
@@ -100,6 +117,7 @@ struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys>, MlaEqualConsumers {
   static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
   static_assert(kKVOffset % 1024 == 0 && kPOffset % 1024 == 0, "swizzled buffers 1 KB aligned");
+  static_assert(kRawOffset % 16 == 0 && kRawBytes % 16 == 0, "16-byte chunks of codes");
   static_assert(kSmemAlloc <= 232448, "shared memory: 227 KB per block");
 };
 

@@ -22,6 +22,7 @@
 #include "kernels/fwd/softmax.cuh"
 #include "kernels/mla/kernel.cuh"
 #include "kernels/mla/loader.cuh"
+#include "kernels/mla/narrow_fragments.hpp"
 #include "kernels/mla/narrow_traits.cuh"
 #include "kernels/mla/q_tile.cuh"
 #include "kernels/mla/tile.cuh"
@@ -37,6 +38,8 @@
 #include "ptx/wgmma.cuh"
 
 namespace hopattn::kernels::mla {
+
+namespace frag = narrow_fragments;
 
 template <class Traits>
 struct NarrowConsumer {
@@ -162,43 +165,20 @@ struct NarrowConsumer {
 
   // ---- Register A operands (Traits::kRegisterA, fp8 cache): the consumers convert their pair's
   // codes from the raw ring straight into the fp16 A fragments of S^T = K Q^T and O^T += V^T P^T.
-  // A fragment (m64k16, four 32-bit registers): register r holds row 16 warp + lane / 4 + 8 (r & 1)
-  // and k columns 2 (lane % 4) + 8 (r >> 1) + {0, 1}, the lower k in the low half.
-  //
-  // Columns (S^T's k): within each 64-column group, thread lane % 4 = t reads 16 contiguous codes
-  // of a key, bytes 16 t .. 16 t + 15, one 16-byte load a row: byte 4 j + e is k step j's column
-  // 2 t + {0, 1, 8, 9}[e]. Q is stored with the same permutation (store_q_permuted), so that the
-  // sum over the 576 columns is unchanged.
-  //
-  // Keys (S^T's m, P^T's k): logical key 8 a + b of a pair is physical row 8 a + kKeyOrder[b]
-  // (key_row), which puts the two rows an 8-lane phase of the S loads reads 4 rows apart (64
-  // bytes apart in the banks at the ring's 592-byte row stride).
-  //
-  // Features (O^T's m): logical feature 64 c + 16 warp + 8 h + lane / 4 is physical feature
-  // 128 warp + 16 kKeyOrder[lane / 4] + 2 c + h (feature_of), so that a thread's 16 features of
-  // a key are one 16-byte load and the lanes of a phase take feature chunks 64 bytes apart.
-  static constexpr int kKeyOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-  __device__ static int order(int b) { return (b >> 1) + 4 * (b & 1); }  // kKeyOrder[b]
-  __device__ static int key_row(int m) { return (m & ~7) + order(m & 7); }
-  __device__ static int feature_of(int c, int h) {
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
-    return 128 * warp + 16 * order(lane / 4) + 2 * c + h;
-  }
+  // Which rows and bytes a thread loads, the permutations of keys, columns and features that keep
+  // the loads 16 bytes wide and free of bank conflicts, and how the codes become fragments:
+  // narrow_fragments.hpp (tested on the CPU).
 
-  // Q's 16-byte chunk `chunk` (8 elements, physical columns 8 chunk ..) of row `row`, as 16-bit
-  // pairs h[0..3], into the permuted panels: within its 64-column group, chunk k = chunk % 8
-  // holds the codes' columns 16 (k / 2) + 8 (k % 2) + 2 i + {0, 1} (i = 0..3), i.e. thread
-  // t = k / 2's bytes 4 j + 2 hh + {0, 1} with j = 2 (k % 2) + i / 2, hh = i % 2: logical column
-  // 16 j + 2 t + 8 hh, which is 16-byte chunk 2 j + hh of the group, at byte 4 t.
+  // Q's physical 16-byte chunk `chunk` of row `row`, as four 16-bit pairs, into the permuted
+  // panels (the fragments' column order).
   __device__ static void store_q_permuted(uint32_t dst, int row, int chunk,
                                           const uint32_t (&h)[4]) {
-    const int group = chunk / 8, k = chunk % 8, t = k / 2;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int j = 2 * (k % 2) + i / 2, hh = i % 2;
       ptx::st_shared_u32(
-          dst + swizzled_offset(Traits::kQPanelBytes, row, 8 * group + 2 * j + hh) + 4 * t, h[i]);
+          dst + swizzled_offset(Traits::kQPanelBytes, row, frag::q_chunk_of(chunk, i)) +
+              frag::q_byte_of(chunk),
+          h[i]);
     }
   }
 
@@ -206,28 +186,29 @@ struct NarrowConsumer {
     return ptx::smem_address(sm.raw(b % Traits::kRawSlots));
   }
 
-  // The fp16 pair of codes in bytes 0, 1 (kHigh: 2, 3) of a word.
-  template <bool kHigh>
-  __device__ static uint32_t widen(uint32_t four) {
-    return ptx::cvt_f16x2_e4m3x2_half<kHigh>(four);
-  }
+  // The fp16 pair of the codes in bytes 0, 1 (high: 2, 3) of a word.
+  struct Widen {
+    __device__ uint32_t operator()(uint32_t four, bool high) const {
+      return high ? ptx::cvt_f16x2_e4m3x2_half<true>(four)
+                  : ptx::cvt_f16x2_e4m3x2_half<false>(four);
+    }
+  };
 
   // S^T of pair n: 9 groups of 4 k steps, each group's fragments converted from two 16-byte loads
-  // (rows h = 0, 1) while the previous group's MMAs run; two register buffers, so that a
-  // buffer is rewritten only after the MMAs that read it are complete.
+  // while the previous group's MMAs run; two register buffers, so that a buffer is rewritten only
+  // after the MMAs that read it are complete.
   __device__ static void issue_s_registers(const Plan& sm, float (&s)[kSRegs], int n,
                                            uint64_t q_desc) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
-    const int row = 16 * (warp & 1) + order(lane / 4);
-    const uint32_t src =
-        raw_slot(sm, 2 * n + (warp >> 1)) + row * Traits::kRawRowBytes + 16 * (lane % 4);
+    const uint32_t src = raw_slot(sm, 2 * n + frag::s_block(warp)) +
+                         frag::s_row(warp, lane) * Traits::kRawRowBytes + frag::s_byte(lane, 0);
     uint32_t a[2][4][4];
 #pragma unroll
     for (int group = 0; group < kQKSteps / 4; ++group) {
       uint32_t(&f)[4][4] = a[group % 2];
-      const uint4 lo = ptx::ld_shared_v4(src + 64 * group);
-      const uint4 hi = ptx::ld_shared_v4(src + 8 * Traits::kRawRowBytes + 64 * group);
+      const uint4 lo = ptx::ld_shared_v4(src + frag::s_byte(0, group));
+      const uint4 hi = ptx::ld_shared_v4(src + 8 * Traits::kRawRowBytes + frag::s_byte(0, group));
       if (group >= 2) {
         ptx::wgmma_wait_group<1>();  // group - 2's MMAs, the last readers of f, are complete
         ptx::fence_operands(s);
@@ -235,14 +216,9 @@ struct NarrowConsumer {
         for (int j = 0; j < 4; ++j) ptx::fence_operands(f[j]);
       }
       const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
+      frag::s_fragments(wl, wh, f, Widen{});
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        f[j][0] = widen<false>(wl[j]);
-        f[j][1] = widen<false>(wh[j]);
-        f[j][2] = widen<true>(wl[j]);
-        f[j][3] = widen<true>(wh[j]);
-        ptx::fence_operands(f[j]);
-      }
+      for (int j = 0; j < 4; ++j) ptx::fence_operands(f[j]);
       ptx::wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -257,23 +233,25 @@ struct NarrowConsumer {
   }
 
   // O^T += V^T P^T of pair n: per k step j (16 keys) a thread loads its 16 features of four keys
-  // (rows 16 (j % 2) + lane % 4 + {0, 4, 8, 12} of block 2 n + j / 2: logical keys 16 j +
-  // 2 (lane % 4) + {0, 1, 8, 9}) and byte-permutes them into the fragments of the 8 feature
-  // chunks; two register buffers as in the S steps. The pair's raw slots are handed back after
-  // the last loads.
+  // and byte-permutes them into the fragments of the 8 feature chunks; two register buffers as
+  // in the S steps. The pair's raw slots are handed back after the last loads.
   __device__ static void issue_pv_registers(const Plan& sm, OTile& o, int n, uint64_t p_desc) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
-    const uint32_t column = 128 * warp + 16 * order(lane / 4);
     uint32_t a[2][kChunks][4];
 #pragma unroll
     for (int j = 0; j < kPVSteps; ++j) {
       uint32_t(&f)[kChunks][4] = a[j % 2];
-      const uint32_t src =
-          raw_slot(sm, 2 * n + j / 2) + (16 * (j % 2) + lane % 4) * Traits::kRawRowBytes + column;
-      uint4 key[4];
+      const uint32_t src = raw_slot(sm, 2 * n + frag::pv_block(j)) +
+                           frag::pv_row(j, lane, 0) * Traits::kRawRowBytes +
+                           frag::pv_byte(warp, lane);
+      uint32_t key[4][4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) key[r] = ptx::ld_shared_v4(src + 4 * r * Traits::kRawRowBytes);
+      for (int r = 0; r < 4; ++r) {
+        const uint4 v = ptx::ld_shared_v4(
+            src + (frag::pv_row(j, lane, r) - frag::pv_row(j, lane, 0)) * Traits::kRawRowBytes);
+        key[r][0] = v.x, key[r][1] = v.y, key[r][2] = v.z, key[r][3] = v.w;
+      }
       if (j == kPVSteps - 1) {
         // Every code of the pair is in registers (the loads above complete before their use).
         ptx::mbarrier_arrive(MlaLoader<Traits>::raw_empty(sm, (2 * n) % Traits::kRawSlots));
@@ -287,27 +265,7 @@ struct NarrowConsumer {
           ptx::fence_operands(f[c]);
         }
       }
-      // key[0], key[1]: logical keys 2 t, 2 t + 1 (registers 0, 1); key[2], key[3]: + 8 (2, 3).
-      const uint32_t k0[4] = {key[0].x, key[0].y, key[0].z, key[0].w};
-      const uint32_t k1[4] = {key[1].x, key[1].y, key[1].z, key[1].w};
-      const uint32_t k2[4] = {key[2].x, key[2].y, key[2].z, key[2].w};
-      const uint32_t k3[4] = {key[3].x, key[3].y, key[3].z, key[3].w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        // Word w of a key: features (c, h) = (2 w, 0), (2 w, 1), (2 w + 1, 0), (2 w + 1, 1).
-        const uint32_t lo01 = ptx::prmt(k0[w], k1[w], 0x5140),
-                       hi01 = ptx::prmt(k0[w], k1[w], 0x7362);
-        const uint32_t lo23 = ptx::prmt(k2[w], k3[w], 0x5140),
-                       hi23 = ptx::prmt(k2[w], k3[w], 0x7362);
-        f[2 * w][0] = widen<false>(lo01);
-        f[2 * w][1] = widen<true>(lo01);
-        f[2 * w][2] = widen<false>(lo23);
-        f[2 * w][3] = widen<true>(lo23);
-        f[2 * w + 1][0] = widen<false>(hi01);
-        f[2 * w + 1][1] = widen<true>(hi01);
-        f[2 * w + 1][2] = widen<false>(hi23);
-        f[2 * w + 1][3] = widen<true>(hi23);
-      }
+      frag::pv_fragments(key, f, Widen{});
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) ptx::fence_operands(f[c]);
       ptx::wgmma_fence();
@@ -431,7 +389,7 @@ struct NarrowConsumer {
       // Row 16 warp + lane / 4 + 8 h of S^T; with register operands its key is key_row's.
       const int s_row = 16 * warp + lane / 4;
       const int key = (t.block_begin + 2 * n) * Traits::kBlockKeys +
-                      (Traits::kRegisterA ? key_row(s_row) : s_row);
+                      (Traits::kRegisterA ? frag::key_row(s_row) : s_row);
       float block_max[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -574,6 +532,7 @@ struct NarrowConsumer {
     if constexpr (Traits::kRegisterA) {
       acquire_raw(sm, t);
       // Elements i and i + 2 (row halves h = 0, 1) are adjacent physical features (feature_of).
+      const int feature_base = frag::feature_of(warp, lane, 0, 0);
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
@@ -581,7 +540,7 @@ struct NarrowConsumer {
           const int i = (k & 1) + 4 * (k >> 1);  // 0, 1, 4, 5: the h = 0 elements
           const float f = own[column_of(i)];
           ptx::st_shared_v2(
-              stage + 4 * (column(column_of(i)) * Traits::kStageRow + feature_of(c, 0)),
+              stage + 4 * (column(column_of(i)) * Traits::kStageRow + feature_base + 2 * c),
               __float_as_uint(o[c][i] * f), __float_as_uint(o[c][i + 2] * f));
         }
       }

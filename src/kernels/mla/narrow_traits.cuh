@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/mla/narrow_fragments.hpp"
 #include "kernels/mla/traits.cuh"
 
 namespace hopattn::kernels::mla {
@@ -83,11 +84,7 @@ struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys>, MlaEqualConsumers {
   static constexpr bool kConsumersWiden = kFp8Cache;
   static constexpr int kRawFullBarrier = 2 * kStages + kRawFull;  // from full(0)
   static constexpr int kRawEmptyBarrier = 2 * kStages + kRawEmpty;
-  // Rows 16 bytes apart past their 576 (37 chunks): with the consumers' key order (narrow.cuh,
-  // key_row) every 8-lane phase of their 16-byte loads then hits 8 different bank groups, for
-  // the S steps (two rows 4 apart, 64 contiguous bytes each) and the P V steps (four rows, two
-  // feature chunks 64 bytes apart) alike; at 576 the P V loads were 4-way conflicts.
-  static constexpr uint32_t kRawRowBytes = kQkDim + 16;
+  static constexpr uint32_t kRawRowBytes = narrow_fragments::kRawRowBytes;  // 592
   static constexpr uint32_t kRawBytes = kBlockKeys * kRawRowBytes;
   // P^T of a pair (kCols rows of 64 keys, 16-bit, one swizzled 128-byte row each), per consumer.
   static constexpr uint32_t kPTBytes = kCols * kRowBytes;

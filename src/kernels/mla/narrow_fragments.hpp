@@ -94,25 +94,27 @@ HOPATTN_HOST_DEVICE void s_fragments(const uint32_t (&lo)[4], const uint32_t (&h
   }
 }
 
-// The fragments of the 8 feature chunks at one P V step from the words of its four loads (key[r]
-// = load r's 16 bytes): word w of a load holds features (c, h) = (2 w, 0), (2 w, 1), (2 w + 1, 0),
-// (2 w + 1, 1), and a byte permute pairs the same feature of two keys.
-template <class Widen>
-HOPATTN_HOST_DEVICE void pv_fragments(const uint32_t (&key)[4][4], uint32_t (&f)[8][4],
-                                      Widen widen) {
-  for (int w = 0; w < 4; ++w) {
+// The fragments of feature chunks 2 w0 .. 2 (w0 + kWords) - 1 at one P V step (f[0] is chunk
+// 2 w0) from the words of its four loads (key[r] = load r's 16 bytes): word w of a load holds
+// features (c, h) = (2 w, 0), (2 w, 1), (2 w + 1, 0), (2 w + 1, 1), and a byte permute pairs the
+// same feature of two keys. All 8 chunks: kWords = 4, w0 = 0.
+template <int kWords = 4, class Widen>
+HOPATTN_HOST_DEVICE void pv_fragments(const uint32_t (&key)[4][4], uint32_t (&f)[2 * kWords][4],
+                                      Widen widen, int w0 = 0) {
+  for (int i = 0; i < kWords; ++i) {
+    const int w = w0 + i;
     const uint32_t lo01 = byte_perm(key[0][w], key[1][w], 0x5140);
     const uint32_t hi01 = byte_perm(key[0][w], key[1][w], 0x7362);
     const uint32_t lo23 = byte_perm(key[2][w], key[3][w], 0x5140);
     const uint32_t hi23 = byte_perm(key[2][w], key[3][w], 0x7362);
-    f[2 * w][0] = widen(lo01, false);
-    f[2 * w][1] = widen(lo01, true);
-    f[2 * w][2] = widen(lo23, false);
-    f[2 * w][3] = widen(lo23, true);
-    f[2 * w + 1][0] = widen(hi01, false);
-    f[2 * w + 1][1] = widen(hi01, true);
-    f[2 * w + 1][2] = widen(hi23, false);
-    f[2 * w + 1][3] = widen(hi23, true);
+    f[2 * i][0] = widen(lo01, false);
+    f[2 * i][1] = widen(lo01, true);
+    f[2 * i][2] = widen(lo23, false);
+    f[2 * i][3] = widen(lo23, true);
+    f[2 * i + 1][0] = widen(hi01, false);
+    f[2 * i + 1][1] = widen(hi01, true);
+    f[2 * i + 1][2] = widen(hi23, false);
+    f[2 * i + 1][3] = widen(hi23, true);
   }
 }
 

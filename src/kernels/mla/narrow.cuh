@@ -546,7 +546,7 @@ struct NarrowConsumer {
   // transitive; this acquire states it directly, for the reader and for racecheck (which
   // reported the staging reads as hazards before, run set q, with named barriers there).
   __device__ static void acquire_pair(const Plan& sm, const Tile& t, int g) {
-    if constexpr (Traits::kConsumersWiden) return;    // the producer writes no stage then
+    if constexpr (Traits::kRawRing) return;           // the producer writes no stage then
     const int uses = (t.num_blocks / 2 - g + 1) / 2;  // pairs g, g + 2, ...
     if (uses <= 0) return;
     ptx::mbarrier_wait_or_trap(sm.full(2 * g), (uses - 1) & 1);

@@ -99,7 +99,7 @@ struct NarrowTraits : MlaTileShape<plan::mla::kBlockKeys>, MlaEqualConsumers {
   static constexpr int kRawSlots = kFp8Cache ? raw_slots_that_fit() : 0;
   static_assert(kRawSlots <= kMaxRawSlots, "one full and one empty barrier a raw slot");
   // The producer only copies codes; the consumers read them (loader.cuh, run_fp8_raw).
-  static constexpr bool kConsumersWiden = kFp8Cache;
+  static constexpr bool kRawRing = kFp8Cache;
   static constexpr int kRawFullBarrier = 2 * kStages + kRawFull;  // from full(0)
   static constexpr int kRawEmptyBarrier = 2 * kStages + kRawEmpty;
   // P^T of a pair (kCols rows of 64 keys, 16-bit, one swizzled 128-byte row each), per consumer:

@@ -116,10 +116,11 @@ inline constexpr int kMlaRopeDim = 64;
 // The CUDA MLA kernel's schedule: the library's choice (kAuto: by the shapes, the cache dtype and
 // the page size), or forced (tests, benchmarks). kSeesaw (16-bit caches only): 64-key blocks in
 // pairs, both consumer warpgroups computing S; kOneConsumer: 32-key blocks, one warpgroup
-// computing S; kNarrow (requests of at most 16 rows, max_seqlen_q * heads <= 16; kAuto's choice
-// for such requests over an fp8 cache): S^T = K Q^T with the keys on the MMA's M side. All give the
-// same result within the tolerances; the CPU reference ignores it, but kSeesaw with an fp8 cache,
-// and kNarrow over more than 16 rows, are rejected on every device (kNotImplemented).
+// computing S; kNarrow (requests of at most 16 rows, max_seqlen_q * heads <= 16, or 32 over an
+// fp8 cache; kAuto's choice for such requests over an fp8 cache): S^T = K Q^T with the keys on the
+// MMA's M side. All give the same result within the tolerances; the CPU reference ignores it, but
+// kSeesaw with an fp8 cache, and kNarrow over more rows, are rejected on every device
+// (kNotImplemented).
 enum class MlaSchedule { kAuto, kSeesaw, kOneConsumer, kNarrow };
 
 struct MlaOptions {

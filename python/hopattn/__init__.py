@@ -518,8 +518,8 @@ def mla(
     splits per (request, row tile), None = the library's cost model. ``schedule`` (CUDA kernel):
     "auto" (the library's choice by shape and cache dtype), "seesaw" (64-key blocks in pairs, both
     consumer warpgroups computing logits; 16-bit caches), "one-consumer" or "narrow" (requests of
-    at most 16 rows, max_seqlen_q * H <= 16: keys on the MMA's M side); any schedule gives the
-    same result to rounding, and CPU tensors take it and run the reference.
+    at most 16 rows, max_seqlen_q * H <= 16, or 32 over an fp8 cache: keys on the MMA's M side);
+    any schedule gives the same result to rounding, and CPU tensors take it and run the reference.
 
     Returns ``(out, lse)``: out [total_q, H, 512] in q_nope's dtype, lse float32 [total_q, H].
     """

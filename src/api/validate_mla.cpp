@@ -52,9 +52,11 @@ void mla(const MlaArgs& a, const MlaOptions& opts, DeviceValues values) {
            "kSeesaw");
   }
   // The narrow schedule holds one request's rows on the MMA's N side (plan/mla_plan.hpp).
-  if (opts.schedule == MlaSchedule::kNarrow && !plan::mla::narrow_fits(a.max_seqlen_q, heads)) {
+  const bool fp8_cache = a.ckv.dtype() == DType::kFP8E4M3;
+  if (opts.schedule == MlaSchedule::kNarrow &&
+      !plan::mla::narrow_fits(a.max_seqlen_q, heads, fp8_cache)) {
     c.fail(ErrorKind::kNotImplemented, "schedule",
-           detail::concat("kNarrow for requests of at most ", plan::mla::kNarrowRows,
+           detail::concat("kNarrow for requests of at most ", plan::mla::narrow_rows(fp8_cache),
                           " rows (max_seqlen_q * heads)"),
            detail::concat("max_seqlen_q ", a.max_seqlen_q, " x ", heads, " heads"));
   }

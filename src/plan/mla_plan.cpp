@@ -37,11 +37,11 @@ bool seesaw_schedule(const Shape& s, int num_splits) {
          keys_per_split >= kMinKeysPerSplit;
 }
 
-bool narrow_fits(int64_t max_seqlen_q, int64_t heads) {
-  return std::max<int64_t>(max_seqlen_q, 0) * heads <= kNarrowRows;
+bool narrow_fits(int64_t max_seqlen_q, int64_t heads, bool fp8_cache) {
+  return std::max<int64_t>(max_seqlen_q, 0) * heads <= narrow_rows(fp8_cache);
 }
 
-bool narrow_fits(const Shape& s) { return narrow_fits(s.max_seqlen_q, s.heads); }
+bool narrow_fits(const Shape& s) { return narrow_fits(s.max_seqlen_q, s.heads, s.fp8_cache); }
 
 bool narrow_schedule(const Shape& s) { return s.fp8_cache && narrow_fits(s); }
 
@@ -66,6 +66,7 @@ Plan make_plan(const Shape& s, int num_sms) {
     case MlaSchedule::kOneConsumer:
       break;
   }
+  p.narrow_cols = rows <= kNarrowRows ? kNarrowRows : kNarrowRowsFp8;
   if (p.num_splits > 1) {
     const size_t states = size_t(p.num_splits) * size_t(std::max<int64_t>(s.total_q, 0)) *
                           size_t(std::max<int64_t>(s.heads, 0));

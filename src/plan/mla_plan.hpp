@@ -28,8 +28,10 @@ struct Plan {
   // The schedule: two-block ("seesaw", 64-key blocks, both consumers computing S) or one S
   // consumer over 32-key blocks: Shape::schedule when forced, else seesaw_schedule().
   bool seesaw = false;
-  // Or the narrow one (requests of <= kNarrowRows rows: S^T = K Q^T over 64-key pairs).
+  // Or the narrow one (requests of <= narrow_rows() rows: S^T = K Q^T over 64-key pairs), whose
+  // MMAs' N is narrow_cols: 16, or 32 for 17..32 rows (fp8 caches).
   bool narrow = false;
+  int narrow_cols = 16;
   int num_splits = 1;  // CTAs per problem along the keys
   // num_splits > 1: float32 partial states in the workspace, o [splits, total_q, H, 512] at
   // partial_o_offset and lse [splits, total_q, H] at partial_lse_offset, merged afterwards.
@@ -54,9 +56,10 @@ Plan make_plan(const Shape& shape, int num_sms);
 // amortize the pipeline's start). docs/perf/mla.md, run set n.
 bool seesaw_schedule(const Shape& shape, int num_splits);
 
-// Whether the narrow schedule can run a call: every request has at most kNarrowRows rows
-// (max_seqlen_q * heads <= 16), where a 64-row tile would be three quarters padding.
-bool narrow_fits(int64_t max_seqlen_q, int64_t heads);
+// Whether the narrow schedule can run a call: every request has at most narrow_rows(fp8_cache)
+// rows (max_seqlen_q * heads <= 16, or 32 over an fp8 cache), where a 64-row tile would be three
+// quarters (or half) padding.
+bool narrow_fits(int64_t max_seqlen_q, int64_t heads, bool fp8_cache);
 bool narrow_fits(const Shape& shape);
 
 // Whether the plan takes it by itself: fp8 caches that fit (1.09-1.12x the one-S-consumer

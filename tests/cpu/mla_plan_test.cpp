@@ -114,6 +114,35 @@ TEST(MlaPlan, NarrowScheduleForFp8RequestsOfAtMostSixteenRows) {
   EXPECT_TRUE(make_plan(wide, 132).narrow);
 }
 
+// Over an fp8 cache the narrow schedule takes up to 32 rows (a 16-head shard with one MTP token,
+// or 24 heads), with 32 columns past 16 rows; a 16-bit cache stays at 16.
+TEST(MlaPlan, NarrowScheduleOverFp8TakesUpToThirtyTwoRows) {
+  EXPECT_EQ(narrow_rows(false), 16);
+  EXPECT_EQ(narrow_rows(true), 32);
+  EXPECT_TRUE(narrow_fits(1, 16, true));
+  EXPECT_TRUE(narrow_fits(1, 32, true));
+  EXPECT_TRUE(narrow_fits(2, 16, true));  // 32 rows
+  EXPECT_FALSE(narrow_fits(2, 16, false));
+  EXPECT_FALSE(narrow_fits(3, 11, true));  // 33 rows
+  Shape s = shape(32, 16, 2, 8192);
+  s.page_size = 64;
+  s.fp8_cache = true;
+  EXPECT_TRUE(narrow_schedule(s));
+  Plan p = make_plan(s, 132);
+  EXPECT_TRUE(p.narrow);
+  EXPECT_EQ(p.narrow_cols, 32);
+  s.heads = 8;  // 16 rows
+  p = make_plan(s, 132);
+  EXPECT_TRUE(p.narrow);
+  EXPECT_EQ(p.narrow_cols, 16);
+  s.heads = 24;  // 48 rows: the 64-row tile
+  EXPECT_FALSE(make_plan(s, 132).narrow);
+  s = shape(32, 16, 2, 8192);
+  s.page_size = 64;  // 16-bit cache, 32 rows
+  EXPECT_FALSE(narrow_schedule(s));
+  EXPECT_FALSE(make_plan(s, 132).narrow);
+}
+
 TEST(MlaPlan, ForcedSplitsAreClamped) {
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 7), 132).num_splits, 7);
   EXPECT_EQ(make_plan(shape(2, 16, 1, 4096, 100000), 132).num_splits, kMaxSplits);

@@ -73,6 +73,16 @@ TEST(ValidateMla, ValidCallsPass) {
     f.opts.schedule = MlaSchedule::kNarrow;  // 3 tokens x 4 heads
     validate_mla(f);
   }));
+  EXPECT_TRUE(passes([] {  // narrow over an fp8 cache: up to 32 rows
+    Mla f = make_mla();
+    f.args.ckv = with_dtype(f.args.ckv, DType::kFP8E4M3);
+    f.args.kpe = with_dtype(f.args.kpe, DType::kFP8E4M3);
+    f.args.max_seqlen_q = 8;  // x 4 heads
+    f.opts.schedule = MlaSchedule::kNarrow;
+    validate_mla(f);
+    move_to_cuda(f.args);
+    validate_mla(f);
+  }));
   EXPECT_TRUE(passes([] {  // an fp8 e4m3 cache with its scale, on both devices
     Mla f = make_mla();
     f.args.ckv = with_dtype(f.args.ckv, DType::kFP8E4M3);
@@ -148,6 +158,16 @@ const MlaRejection kMlaRejections[] = {
      },
      ErrorKind::kNotImplemented,
      "schedule: expected kNarrow for requests of at most 16 rows (max_seqlen_q * heads), got "
+     "max_seqlen_q 9 x 4 heads"},
+    {"narrow over more than 32 rows, fp8 cache",
+     [](auto&, auto& a, auto& o) {
+       a.ckv = with_dtype(a.ckv, DType::kFP8E4M3);
+       a.kpe = with_dtype(a.kpe, DType::kFP8E4M3);
+       a.max_seqlen_q = 9;  // x 4 heads
+       o.schedule = MlaSchedule::kNarrow;
+     },
+     ErrorKind::kNotImplemented,
+     "schedule: expected kNarrow for requests of at most 32 rows (max_seqlen_q * heads), got "
      "max_seqlen_q 9 x 4 heads"},
     {"kv_scale zero", [](auto&, auto& a, auto&) { a.kv_scale = 0.f; }, ErrorKind::kValue,
      "kv_scale: expected a finite value > 0, got 0"},

@@ -107,6 +107,11 @@ std::vector<MlaCase> mla_cases() {
   add({"b1_q1_h16_kv4097_split40", 1, 1, 16, 64, {4097}, 4097, DType::kBF16, 40});
   fp8({"fp8_b1_q1_h16_kv4097_p64_split40", 1, 1, 16, 64, {4097}, 4097, DType::kBF16, 40});
   fp8({"fp8_b17_q2_h8_p64_fp16", 17, 2, 8, 64, {2, 4097, 113, 0}, 4097, DType::kFP16});
+  // Requests of 17..32 rows over an fp8 cache: the narrow schedule with 32 columns (16 heads x 2
+  // MTP tokens, 24 heads over pages of 1 with an fp16 q, 40 splits of one long request).
+  fp8({"fp8_b17_q2_h16_p16", 17, 2, 16, 16, {2, 113, 0, 64, 65}, 300});
+  fp8({"fp8_b5_q1_h24_p1_fp16", 5, 1, 24, 1, {1, 113, 4097, 40}, 4097, DType::kFP16});
+  fp8({"fp8_b1_q2_h16_kv4097_p64_split40", 1, 2, 16, 64, {4097}, 4097, DType::kBF16, 40});
   // A bf16 q far outside fp16's range either way (kv_scale divided by as much, so the logits are
   // ordinary): the narrow schedule's fp16 MMAs take each row rescaled by a power of two (2^-2
   // here: |q| up to 1e5 > 65504; 2^34 for 1e-6).
@@ -116,6 +121,9 @@ std::vector<MlaCase> mla_cases() {
     fp8(c);
     c = MlaCase{"fp8_b5_q2_h8_p16_q1em6", 5, 2, 8, 16, {2, 113}, 700};
     c.q_range = 1e-6;
+    fp8(c);
+    c = MlaCase{"fp8_b5_q2_h16_p64_q1e5", 5, 2, 16, 64, {2, 4097, 113}, 4097};
+    c.q_range = 1e5;
     fp8(c);
   }
   // Compute-bound shapes the plan gives the seesaw schedule by itself (the rule's other side).
@@ -273,7 +281,7 @@ TEST_P(MlaKernel, MatchesReference) {
 
   // The schedule the plan picks, and every other one the case can run, forced: the plan takes
   // the seesaw schedule only for compute-bound shapes (long splits of >= 128-row requests over
-  // pages of 64) and the narrow one for fp8 caches over requests of <= 16 rows, so each case runs
+  // pages of 64) and the narrow one for fp8 caches over requests of <= 32 rows, so each case runs
   // all of its
   // schedules against one reference.
   const plan::mla::Shape shape = plan::mla::shape_of(gpu, opts);

@@ -27,9 +27,10 @@ using MlaConfigTraits =
               kMlaConfigs[kIndex].fp8_cache>;
 template <class Traits>
 using SeesawOf = SeesawTraits<typename Traits::Elt>;
-// The narrow schedule's traits of a row (any cache format), for requests of <= 16 rows.
-template <class Traits>
-using NarrowOf = NarrowTraits<typename Traits::Elt, Traits::kFp8Cache>;
+// The narrow schedule's traits of a row (any cache format), for requests of <= kCols rows (16;
+// 32 only over an fp8 cache).
+template <class Traits, int kCols = plan::mla::kNarrowRows>
+using NarrowOf = NarrowTraits<typename Traits::Elt, Traits::kFp8Cache, kCols>;
 
 // The row (q dtype kQ, fp8 cache or not) (a compile error when it is not in the table).
 template <DType kQ, bool kFp8Cache>

@@ -133,6 +133,11 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
     if constexpr (!Traits::kFp8Cache) {
       if (pl.seesaw) return launch_with(SeesawOf<Traits>{});
     }
+    if constexpr (Traits::kFp8Cache) {
+      if (pl.narrow && pl.narrow_cols > plan::mla::kNarrowRows) {
+        return launch_with(NarrowOf<Traits, plan::mla::kNarrowRowsFp8>{});
+      }
+    }
     if (pl.narrow) return launch_with(NarrowOf<Traits>{});
     launch_with(Traits{});
   });

@@ -33,14 +33,18 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
 }  // namespace hopattn::kernels::mla
 
 // Instantiates the launch of the table's row (q dtype kQ, fp8 cache or not), its narrow
-// schedule's, and for a 16-bit row its seesaw schedule's (in namespace hopattn::kernels::mla).
+// schedule's, for a 16-bit row its seesaw schedule's and for an fp8 row the narrow schedule's of
+// 32 rows (in namespace hopattn::kernels::mla).
 #define HOPATTN_MLA_INSTANTIATE(kQ, kFp8Cache)                                                  \
   template cudaError_t launch_kernel<MlaBuilt<kQ, kFp8Cache>>(const MlaParams&, dim3,           \
                                                               cudaStream_t);                    \
   template cudaError_t launch_kernel<NarrowOf<MlaBuilt<kQ, kFp8Cache>>>(const MlaParams&, dim3, \
                                                                         cudaStream_t);          \
-  HOPATTN_MLA_INSTANTIATE_SEESAW_##kFp8Cache(kQ)
-#define HOPATTN_MLA_INSTANTIATE_SEESAW_false(kQ)                                            \
+  HOPATTN_MLA_INSTANTIATE_BY_CACHE_##kFp8Cache(kQ)
+#define HOPATTN_MLA_INSTANTIATE_BY_CACHE_false(kQ)                                          \
   template cudaError_t launch_kernel<SeesawOf<MlaBuilt<kQ, false>>>(const MlaParams&, dim3, \
                                                                     cudaStream_t)
-#define HOPATTN_MLA_INSTANTIATE_SEESAW_true(kQ) static_assert(true, "fp8: no seesaw schedule")
+// fp8: no seesaw schedule, and the narrow one for 17..32 rows as well.
+#define HOPATTN_MLA_INSTANTIATE_BY_CACHE_true(kQ)                                              \
+  template cudaError_t launch_kernel<NarrowOf<MlaBuilt<kQ, true>, plan::mla::kNarrowRowsFp8>>( \
+      const MlaParams&, dim3, cudaStream_t)

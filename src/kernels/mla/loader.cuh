@@ -269,12 +269,12 @@ struct MlaLoader {
     ptx::mbarrier_arrive(full);
   }
 
-  // fp8 cache, the consumers widening (Traits::kConsumersWiden, the narrow schedule): the
-  // producer only brings the codes, block b into raw slot b % kRawSlots by cp.async, and each
-  // slot has a full barrier (one cp.async arrival per producer thread: it completes once every
-  // copy has landed) and an empty one (the consumer that widened the block). So the widening,
-  // which bounded the fp8 rows on one warpgroup, runs on the two consumer warpgroups, each on
-  // its own pairs while the other computes.
+  // fp8 cache, a ring of raw codes (Traits::kRawRing, the narrow schedule): the producer only
+  // brings the codes, block b into raw slot b % kRawSlots by cp.async, and each slot has a full
+  // barrier (one cp.async arrival per producer thread: it completes once every copy has landed)
+  // and an empty one (the consumer that read the block). The consumers build their MMAs' A
+  // operands from the codes in registers (narrow.cuh): the widening that bounded the fp8 rows on
+  // one warpgroup runs on the two consumer warpgroups, and no widened copy takes shared memory.
   __device__ static uint64_t* raw_full(const SharedPlan<Traits>& sm, int slot) {
     return sm.full(0) + Traits::kRawFullBarrier + slot;
   }
@@ -294,20 +294,6 @@ struct MlaLoader {
       copy_fp8(p, ptx::smem_address(table), ptx::smem_address(sm.raw(slot)), tid);
       ptx::cp_async_mbarrier_arrive_noinc(raw_full(sm, slot));
     }
-  }
-
-  // The consumer side of run_fp8_raw: block b (of the split) from its raw slot into the 16-bit
-  // stage at `dst`, by the 128 threads of one consumer warpgroup (tid 0..127). The slot is handed
-  // back as soon as its codes are in registers; the caller fences and syncs the warpgroup before
-  // its MMAs read the stage.
-  __device__ static void widen_block(const SharedPlan<Traits>& sm, int b, uint32_t dst,
-                                     uint32_t tid) {
-    const int slot = b % Traits::kRawSlots;
-    ptx::mbarrier_wait_or_trap(raw_full(sm, slot), (b / Traits::kRawSlots) & 1);
-    Fp8Rows rows;
-    read_fp8(ptx::smem_address(sm.raw(slot)), rows, tid);
-    ptx::mbarrier_arrive(raw_empty(sm, slot));
-    widen_fp8(rows, dst, tid);
   }
 
   // fp8 cache: the producer's loop. Block b's row table is written and its copies issued kFp8Ahead
@@ -365,7 +351,7 @@ struct MlaLoader {
     const uint32_t tid = threadIdx.x % 128;
     const PageList list = page_list(p, t.batch, tid);
     if (tid == 0) check_kv_len(p, list, t.batch);
-    if constexpr (Traits::kConsumersWiden) {
+    if constexpr (Traits::kRawRing) {
       run_fp8_raw(p, sm, t, list, tid);
     } else if constexpr (Traits::kFp8Cache) {
       run_fp8(p, sm, t, list, tid);

@@ -53,8 +53,9 @@ struct MlaTileShape {
   static constexpr uint32_t kQBytes = kQPanelBytes * kPanels;
   static constexpr uint32_t kStageBytes = kKVPanelBytes * kPanels;
   static constexpr bool kNarrow = false;  // narrow_traits.cuh's schedule
-  // fp8: whether the consumers widen the codes (loader.cuh, run_fp8_raw) rather than the producer.
-  static constexpr bool kConsumersWiden = false;
+  // fp8: whether the producer only fills a ring of raw codes that the consumers read (loader.cuh,
+  // run_fp8_raw) rather than widening them itself.
+  static constexpr bool kRawRing = false;
   // Offset of a stage from the ring's start.
   __host__ __device__ static constexpr uint32_t stage_offset(uint32_t stage) {
     return stage * kStageBytes;

@@ -56,6 +56,14 @@ size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
+bool small_kernel_takes(const DecodeArgs& a, const DecodePlan& pl) {
+  return pl.beam_width == 1 && !a.tree_mask.defined() && pl.row_tiles == 1 &&
+         pl.rows_per_cta == kernels::decode::kMmaRows &&
+         kernels::decode::small_kernel_head_dim(static_cast<int>(a.q.size(3))) &&
+         kernels::decode::kv_format_of(a.k_cache.dtype()) == KvFormat::kNative16 &&
+         a.k_cache.dtype() == a.q.dtype();
+}
+
 DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms) {
   namespace tile = kernels::decode;
   if (a.q.rank() != 4 || a.k_cache.rank() != 4) {
@@ -92,15 +100,26 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   const int kv_bytes = tile::kv_format_bytes(format);
   pl.config =
       kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16, format, pl.rows_per_cta);
+  // The small-grid kernel (two CTAs an SM, config 2's slots) where it takes the call and the
+  // problems leave SMs without a CTA; decided before the splits, which it counts by its slots.
+  const bool takes_small = small_kernel_takes(a, pl);
+  pl.small = takes_small && pl.problems < num_sms;
+  const int config = pl.config;
+  if (pl.small) pl.config = 2;
   if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, tile::kMaxSplits);
   } else {
     const int64_t max_kv_len =
         (a.pages.block_table.defined() ? a.pages.block_table.size(1) : a.pages.indices.size(0)) *
         page_size;
+    // The bound is the split count of the plan for kHopperMaxSms SMs (its kernel's slots), which
+    // sizes the workspace: no plan for another SM count may exceed it.
+    const bool small_at_max = takes_small && pl.problems < kHopperMaxSms;
+    const int bound_per_sm =
+        ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, small_at_max ? 2 : config);
     const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
     const int bound =
-        choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
+        choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * bound_per_sm);
     pl.num_splits =
         std::min(bound, choose_decode_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm));
   }

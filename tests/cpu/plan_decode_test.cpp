@@ -76,9 +76,56 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   }
 }
 
+// The small-grid kernel: calls it takes (beam width 1, no tree mask, <= 16 rows a request, a
+// cache of q's dtype, D = 64 or 128) on grids of fewer (request, KV head) problems than SMs; it
+// counts its splits by two CTAs an SM, so that they fill one wave of its slots.
+TEST(PlanDecode, TheSmallGridKernelTakesSmallBatchesOfSixteenRows) {
+  const DecodeOptions opts;
+  const DecodeArgs one = cuda_decode(1, 512);  // 8 problems of up to 8192 keys
+  const plan::DecodePlan p = plan::plan_decode(one, opts, 132);
+  EXPECT_TRUE(p.small);
+  EXPECT_EQ(p.config, 2);
+  EXPECT_EQ(p.num_splits, 32);  // 256 CTAs: one wave of 132 x 2 slots
+  EXPECT_EQ(p.workspace_bytes, decode_workspace_size(one, opts));
+
+  // Problems against SMs: 16 x 8 = 128 < 132 takes it, 17 x 8 = 136 does not.
+  EXPECT_TRUE(plan::plan_decode(cuda_decode(16, 64), opts, 132).small);
+  EXPECT_FALSE(plan::plan_decode(cuda_decode(17, 64), opts, 132).small);
+  EXPECT_FALSE(plan::plan_decode(cuda_decode(16, 64), opts, 128).small);
+  for (int64_t batch : {1, 2, 4, 8, 16}) {
+    for (int64_t max_pages : {1, 64, 512, 2048}) {
+      const plan::DecodePlan q = plan::plan_decode(cuda_decode(batch, max_pages), opts, 132);
+      ASSERT_TRUE(q.small) << batch << " x " << max_pages;
+      EXPECT_LE(q.problems * q.num_splits, 2 * 132) << batch << " x " << max_pages;
+    }
+  }
+
+  // What it does not take: an 8-bit cache, a tree mask, beams, more than 16 rows, D = 256.
+  EXPECT_FALSE(plan::plan_decode(cuda_decode(1, 512, DType::kFP8E4M3), opts, 132).small);
+  DecodeArgs tree = one;
+  tree.tree_mask = TensorView(nullptr, DType::kBool, {1, 1, 1}, kCuda0);
+  EXPECT_FALSE(plan::plan_decode(tree, opts, 132).small);
+  DecodeArgs beams = cuda_decode(4, 64);
+  beams.shared_kv_lens = TensorView(nullptr, DType::kInt32, {2}, kCuda0);
+  DecodeOptions two_beams;
+  two_beams.beam_width = 2;
+  EXPECT_FALSE(plan::plan_decode(beams, two_beams, 132).small);
+  DecodeArgs rows = one;  // 5 tokens x 4 heads = 20 rows
+  rows.q = TensorView(nullptr, DType::kBF16, {1, 5, 32, 128}, kCuda0);
+  EXPECT_FALSE(plan::plan_decode(rows, opts, 132).small);
+  rows.q = TensorView(nullptr, DType::kBF16, {1, 4, 32, 128}, kCuda0);  // 16 rows
+  EXPECT_TRUE(plan::plan_decode(rows, opts, 132).small);
+  DecodeArgs d256 = one;
+  d256.q = TensorView(nullptr, DType::kBF16, {1, 1, 32, 256}, kCuda0);
+  d256.k_cache = TensorView(nullptr, DType::kBF16, {512, 16, 8, 256}, kCuda0);
+  d256.v_cache = d256.k_cache;
+  EXPECT_FALSE(plan::plan_decode(d256, opts, 132).small);
+}
+
 TEST(PlanDecode, NoSmCountNeedsMoreThanTheReportedWorkspace) {
   const DecodeOptions opts;
-  for (int64_t batch : {1, 3, 8, 32}) {
+  // 16 requests: 128 problems, the small-grid kernel's for more than 128 SMs only.
+  for (int64_t batch : {1, 3, 8, 16, 32}) {
     for (int64_t max_pages : {4, 64, 512, 2048}) {
       for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
         const DecodeArgs a = cuda_decode(batch, max_pages, cache);

@@ -166,6 +166,14 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t status = cudaErrorInvalidValue;
+  if (pl.small) {
+    if (!plan::small_kernel_takes(a, pl)) {
+      not_supported("a call the small-grid kernel takes (plan::small_kernel_takes)",
+                    q.shape_string());
+    }
+    check_cuda(launch_small(p, static_cast<int>(d), bf16, grid, s), "kernel launch");
+    return;
+  }
   const bool built = visit_head_dim(d, [&](auto head_dim) {
     status = launch_for_head_dim<decltype(head_dim)::value>(p, bf16, format, pl.config, grid, s);
   });

@@ -59,9 +59,7 @@ size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 bool small_kernel_takes(const DecodeArgs& a, const DecodePlan& pl) {
   return pl.beam_width == 1 && !a.tree_mask.defined() && pl.row_tiles == 1 &&
          pl.rows_per_cta == kernels::decode::kMmaRows &&
-         kernels::decode::small_kernel_head_dim(static_cast<int>(a.q.size(3))) &&
-         kernels::decode::kv_format_of(a.k_cache.dtype()) == KvFormat::kNative16 &&
-         a.k_cache.dtype() == a.q.dtype();
+         kernels::decode::small_kernel_head_dim(static_cast<int>(a.q.size(3)));
 }
 
 DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms) {

@@ -36,7 +36,7 @@ struct DecodePlan {
 };
 
 // Whether the small-grid kernel computes this call: beam width 1, no tree mask, one row tile of
-// 16 rows a request (q_len * Hq / Hkv <= 16), a cache of q's 16-bit dtype, D = 64 or 128.
+// 16 rows a request (q_len * Hq / Hkv <= 16), D = 64 or 128 (any KV format).
 bool small_kernel_takes(const DecodeArgs& args, const DecodePlan& plan);
 
 // The largest Hopper part's SM count. The workspace is sized for it, so decode_workspace_size is

@@ -55,7 +55,8 @@ TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
 }
 
 // bf16 q over a bf16, fp8 e4m3 or fp8 e5m2 cache has the three-CTA kernel; an int8 cache does
-// not, so it keeps the two-CTA one whatever the grid.
+// not, so it keeps the two-CTA one whatever the grid. (Grids the small-grid kernel takes run
+// that one, at two CTAs an SM.)
 TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   const DecodeOptions opts;
   for (DType cache : {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
@@ -66,7 +67,7 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
         const plan::DecodePlan p =
             plan::plan_decode(cuda_decode(batch, max_pages, cache), opts, 132);
         const bool third_slot = p.problems * p.num_splits > 2 * 132;
-        EXPECT_EQ(p.config, built && third_slot ? 3 : 2)
+        EXPECT_EQ(p.config, built && third_slot && !p.small ? 3 : 2)
             << dtype_name(cache) << ", " << batch << " x " << max_pages << " pages";
         ++seen[p.config];
       }
@@ -76,9 +77,9 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   }
 }
 
-// The small-grid kernel: calls it takes (beam width 1, no tree mask, <= 16 rows a request, a
-// cache of q's dtype, D = 64 or 128) on grids of fewer (request, KV head) problems than SMs; it
-// counts its splits by two CTAs an SM, so that they fill one wave of its slots.
+// The small-grid kernel: calls it takes (beam width 1, no tree mask, <= 16 rows a request, D = 64
+// or 128, any cache) on grids of fewer (request, KV head) problems than SMs; it counts its splits
+// by two CTAs an SM, so that they fill one wave of its slots.
 TEST(PlanDecode, TheSmallGridKernelTakesSmallBatchesOfSixteenRows) {
   const DecodeOptions opts;
   const DecodeArgs one = cuda_decode(1, 512);  // 8 problems of up to 8192 keys
@@ -100,8 +101,13 @@ TEST(PlanDecode, TheSmallGridKernelTakesSmallBatchesOfSixteenRows) {
     }
   }
 
-  // What it does not take: an 8-bit cache, a tree mask, beams, more than 16 rows, D = 256.
-  EXPECT_FALSE(plan::plan_decode(cuda_decode(1, 512, DType::kFP8E4M3), opts, 132).small);
+  for (DType cache : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    const plan::DecodePlan q = plan::plan_decode(cuda_decode(1, 512, cache), opts, 132);
+    EXPECT_TRUE(q.small) << dtype_name(cache);
+    EXPECT_EQ(q.config, 2) << dtype_name(cache);  // not the three-CTA fp8 kernel
+  }
+
+  // What it does not take: a tree mask, beams, more than 16 rows, D = 256.
   DecodeArgs tree = one;
   tree.tree_mask = TensorView(nullptr, DType::kBool, {1, 1, 1}, kCuda0);
   EXPECT_FALSE(plan::plan_decode(tree, opts, 132).small);

@@ -171,7 +171,9 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
       not_supported("a call the small-grid kernel takes (plan::small_kernel_takes)",
                     q.shape_string());
     }
-    check_cuda(launch_small(p, static_cast<int>(d), bf16, grid, s), "kernel launch");
+    const cudaError_t small = d == 64 ? launch_small_for_head_dim<64>(p, bf16, format, grid, s)
+                                      : launch_small_for_head_dim<128>(p, bf16, format, grid, s);
+    check_cuda(small, "kernel launch");
     return;
   }
   const bool built = visit_head_dim(d, [&](auto head_dim) {

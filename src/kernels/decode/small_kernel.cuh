@@ -15,15 +15,16 @@
 // after an L2 flush, cost several microseconds at batch 1), and the loop body is the one warp
 // block of mainloop.cuh, fetched once and then run from the instruction cache.
 //
-// Taken by the planner (src/plan/decode_plan.cpp, small_kernel_fits) for beam width 1, no tree
-// mask, at most 16 rows a request, a 16-bit cache of q's dtype, D = 64 or 128, and grids of fewer
-// (request, KV head) problems than SMs. The workspace (partials, semaphores) is kernel.cuh's.
+// Taken by the planner (src/plan/decode_plan.cpp, small_kernel_takes) for beam width 1, no tree
+// mask, at most 16 rows a request, D = 64 or 128, every KV format, and grids of fewer (request,
+// KV head) problems than SMs. The workspace (partials, semaphores) is kernel.cuh's.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/decode/epilogue.cuh"
 #include "kernels/decode/mainloop.cuh"
@@ -32,15 +33,16 @@ namespace hopattn::kernels::decode {
 
 // Geometry: the gather and block math of Traits (same swizzles and row bytes), with a stage of
 // one 16-key block (K rows, then V rows) and a ring of kStages stages a warp.
-template <int kHeadDim>
-struct SmallTraits : Traits<kHeadDim, 2, 2> {
-  using Base = Traits<kHeadDim, 2, 2>;
+template <int kHeadDim, int kKvBytes>
+struct SmallTraits : Traits<kHeadDim, kKvBytes, 2> {
+  using Base = Traits<kHeadDim, kKvBytes, 2>;
   static_assert(kHeadDim <= 128, "q fragments and o of one warp in registers");
   static constexpr int kTileBytes = kBlockTokens * Base::kRowBytes;  // K (or V) of one block
   static constexpr int kStageBytes = 2 * kTileBytes;
-  // ~96 KB of ring a CTA (two CTAs an SM): D = 128 three 8 KB stages a warp (two blocks in
-  // flight while one is consumed: 128 KB an SM), D = 64 six 4 KB stages.
-  static constexpr int kStages = 24 * 1024 / kStageBytes;
+  // ~96 KB of ring a CTA (two CTAs an SM): D = 128 16-bit three 8 KB stages a warp (two blocks
+  // in flight while one is consumed: 128 KB an SM), 8-bit six 4 KB stages; D = 64 six / eight.
+  static constexpr int kStagesFit = 24 * 1024 / kStageBytes;
+  static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
   static constexpr int kWarpRingBytes = kStages * kStageBytes;
   static constexpr int kRingBytes = kWarps * kWarpRingBytes;
   // One row tile: load_q issues every piece of a thread (2 at D = 128) before storing any.
@@ -118,9 +120,12 @@ __device__ __forceinline__ float4 merge_small_splits(const Params& p, int64_t pr
 }
 
 // Grid (num_splits, Hkv, requests), 128 threads; rows_per_cta = 16 = one row tile a request.
-template <int kHeadDim, class Elt>
+template <int kHeadDim, class Elt, KvFormat kFormat>
 __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_constant__ Params p) {
-  using T = SmallTraits<kHeadDim>;
+  using T = SmallTraits<kHeadDim, kv_format_bytes(kFormat)>;
+  // bf16 q over an 8-bit cache runs its MMAs in fp16 (to_half_q in mainloop.cuh says why).
+  constexpr bool kHalfMma = kFormat != KvFormat::kNative16 && std::is_same_v<Elt, __nv_bfloat16>;
+  using MmaElt = std::conditional_t<kHalfMma, __half, Elt>;
   extern __shared__ __align__(128) char smem[];
   __shared__ CtaShared cs;
 
@@ -135,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_
   // the first page ids: kv_len and q are in flight together (load_q stores each q piece as it
   // arrives, so kv_len is loaded before it), the page ids one round trip later.
   const int kv_len_loaded = p.kv_lens[request * p.kv_lens_stride];
-  load_q<T, false>(p, cs, q_smem, request, kv_head, 0, rows_valid);
+  load_q<T, kHalfMma>(p, cs, q_smem, request, kv_head, 0, rows_valid);
   const SmallRange range = small_range(p, request, split, warp, kv_len_loaded);
   PageRef next = small_fetch(p, range, 0, lane);
   if (tid == 0) {
@@ -145,6 +150,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_
   __syncwarp();
   if (tid < kMmaRows) cs.rows[tid] = row_mask(p, cs, request, tid);
   __syncthreads();  // q, row masks, bad_claimed
+  float q_unscale = 1.f;
+  if constexpr (kHalfMma) {
+    q_unscale = to_half_q<T>(p, cs, q_smem);
+    __syncthreads();
+  }
 
   uint32_t q_regs[kHeadDim / 16][4];
   load_q_regs<T>(q_smem, 0, lane, q_regs);
@@ -152,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_
       p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale;
   const float v_scale =
       p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
-  const LogitTransform logit = make_logit(p, k_scale, 1.f);
+  const LogitTransform logit = make_logit(p, k_scale, q_unscale);
   WarpState<kHeadDim> st;
   st.reset();
 
@@ -186,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_
     const int key_last = key0 + kBlockTokens - 1;
     const bool masked = key0 < range.full_lo || key_last > range.full_hi || key_last >= range.hi;
     const char* k_tile = warp_ring + stage * T::kStageBytes;
-    attend_block<T, Elt, KvFormat::kNative16>(st, k_tile, k_tile + T::kTileBytes, q_smem, q_regs,
+    attend_block<T, MmaElt, kFormat>(st, k_tile, k_tile + T::kTileBytes, q_smem, q_regs,
                                               0, 0, 0, lane, key0, masked, range.hi, -1, cs.rows,
                                               logit);
     stage = stage + 1 == T::kStages ? 0 : stage + 1;
@@ -207,9 +217,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_
     for (int n = 0; n < kHeadDim / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int d = 8 * n + 2 * qd + e;
-        if (g < rows_valid) wo[g * T::kMergeStride + d] = st.o[n][e];
-        if (g + 8 < rows_valid) wo[(g + 8) * T::kMergeStride + d] = st.o[n][2 + e];
+        // 8-bit V permutes the features of o and leaves 2^8 out of e4m3's odd n-tiles.
+        const int d = out_feature<kFormat>(0, n, qd, e);
+        const float f = o_unscale<kFormat>(n);
+        if (g < rows_valid) wo[g * T::kMergeStride + d] = st.o[n][e] * f;
+        if (g + 8 < rows_valid) wo[(g + 8) * T::kMergeStride + d] = st.o[n][2 + e] * f;
       }
     }
   }

@@ -54,11 +54,18 @@ int kernel_config(int head_dim, bool bf16, KvFormat format, int rows_per_cta) {
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+int beam_width_of(const DecodeArgs& a, const DecodeOptions& o) {
+  return a.shared_kv_lens.defined() ? std::max(1, o.beam_width) : 1;
+}
+
 }  // namespace
 
-bool small_kernel_takes(const DecodeArgs& a, const DecodePlan& pl) {
-  return pl.beam_width == 1 && !a.tree_mask.defined() && pl.row_tiles == 1 &&
-         pl.rows_per_cta == kernels::decode::kMmaRows &&
+bool small_kernel_takes(const DecodeArgs& a, const DecodeOptions& o) {
+  if (a.q.rank() != 4 || a.k_cache.rank() != 4) return false;
+  const int64_t hkv = a.pages.layout == KVLayout::kNHD ? a.k_cache.size(2) : a.k_cache.size(1);
+  if (hkv < 1) return false;
+  const int64_t rows = a.q.size(1) * (a.q.size(2) / hkv);
+  return beam_width_of(a, o) == 1 && !a.tree_mask.defined() && rows <= kernels::decode::kMmaRows &&
          kernels::decode::small_kernel_head_dim(static_cast<int>(a.q.size(3)));
 }
 
@@ -83,7 +90,7 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   }
 
   DecodePlan pl;
-  pl.beam_width = a.shared_kv_lens.defined() ? std::max(1, o.beam_width) : 1;
+  pl.beam_width = beam_width_of(a, o);
   if (pl.beam_width > tile::kMaxBeams) {
     not_supported(detail::concat("beam_width <= ", tile::kMaxBeams, " with shared_kv_lens"),
                   std::to_string(pl.beam_width));
@@ -100,8 +107,14 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
       kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16, format, pl.rows_per_cta);
   // The small-grid kernel (two CTAs an SM, config 2's slots) where it takes the call and the
   // problems leave SMs without a CTA; decided before the splits, which it counts by its slots.
-  const bool takes_small = small_kernel_takes(a, pl);
-  pl.small = takes_small && pl.problems < num_sms;
+  const bool takes_small = small_kernel_takes(a, o);
+  if (o.kernel == DecodeKernel::kSmall && !takes_small) {
+    not_supported("a call the small-grid kernel takes (beam width 1, no tree mask, q_len * Hq / "
+                  "Hkv <= 16, D = 64 or 128) for DecodeKernel::kSmall",
+                  a.q.shape_string());
+  }
+  const bool auto_small = o.kernel == DecodeKernel::kAuto && takes_small;
+  pl.small = o.kernel == DecodeKernel::kSmall || (auto_small && pl.problems < num_sms);
   const int config = pl.config;
   if (pl.small) pl.config = 2;
   if (o.num_splits > 0) {
@@ -112,7 +125,8 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
         page_size;
     // The bound is the split count of the plan for kHopperMaxSms SMs (its kernel's slots), which
     // sizes the workspace: no plan for another SM count may exceed it.
-    const bool small_at_max = takes_small && pl.problems < kHopperMaxSms;
+    const bool small_at_max =
+        o.kernel == DecodeKernel::kSmall || (auto_small && pl.problems < kHopperMaxSms);
     const int bound_per_sm =
         ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, small_at_max ? 2 : config);
     const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);

@@ -24,9 +24,9 @@ struct DecodePlan {
   // where the grid holds more than two CTAs an SM; else 2 (docs/perf/decode.md, run 19 and run
   // set l; tests set 2 to cover that kernel too).
   int config = 2;
-  // The small-grid kernel (kernels/decode/small_kernel.cuh) instead: where small_kernel_takes()
-  // the call and the grid has fewer (request, KV head) problems than SMs (batch 1 to a few
-  // requests). Same grid, workspace and split count as config 2.
+  // The small-grid kernel (kernels/decode/small_kernel.cuh) instead: DecodeOptions::kernel, or
+  // by kAuto where small_kernel_takes() the call and the grid has fewer (request, KV head)
+  // problems than SMs (batch 1 to a few requests). Same grid and workspace layout as config 2.
   bool small = false;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start
@@ -36,8 +36,9 @@ struct DecodePlan {
 };
 
 // Whether the small-grid kernel computes this call: beam width 1, no tree mask, one row tile of
-// 16 rows a request (q_len * Hq / Hkv <= 16), D = 64 or 128 (any KV format).
-bool small_kernel_takes(const DecodeArgs& args, const DecodePlan& plan);
+// 16 rows a request (q_len * Hq / Hkv <= 16), D = 64 or 128 (any KV format). Shapes as the
+// validator accepts them.
+bool small_kernel_takes(const DecodeArgs& args, const DecodeOptions& opts);
 
 // The largest Hopper part's SM count. The workspace is sized for it, so decode_workspace_size is
 // a function of the shapes alone, valid on any sm_90 device.

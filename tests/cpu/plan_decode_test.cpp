@@ -163,6 +163,31 @@ TEST(PlanDecode, ForcedSplitsAndHostCalls) {
   EXPECT_EQ(decode_workspace_size(host, opts), 0u);
 }
 
+// DecodeOptions::kernel forces either kernel; kSmall counts its splits by its own slots at any
+// batch, and no SM count needs more workspace than the call reports.
+TEST(PlanDecode, ForcedKernels) {
+  DecodeOptions opts;
+  opts.kernel = DecodeKernel::kTiles;
+  EXPECT_FALSE(plan::plan_decode(cuda_decode(1, 512), opts, 132).small);
+  opts.kernel = DecodeKernel::kSmall;
+  for (int64_t batch : {1, 16, 17, 64, 128}) {
+    for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
+      const DecodeArgs a = cuda_decode(batch, 512, cache);
+      const size_t bytes = decode_workspace_size(a, opts);
+      for (int sms = 1; sms <= 2 * plan::kHopperMaxSms; sms += 7) {
+        const plan::DecodePlan p = plan::plan_decode(a, opts, sms);
+        ASSERT_TRUE(p.small) << batch;
+        ASSERT_EQ(p.config, 2) << batch;
+        ASSERT_LE(p.workspace_bytes, bytes) << batch << " on " << sms << " SMs";
+      }
+    }
+  }
+  DecodeArgs tree = cuda_decode(1, 512);
+  tree.tree_mask = TensorView(nullptr, DType::kBool, {1, 1, 1}, kCuda0);
+  EXPECT_TRUE(throws_error([&] { plan::plan_decode(tree, opts, 132); },
+                           ErrorKind::kNotImplemented, "for DecodeKernel::kSmall"));
+}
+
 TEST(PlanDecode, HeadDimsWithoutAKernelAreRefused) {
   DecodeArgs a = cuda_decode(1, 512);
   a.q = TensorView(nullptr, DType::kBF16, {1, 1, 32, 96}, kCuda0);

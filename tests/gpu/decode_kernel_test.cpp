@@ -44,7 +44,7 @@ struct KernelCase {
   DecodeCase c;
   int num_splits = 0;  // 0: the library's heuristic
   int config = 0;      // CTAs per SM the kernel is built for (LaunchPlan::config); 0: the plan's
-  int small = -1;      // the small-grid kernel (LaunchPlan::small): 1 forced, 0 never, -1 the plan's
+  int small = -1;      // DecodeOptions::kernel: 1 kSmall, 0 kTiles, -1 kAuto
 };
 
 void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
@@ -411,6 +411,8 @@ TEST_P(DecodeKernel, MatchesReference) {
   decode_case::assemble(*r, rng);
   DecodeOptions opts = r->opts;
   opts.num_splits = kc.num_splits;
+  using Kernel = ::hopattn::DecodeKernel;  // (DecodeKernel here is this file's test fixture)
+  if (kc.small >= 0) opts.kernel = kc.small == 1 ? Kernel::kSmall : Kernel::kTiles;
   const DecodeArgs& host = r->args;
 
   // The oracle: the reference with fp32 outputs (no 16-bit rounding on its side).
@@ -430,8 +432,7 @@ TEST_P(DecodeKernel, MatchesReference) {
   const size_t ws_bytes = decode_workspace_size(gpu, opts);
   kernels::decode::LaunchPlan plan = kernels::decode::device_plan(gpu, opts);
   if (kc.config != 0) plan.config = kc.config;
-  if (kc.small >= 0) plan.small = kc.small == 1;
-  const bool internal = kc.config != 0 || kc.small >= 0;
+  const bool internal = kc.config != 0;
   ASSERT_EQ(ws_bytes, plan.workspace_bytes);
   if (kc.num_splits > 0) ASSERT_EQ(plan.num_splits, kc.num_splits);
   DeviceAllocation ws(ws_bytes);

@@ -167,7 +167,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t status = cudaErrorInvalidValue;
   if (pl.small) {
-    if (!plan::small_kernel_takes(a, pl)) {
+    if (!plan::small_kernel_takes(a, o) || pl.rows_per_cta != kMmaRows || pl.row_tiles != 1) {
       not_supported("a call the small-grid kernel takes (plan::small_kernel_takes)",
                     q.shape_string());
     }

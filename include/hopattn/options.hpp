@@ -87,9 +87,8 @@ struct KVScale {
   TensorView per_head;  // optional fp32 [Hkv]; overrides `value`
 };
 
-// The CUDA decode kernel: the library's choice (kAuto: the small-grid kernel where it takes the
-// call and the grid has fewer (request, KV head) problems than the device has SMs, else the tile
-// kernel), or forced (tests, benchmarks). kTiles: 64-key tiles that a CTA's four warps share
+// The CUDA decode kernel: the library's choice (kAuto: the small-grid kernel wherever it takes
+// the call, else the tile kernel), or forced (tests, benchmarks). kTiles: 64-key tiles that a CTA's four warps share
 // (every call); kSmall: each warp streams its own 16-key blocks (beam width 1, no tree mask,
 // q_len * Hq / Hkv <= 16, D = 64 or 128). Both give the same result within the tolerances; the
 // CPU reference ignores it, but kSmall on a call it does not take is rejected on every device

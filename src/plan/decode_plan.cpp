@@ -105,16 +105,17 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   const int kv_bytes = tile::kv_format_bytes(format);
   pl.config =
       kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16, format, pl.rows_per_cta);
-  // The small-grid kernel (two CTAs an SM, config 2's slots) where it takes the call and the
-  // problems leave SMs without a CTA; decided before the splits, which it counts by its slots.
+  // The small-grid kernel (two CTAs an SM, config 2's slots) wherever it takes the call: at
+  // batch 1 it removes the tile kernel's fixed steps (0.73-0.88x the time), and at B = 32..128 it
+  // measured 0.98x over bf16 and 0.88-0.90x over fp8 caches (docs/perf/decode.md, 2026-12-05).
+  // Decided before the splits, which it counts by its slots.
   const bool takes_small = small_kernel_takes(a, o);
   if (o.kernel == DecodeKernel::kSmall && !takes_small) {
     not_supported("a call the small-grid kernel takes (beam width 1, no tree mask, q_len * Hq / "
                   "Hkv <= 16, D = 64 or 128) for DecodeKernel::kSmall",
                   a.q.shape_string());
   }
-  const bool auto_small = o.kernel == DecodeKernel::kAuto && takes_small;
-  pl.small = o.kernel == DecodeKernel::kSmall || (auto_small && pl.problems < num_sms);
+  pl.small = o.kernel == DecodeKernel::kSmall || (o.kernel == DecodeKernel::kAuto && takes_small);
   const int config = pl.config;
   if (pl.small) pl.config = 2;
   if (o.num_splits > 0) {
@@ -125,10 +126,8 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
         page_size;
     // The bound is the split count of the plan for kHopperMaxSms SMs (its kernel's slots), which
     // sizes the workspace: no plan for another SM count may exceed it.
-    const bool small_at_max =
-        o.kernel == DecodeKernel::kSmall || (auto_small && pl.problems < kHopperMaxSms);
     const int bound_per_sm =
-        ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, small_at_max ? 2 : config);
+        ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.small ? 2 : config);
     const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
     const int bound =
         choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * bound_per_sm);

@@ -25,8 +25,7 @@ struct DecodePlan {
   // set l; tests set 2 to cover that kernel too).
   int config = 2;
   // The small-grid kernel (kernels/decode/small_kernel.cuh) instead: DecodeOptions::kernel, or
-  // by kAuto where small_kernel_takes() the call and the grid has fewer (request, KV head)
-  // problems than SMs (batch 1 to a few requests). Same grid and workspace layout as config 2.
+  // by kAuto wherever small_kernel_takes() the call. Same grid and workspace layout as config 2.
   bool small = false;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start

@@ -17,12 +17,13 @@ size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Llama-3-8B heads (32 / 8), D = 128, bf16 q and cache, pages of 16: `batch` requests of up to
 // `max_pages` pages each. Every view is a CUDA one with no memory.
-DecodeArgs cuda_decode(int64_t batch, int64_t max_pages, DType cache = DType::kBF16) {
+DecodeArgs cuda_decode(int64_t batch, int64_t max_pages, DType cache = DType::kBF16,
+                       int64_t q_len = 1) {
   constexpr int64_t kPageSize = 16, kHq = 32, kHkv = 8, kD = 128;
   DecodeArgs a;
-  a.q = TensorView(nullptr, DType::kBF16, {batch, 1, kHq, kD}, kCuda0);
-  a.out = TensorView(nullptr, DType::kBF16, {batch, 1, kHq, kD}, kCuda0);
-  a.lse = TensorView(nullptr, DType::kFP32, {batch, 1, kHq}, kCuda0);
+  a.q = TensorView(nullptr, DType::kBF16, {batch, q_len, kHq, kD}, kCuda0);
+  a.out = TensorView(nullptr, DType::kBF16, {batch, q_len, kHq, kD}, kCuda0);
+  a.lse = TensorView(nullptr, DType::kFP32, {batch, q_len, kHq}, kCuda0);
   const int64_t pages = batch * max_pages;
   a.k_cache = TensorView(nullptr, cache, {pages, kPageSize, kHkv, kD}, kCuda0);
   a.v_cache = TensorView(nullptr, cache, {pages, kPageSize, kHkv, kD}, kCuda0);
@@ -55,8 +56,8 @@ TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
 }
 
 // bf16 q over a bf16, fp8 e4m3 or fp8 e5m2 cache has the three-CTA kernel; an int8 cache does
-// not, so it keeps the two-CTA one whatever the grid. (Grids the small-grid kernel takes run
-// that one, at two CTAs an SM.)
+// not, so it keeps the two-CTA one whatever the grid. Five tokens x 4 heads = 20 rows: calls of
+// <= 16 rows run the small-grid kernel (two CTAs an SM) instead.
 TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   const DecodeOptions opts;
   for (DType cache : {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
@@ -65,9 +66,10 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
     for (int64_t batch : {1, 4, 8, 32, 33, 64, 128}) {
       for (int64_t max_pages : {4, 512, 2048}) {
         const plan::DecodePlan p =
-            plan::plan_decode(cuda_decode(batch, max_pages, cache), opts, 132);
+            plan::plan_decode(cuda_decode(batch, max_pages, cache, /*q_len=*/5), opts, 132);
+        ASSERT_FALSE(p.small);
         const bool third_slot = p.problems * p.num_splits > 2 * 132;
-        EXPECT_EQ(p.config, built && third_slot && !p.small ? 3 : 2)
+        EXPECT_EQ(p.config, built && third_slot ? 3 : 2)
             << dtype_name(cache) << ", " << batch << " x " << max_pages << " pages";
         ++seen[p.config];
       }
@@ -77,10 +79,10 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   }
 }
 
-// The small-grid kernel: calls it takes (beam width 1, no tree mask, <= 16 rows a request, D = 64
-// or 128, any cache) on grids of fewer (request, KV head) problems than SMs; it counts its splits
-// by two CTAs an SM, so that they fill one wave of its slots.
-TEST(PlanDecode, TheSmallGridKernelTakesSmallBatchesOfSixteenRows) {
+// The small-grid kernel: every call it takes (beam width 1, no tree mask, <= 16 rows a request,
+// D = 64 or 128, any cache), whatever the batch; it counts its splits by two CTAs an SM, so that
+// small batches fill one wave of its slots.
+TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
   const DecodeOptions opts;
   const DecodeArgs one = cuda_decode(1, 512);  // 8 problems of up to 8192 keys
   const plan::DecodePlan p = plan::plan_decode(one, opts, 132);
@@ -89,15 +91,12 @@ TEST(PlanDecode, TheSmallGridKernelTakesSmallBatchesOfSixteenRows) {
   EXPECT_EQ(p.num_splits, 32);  // 256 CTAs: one wave of 132 x 2 slots
   EXPECT_EQ(p.workspace_bytes, decode_workspace_size(one, opts));
 
-  // Problems against SMs: 16 x 8 = 128 < 132 takes it, 17 x 8 = 136 does not.
-  EXPECT_TRUE(plan::plan_decode(cuda_decode(16, 64), opts, 132).small);
-  EXPECT_FALSE(plan::plan_decode(cuda_decode(17, 64), opts, 132).small);
-  EXPECT_FALSE(plan::plan_decode(cuda_decode(16, 64), opts, 128).small);
-  for (int64_t batch : {1, 2, 4, 8, 16}) {
+  for (int64_t batch : {1, 2, 4, 8, 16, 17, 64, 128}) {
     for (int64_t max_pages : {1, 64, 512, 2048}) {
       const plan::DecodePlan q = plan::plan_decode(cuda_decode(batch, max_pages), opts, 132);
       ASSERT_TRUE(q.small) << batch << " x " << max_pages;
-      EXPECT_LE(q.problems * q.num_splits, 2 * 132) << batch << " x " << max_pages;
+      EXPECT_EQ(q.config, 2) << batch << " x " << max_pages;
+      if (q.num_splits > 1) EXPECT_LE(q.problems * q.num_splits, 2 * 132) << batch;
     }
   }
 

@@ -362,8 +362,8 @@ std::vector<KernelCase> kernel_cases() {
     }
   }
   // Both kernels wherever the small-grid one takes the call (beam width 1, no tree mask, <= 16
-  // rows a request, D = 64 or 128, any cache): the plan picks it by the grid's size, so each
-  // such case runs again forced to the other kernel as well.
+  // rows a request, D = 64 or 128, any cache): the plan picks it there, so each such case runs
+  // again forced to each kernel (the tile kernel's only coverage of these shapes).
   for (size_t i = 0; i < n_plain; ++i) {
     const DecodeCase& c = cases[i].c;
     const bool takes = c.beam_width == 1 && !c.tree && c.q_len * c.group <= 16 &&

@@ -1,9 +1,10 @@
-// Decode kernel for small grids (batch 1 to a few requests, one m16 row tile a request): the
-// same block math and gather as kernel.cuh, on a schedule without a fixed chain in series.
-// kernel.cuh's CTA waits for thread 0's setup, gathers 64-key tiles with all four warps behind a
-// CTA barrier a tile, and merges the splits through a weight pass, a barrier and a sum pass; at
-// batch 1 these fixed steps took more than half of a launch (docs/perf/NOTES.md, run set q's
-// per-CTA timeline: ~23K of ~43K cycles). Here:
+// Decode kernel for requests of one m16 row tile (<= 16 rows: the GQA group times the draft
+// tokens), first built for small grids (batch 1 to a few requests): the same block math and
+// gather as kernel.cuh, on a schedule without a fixed chain in series. kernel.cuh's CTA waits for
+// thread 0's setup, gathers 64-key tiles with all four warps behind a CTA barrier a tile, and
+// merges the splits through a weight pass, a barrier and a sum pass; at batch 1 these fixed steps
+// took more than half of a launch (docs/perf/NOTES.md, run set q's per-CTA timeline: ~23K of ~43K
+// cycles). Here:
 //   - every thread computes the CTA's key range itself (one kv_len load, a few integer ops), so
 //     q, the row masks and the first page ids are loaded together, without waiting for a thread;
 //   - each warp streams its own 16-key blocks (blocks w, w + 4, .. of the split) through its own
@@ -11,13 +12,12 @@
 //   - the four warps' states merge in one pass (each thread weighs the four states of its row);
 //   - the last CTA of a problem merges the splits in one pass as well: each thread loads the lse
 //     and o of its (row, 4 features) for up to 16 splits at once, one L2 round trip per 16 splits.
-// The code run once is a fraction of kernel.cuh's (whose ~105 KB of SASS, fetched cold from DRAM
-// after an L2 flush, cost several microseconds at batch 1), and the loop body is the one warp
-// block of mainloop.cuh, fetched once and then run from the instruction cache.
-//
-// Taken by the planner (src/plan/decode_plan.cpp, small_kernel_takes) for beam width 1, no tree
-// mask, at most 16 rows a request, D = 64 or 128, every KV format, and grids of fewer (request,
-// KV head) problems than SMs. The workspace (partials, semaphores) is kernel.cuh's.
+// Without the tile barrier each warp runs ahead on its own ring, which also made it the faster
+// kernel at large batch (0.98x the tile kernel's time over bf16, 0.88-0.90x over fp8 caches at
+// B = 32..128; docs/perf/decode.md), so the planner (src/plan/decode_plan.cpp,
+// small_kernel_takes) takes it for every call of beam width 1, no tree mask, at most 16 rows a
+// request and D = 64 or 128, over every KV format. The workspace (partials, semaphores) is
+// kernel.cuh's.
 #pragma once
 
 #include <cuda_bf16.h>

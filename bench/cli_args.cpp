@@ -252,6 +252,19 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     }
     return;
   }
+  if (name == "--decode-kernel") {
+    const std::string_view v = cur.value(name, inline_value);
+    if (v == "auto") {
+      f.decode_kernel = DecodeKernel::kAuto;
+    } else if (v == "tiles") {
+      f.decode_kernel = DecodeKernel::kTiles;
+    } else if (v == "small") {
+      f.decode_kernel = DecodeKernel::kSmall;
+    } else {
+      throw UsageError("--decode-kernel: expected auto | tiles | small, got " + quoted(v));
+    }
+    return;
+  }
   if (name == "--splits") {
     f.splits = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 0, 256));
     return;

@@ -52,6 +52,7 @@ struct BenchFlags {
   std::optional<bool> paged_tma;            // fwd: --paged-tma on | off
   std::optional<int> splits;                // decode, mla: --splits N (0 = the library's choice)
   std::optional<MlaSchedule> mla_schedule;  // mla: --mla-schedule M (auto, seesaw, ..., narrow)
+  std::optional<DecodeKernel> decode_kernel;  // decode: --decode-kernel K (auto, tiles, small)
   std::optional<plan::BwdOrder> bwd_order;  // bwd: --bwd-order sections | heads
   std::optional<std::string> step;          // batch: --step (validated by the parser)
   std::vector<BatchImpl> batch_impls;       // batch: --batch-impl (empty: all three)

@@ -39,6 +39,7 @@ class DecodeWorkload final : public Workload {
   DecodeWorkload(const Shape& s, uint64_t seed) : s_(s), enc_(encoding(s.kv_dtype)) {
     set_mask(opts_, s);
     opts_.num_splits = s.num_splits;
+    opts_.kernel = s.decode_kernel;
     const int64_t B = s.batch, D = s.head_dim;
     const int ps = s.page_size > 0 ? s.page_size : 16;
     const int64_t pages = ceil_div(s.kv_len, ps);

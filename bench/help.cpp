@@ -60,6 +60,8 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
                       head share a tile (GQA packing; auto packs short q-len)
   --mla-schedule M    mla GPU kernel: auto (default) | seesaw (16-bit caches) | one-consumer |
                       narrow (requests of <= 16 rows)
+  --decode-kernel K   decode GPU kernel: auto (default) | tiles | small (one beam, no tree
+                      mask, q-len * HQ / HKV <= 16, head dim 64 or 128)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
   --paged-tma M       fwd: on (default) | off: off loads paged KV through the cp.async gather
                       for every page size

@@ -47,6 +47,8 @@ std::string Shape::describe() const {
     if (mla_schedule == MlaSchedule::kSeesaw) os << " seesaw";
     if (mla_schedule == MlaSchedule::kOneConsumer) os << " one-consumer";
     if (mla_schedule == MlaSchedule::kNarrow) os << " narrow";
+    if (decode_kernel == DecodeKernel::kTiles) os << " tiles";
+    if (decode_kernel == DecodeKernel::kSmall) os << " small";
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);
@@ -157,6 +159,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.paged_tma.has_value() && fam != Family::kFwd, fam, "--paged-tma");
   reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
   reject(f.mla_schedule.has_value() && fam != Family::kMla, fam, "--mla-schedule");
+  reject(f.decode_kernel.has_value() && fam != Family::kDecode, fam, "--decode-kernel");
   reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {
@@ -191,6 +194,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.paged_tma) s.fwd_launch.paged_tma = *f.paged_tma;
   if (f.splits) s.num_splits = *f.splits;
   if (f.mla_schedule) s.mla_schedule = *f.mla_schedule;
+  if (f.decode_kernel) s.decode_kernel = *f.decode_kernel;
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (f.step) s.step = parse_step(*f.step);
   if (fam == Family::kDecode && s.q_len > 16) {

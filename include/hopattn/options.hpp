@@ -87,6 +87,14 @@ struct KVScale {
   TensorView per_head;  // optional fp32 [Hkv]; overrides `value`
 };
 
+// The CUDA decode kernel: the library's choice (kAuto: the small-grid kernel wherever it takes
+// the call, else the tile kernel), or forced (tests, benchmarks). kTiles: 64-key tiles that a CTA's four warps share
+// (every call); kSmall: each warp streams its own 16-key blocks (beam width 1, no tree mask,
+// q_len * Hq / Hkv <= 16, D = 64 or 128). Both give the same result within the tolerances; the
+// CPU reference ignores it, but kSmall on a call it does not take is rejected on every device
+// (kNotImplemented).
+enum class DecodeKernel { kAuto, kTiles, kSmall };
+
 struct DecodeOptions {
   bool causal = true;
   Window window{};
@@ -94,6 +102,7 @@ struct DecodeOptions {
   std::optional<float> scale;
   int beam_width = 1;  // rows b*beam_width .. +beam_width-1 of q are request b's beams
   int num_splits = 0;  // split-sequence count; 0 = heuristic
+  DecodeKernel kernel = DecodeKernel::kAuto;  // CUDA
 };
 
 struct DecodeArgs {

@@ -6,6 +6,7 @@
 #include "api/validate_common.hpp"
 #include "hopattn/api.hpp"
 #include "kernels/decode/configs.hpp"
+#include "plan/decode_plan.hpp"
 #include "reference/kv_locator.hpp"
 
 namespace hopattn::validate {
@@ -26,6 +27,9 @@ void check_options(const Checker& c, const DecodeOptions& o, int64_t batch) {
   }
   c.require(o.num_splits >= 0 && o.num_splits <= kMaxSplits, ErrorKind::kValue, "num_splits",
             "0..256 (0 = chosen by the library)", o.num_splits);
+  const int kernel = static_cast<int>(o.kernel);
+  c.require(kernel >= 0 && kernel <= static_cast<int>(DecodeKernel::kSmall), ErrorKind::kValue,
+            "kernel", "kAuto, kTiles or kSmall (0..2)", kernel);
 }
 
 // The decode kernels are built for one head dim shared by K and V (the rows of
@@ -123,6 +127,14 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts, DeviceValues values)
   c.page_table(a.pages, batch, "q", pool);
   if (c.reads_index_values()) check_kv_lens_cover_queries(c, a.pages.kv_lens, q_len);
   check_shared_prefix(c, a, opts.beam_width);
+  // The small-grid kernel holds one request's rows in one m16 tile (plan/decode_plan.hpp).
+  if (opts.kernel == DecodeKernel::kSmall && !plan::small_kernel_takes(a, opts)) {
+    c.fail(ErrorKind::kNotImplemented, "kernel",
+           "kSmall for one beam, no tree mask, q_len * Hq / Hkv <= 16 and D = 64 or 128",
+           concat("q ", a.q.shape_string(), ", Hkv ", pool.num_heads,
+                  a.tree_mask.defined() ? ", a tree mask" : "",
+                  a.shared_kv_lens.defined() && opts.beam_width > 1 ? ", beams" : ""));
+  }
   c.workspace(a.workspace, decode_workspace_size(a, opts));
   c.outputs_disjoint({{&a.out, "out"}, {&a.lse, "lse"}}, {{&a.q, "q"},
                                                           {&a.k_cache, "k_cache"},

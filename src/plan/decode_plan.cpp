@@ -54,7 +54,20 @@ int kernel_config(int head_dim, bool bf16, KvFormat format, int rows_per_cta) {
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+int beam_width_of(const DecodeArgs& a, const DecodeOptions& o) {
+  return a.shared_kv_lens.defined() ? std::max(1, o.beam_width) : 1;
+}
+
 }  // namespace
+
+bool small_kernel_takes(const DecodeArgs& a, const DecodeOptions& o) {
+  if (a.q.rank() != 4 || a.k_cache.rank() != 4) return false;
+  const int64_t hkv = a.pages.layout == KVLayout::kNHD ? a.k_cache.size(2) : a.k_cache.size(1);
+  if (hkv < 1) return false;
+  const int64_t rows = a.q.size(1) * (a.q.size(2) / hkv);
+  return beam_width_of(a, o) == 1 && !a.tree_mask.defined() && rows <= kernels::decode::kMmaRows &&
+         kernels::decode::small_kernel_head_dim(static_cast<int>(a.q.size(3)));
+}
 
 DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms) {
   namespace tile = kernels::decode;
@@ -77,7 +90,7 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   }
 
   DecodePlan pl;
-  pl.beam_width = a.shared_kv_lens.defined() ? std::max(1, o.beam_width) : 1;
+  pl.beam_width = beam_width_of(a, o);
   if (pl.beam_width > tile::kMaxBeams) {
     not_supported(detail::concat("beam_width <= ", tile::kMaxBeams, " with shared_kv_lens"),
                   std::to_string(pl.beam_width));
@@ -92,15 +105,32 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   const int kv_bytes = tile::kv_format_bytes(format);
   pl.config =
       kernel_config(static_cast<int>(d), a.q.dtype() == DType::kBF16, format, pl.rows_per_cta);
+  // The small-grid kernel (two CTAs an SM, config 2's slots) wherever it takes the call: at
+  // batch 1 it removes the tile kernel's fixed steps (0.73-0.88x the time), and at B = 32..128 it
+  // measured 0.98x over bf16 and 0.88-0.90x over fp8 caches (docs/perf/decode.md, 2026-12-05).
+  // Decided before the splits, which it counts by its slots.
+  const bool takes_small = small_kernel_takes(a, o);
+  if (o.kernel == DecodeKernel::kSmall && !takes_small) {
+    not_supported("a call the small-grid kernel takes (beam width 1, no tree mask, q_len * Hq / "
+                  "Hkv <= 16, D = 64 or 128) for DecodeKernel::kSmall",
+                  a.q.shape_string());
+  }
+  pl.small = o.kernel == DecodeKernel::kSmall || (o.kernel == DecodeKernel::kAuto && takes_small);
+  const int config = pl.config;
+  if (pl.small) pl.config = 2;
   if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, tile::kMaxSplits);
   } else {
     const int64_t max_kv_len =
         (a.pages.block_table.defined() ? a.pages.block_table.size(1) : a.pages.indices.size(0)) *
         page_size;
+    // The bound is the split count of the plan for kHopperMaxSms SMs (its kernel's slots), which
+    // sizes the workspace: no plan for another SM count may exceed it.
+    const int bound_per_sm =
+        ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.small ? 2 : config);
     const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
     const int bound =
-        choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
+        choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * bound_per_sm);
     pl.num_splits =
         std::min(bound, choose_decode_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm));
   }

@@ -24,12 +24,20 @@ struct DecodePlan {
   // where the grid holds more than two CTAs an SM; else 2 (docs/perf/decode.md, run 19 and run
   // set l; tests set 2 to cover that kernel too).
   int config = 2;
+  // The small-grid kernel (kernels/decode/small_kernel.cuh) instead: DecodeOptions::kernel, or
+  // by kAuto wherever small_kernel_takes() the call. Same grid and workspace layout as config 2.
+  bool small = false;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start
   size_t partial_o_offset = 0;
   size_t partial_lse_offset = 0;
   size_t workspace_bytes = 0;  // 0 when num_splits == 1
 };
+
+// Whether the small-grid kernel computes this call: beam width 1, no tree mask, one row tile of
+// 16 rows a request (q_len * Hq / Hkv <= 16), D = 64 or 128 (any KV format). Shapes as the
+// validator accepts them.
+bool small_kernel_takes(const DecodeArgs& args, const DecodeOptions& opts);
 
 // The largest Hopper part's SM count. The workspace is sized for it, so decode_workspace_size is
 // a function of the shapes alone, valid on any sm_90 device.

@@ -80,26 +80,48 @@ Problem random_problem(std::mt19937_64& rng) {
   return p;
 }
 
-// Runs the kernel's schedule over every CTA of `p`; returns an empty string or the first error.
-std::string check_schedule(const Problem& prob) {
-  const int rows = prob.width * prob.q_len * prob.group;
+// A page table for `prob` (page i of row b is b * 100000 + i, so a lookup names the row and slot
+// it came from) and the Params both kernels' schedules read: lengths, masks, splits; beams and
+// rows a CTA are the caller's. (A moved vector keeps its buffer: block_table stays valid.)
+struct Setup {
+  std::vector<int32_t> table;
+  Params p{};
+};
+
+Setup setup_of(const Problem& prob) {
   const int max_len = *std::max_element(prob.kv_len.begin(), prob.kv_len.end());
   const int max_pages = (max_len + prob.page_size - 1) / prob.page_size + 1;
   const int table_rows = static_cast<int>(prob.kv_len.size());
-  // Page i of row b is b * 100000 + i, so a lookup names the row and slot it came from.
-  std::vector<int32_t> table(size_t(table_rows) * max_pages);
+  Setup s;
+  s.table.resize(size_t(table_rows) * max_pages);
   for (int b = 0; b < table_rows; ++b) {
-    for (int i = 0; i < max_pages; ++i) table[size_t(b) * max_pages + i] = b * 100000 + i;
+    for (int i = 0; i < max_pages; ++i) s.table[size_t(b) * max_pages + i] = b * 100000 + i;
   }
-
-  Params p{};
+  Params& p = s.p;
   p.page_size = prob.page_size;
-  p.block_table = table.data();
+  p.page_div = FastDivisor::of(static_cast<uint32_t>(prob.page_size));
+  p.block_table = s.table.data();
   p.bt_stride_row = max_pages;
   p.bt_stride_page = 1;
   p.max_pages = max_pages;
   p.kv_lens = prob.kv_len.data();
   p.kv_lens_stride = 1;
+  p.mask.causal = prob.causal;
+  p.mask.window_left = prob.left;
+  p.mask.window_right = prob.right;
+  p.q_len = prob.q_len;
+  p.num_kv_heads = 1;
+  p.group = prob.group;
+  p.num_splits = prob.splits;
+  return s;
+}
+
+// Runs the kernel's schedule over every CTA of `p`; returns an empty string or the first error.
+std::string check_schedule(const Problem& prob) {
+  Setup setup = setup_of(prob);
+  const std::vector<int32_t>& table = setup.table;
+  Params& p = setup.p;
+  const int table_rows = static_cast<int>(prob.kv_len.size());
   // Without shared_kv_lens every row is its own request (the launch plan's beam_width is 1).
   const int width = prob.shared_prefix ? prob.width : 1;
   p.shared_kv_lens = prob.shared_prefix ? prob.shared_len.data() : nullptr;
@@ -109,20 +131,12 @@ std::string check_schedule(const Problem& prob) {
   p.tree_stride[0] = int64_t(prob.q_len) * prob.q_len;
   p.tree_stride[1] = prob.q_len;
   p.tree_stride[2] = 1;
-  p.mask.causal = prob.causal;
-  p.mask.window_left = prob.left;
-  p.mask.window_right = prob.right;
-  p.q_len = prob.q_len;
-  p.num_kv_heads = 1;
-  p.group = prob.group;
   p.rows_per_request = width * prob.q_len * prob.group;
   p.rows_per_cta = rows_per_cta_for(prob.head_dim, p.rows_per_request);
   p.row_tiles = (p.rows_per_request + p.rows_per_cta - 1) / p.rows_per_cta;
-  p.num_splits = prob.splits;
   set_divisors(p);
   const int groups = prob.head_dim == 256 ? kWarps / 2 : kWarps;
   const int requests = table_rows / width;
-  (void)rows;
 
   for (int r = 0; r < requests; ++r) {
     std::vector<std::vector<int>> count(p.rows_per_request);
@@ -199,6 +213,92 @@ std::string check_schedule(const Problem& prob) {
     }
   }
   return {};
+}
+
+// The small-grid kernel's schedule (small_range; small_kernel.cuh walks each warp's blocks w,
+// w + kWarps, ... of its split and looks each key's page up as small_fetch does) on a problem
+// it takes (one beam, no tree mask, <= 16 rows): the same three properties.
+std::string check_small_schedule(const Problem& prob) {
+  Setup setup = setup_of(prob);
+  const std::vector<int32_t>& table = setup.table;
+  Params& p = setup.p;
+  const int requests = static_cast<int>(prob.kv_len.size());
+  p.beam_width = 1;
+  p.rows_per_request = prob.q_len * prob.group;
+  p.rows_per_cta = kMmaRows;
+  p.row_tiles = 1;
+  set_divisors(p);
+
+  for (int r = 0; r < requests; ++r) {
+    const int kv = prob.kv_len[r];
+    std::vector<std::vector<int>> count(p.rows_per_request, std::vector<int>(kv + 16, 0));
+    for (int split = 0; split < p.num_splits; ++split) {
+      CtaShared cs{};
+      cs.kv_len[0] = kv;
+      for (int w = 0; w < kWarps; ++w) {
+        const SmallRange range = small_range(p, r, split, w, prob.kv_len[r]);
+        if (range.kv_len != kv) return "kv_len " + std::to_string(range.kv_len);
+        for (int i = 0; i < range.blocks; ++i) {
+          const int key0 = range.warp_first + i * (kWarps * kBlockTokens);
+          const int key_last = key0 + kBlockTokens - 1;
+          if (key0 < range.lo || key0 >= range.hi || range.hi > kv || range.lo < 0) {
+            return "block at key " + std::to_string(key0) + " outside its split [" +
+                   std::to_string(range.lo) + ", " + std::to_string(range.hi) + ")";
+          }
+          const bool masked =
+              key0 < range.full_lo || key_last > range.full_hi || key_last >= range.hi;
+          for (int key = key0; key <= key_last && key < range.hi; ++key) {  // small_fetch
+            const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
+            if (table[range.pages + index * p.bt_stride_page] != r * 100000 + index) {
+              return "page lookup of key " + std::to_string(key) + " reads the wrong entry";
+            }
+          }
+          for (int row = 0; row < p.rows_per_request; ++row) {
+            const RowMask m = row_mask(p, cs, r, row);
+            const int i_tok = row / prob.group;
+            for (int key = key0; key <= key_last; ++key) {
+              const bool seen = !masked || (key < range.hi && key_visible(m, key, -1));
+              if (!seen) continue;
+              const std::string where = "row " + std::to_string(row) + " key " +
+                                        std::to_string(key) + (masked ? "" : " (mask-free)");
+              if (!reference_visible(prob, r, i_tok, key)) return "attends invisible " + where;
+              ++count[row][key];
+            }
+          }
+        }
+      }
+    }
+    for (int row = 0; row < p.rows_per_request; ++row) {
+      for (int key = 0; key < kv; ++key) {
+        const int want = reference_visible(prob, r, row / prob.group, key) ? 1 : 0;
+        if (count[row][key] != want) {
+          return "row " + std::to_string(row) + " key " + std::to_string(key) + " attended " +
+                 std::to_string(count[row][key]) + " times";
+        }
+      }
+    }
+  }
+  return {};
+}
+
+TEST(DecodeSchedule, SmallGridKernelEveryVisibleKeyExactlyOnce) {
+  std::mt19937_64 rng(20261205);
+  int checked = 0;
+  for (int iter = 0; checked < 400; ++iter) {
+    Problem p = random_problem(rng);
+    // What the small-grid kernel takes: one beam, no tree mask, <= 16 rows a request.
+    p.width = 1;
+    p.shared_prefix = false;
+    p.tree = false;
+    if (p.q_len * p.group > 16) continue;
+    p.kv_len.resize(p.requests);
+    ++checked;
+    const std::string error = check_small_schedule(p);
+    ASSERT_TRUE(error.empty()) << "problem " << iter << " (q_len " << p.q_len << ", group "
+                               << p.group << ", splits " << p.splits << ", page " << p.page_size
+                               << ", causal " << p.causal << ", window " << p.left << "/"
+                               << p.right << "): " << error;
+  }
 }
 
 TEST(DecodeSchedule, EveryVisibleKeyExactlyOnce) {

@@ -17,12 +17,13 @@ size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Llama-3-8B heads (32 / 8), D = 128, bf16 q and cache, pages of 16: `batch` requests of up to
 // `max_pages` pages each. Every view is a CUDA one with no memory.
-DecodeArgs cuda_decode(int64_t batch, int64_t max_pages, DType cache = DType::kBF16) {
+DecodeArgs cuda_decode(int64_t batch, int64_t max_pages, DType cache = DType::kBF16,
+                       int64_t q_len = 1) {
   constexpr int64_t kPageSize = 16, kHq = 32, kHkv = 8, kD = 128;
   DecodeArgs a;
-  a.q = TensorView(nullptr, DType::kBF16, {batch, 1, kHq, kD}, kCuda0);
-  a.out = TensorView(nullptr, DType::kBF16, {batch, 1, kHq, kD}, kCuda0);
-  a.lse = TensorView(nullptr, DType::kFP32, {batch, 1, kHq}, kCuda0);
+  a.q = TensorView(nullptr, DType::kBF16, {batch, q_len, kHq, kD}, kCuda0);
+  a.out = TensorView(nullptr, DType::kBF16, {batch, q_len, kHq, kD}, kCuda0);
+  a.lse = TensorView(nullptr, DType::kFP32, {batch, q_len, kHq}, kCuda0);
   const int64_t pages = batch * max_pages;
   a.k_cache = TensorView(nullptr, cache, {pages, kPageSize, kHkv, kD}, kCuda0);
   a.v_cache = TensorView(nullptr, cache, {pages, kPageSize, kHkv, kD}, kCuda0);
@@ -55,7 +56,8 @@ TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
 }
 
 // bf16 q over a bf16, fp8 e4m3 or fp8 e5m2 cache has the three-CTA kernel; an int8 cache does
-// not, so it keeps the two-CTA one whatever the grid.
+// not, so it keeps the two-CTA one whatever the grid. Five tokens x 4 heads = 20 rows: calls of
+// <= 16 rows run the small-grid kernel (two CTAs an SM) instead.
 TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   const DecodeOptions opts;
   for (DType cache : {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
@@ -64,7 +66,8 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
     for (int64_t batch : {1, 4, 8, 32, 33, 64, 128}) {
       for (int64_t max_pages : {4, 512, 2048}) {
         const plan::DecodePlan p =
-            plan::plan_decode(cuda_decode(batch, max_pages, cache), opts, 132);
+            plan::plan_decode(cuda_decode(batch, max_pages, cache, /*q_len=*/5), opts, 132);
+        ASSERT_FALSE(p.small);
         const bool third_slot = p.problems * p.num_splits > 2 * 132;
         EXPECT_EQ(p.config, built && third_slot ? 3 : 2)
             << dtype_name(cache) << ", " << batch << " x " << max_pages << " pages";
@@ -76,9 +79,58 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
   }
 }
 
+// The small-grid kernel: every call it takes (beam width 1, no tree mask, <= 16 rows a request,
+// D = 64 or 128, any cache), whatever the batch; it counts its splits by two CTAs an SM, so that
+// small batches fill one wave of its slots.
+TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
+  const DecodeOptions opts;
+  const DecodeArgs one = cuda_decode(1, 512);  // 8 problems of up to 8192 keys
+  const plan::DecodePlan p = plan::plan_decode(one, opts, 132);
+  EXPECT_TRUE(p.small);
+  EXPECT_EQ(p.config, 2);
+  EXPECT_EQ(p.num_splits, 32);  // 256 CTAs: one wave of 132 x 2 slots
+  EXPECT_EQ(p.workspace_bytes, decode_workspace_size(one, opts));
+
+  for (int64_t batch : {1, 2, 4, 8, 16, 17, 64, 128}) {
+    for (int64_t max_pages : {1, 64, 512, 2048}) {
+      const plan::DecodePlan q = plan::plan_decode(cuda_decode(batch, max_pages), opts, 132);
+      ASSERT_TRUE(q.small) << batch << " x " << max_pages;
+      EXPECT_EQ(q.config, 2) << batch << " x " << max_pages;
+      if (q.num_splits > 1) EXPECT_LE(q.problems * q.num_splits, 2 * 132) << batch;
+    }
+  }
+
+  for (DType cache : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
+    const plan::DecodePlan q = plan::plan_decode(cuda_decode(1, 512, cache), opts, 132);
+    EXPECT_TRUE(q.small) << dtype_name(cache);
+    EXPECT_EQ(q.config, 2) << dtype_name(cache);  // not the three-CTA fp8 kernel
+  }
+
+  // What it does not take: a tree mask, beams, more than 16 rows, D = 256.
+  DecodeArgs tree = one;
+  tree.tree_mask = TensorView(nullptr, DType::kBool, {1, 1, 1}, kCuda0);
+  EXPECT_FALSE(plan::plan_decode(tree, opts, 132).small);
+  DecodeArgs beams = cuda_decode(4, 64);
+  beams.shared_kv_lens = TensorView(nullptr, DType::kInt32, {2}, kCuda0);
+  DecodeOptions two_beams;
+  two_beams.beam_width = 2;
+  EXPECT_FALSE(plan::plan_decode(beams, two_beams, 132).small);
+  DecodeArgs rows = one;  // 5 tokens x 4 heads = 20 rows
+  rows.q = TensorView(nullptr, DType::kBF16, {1, 5, 32, 128}, kCuda0);
+  EXPECT_FALSE(plan::plan_decode(rows, opts, 132).small);
+  rows.q = TensorView(nullptr, DType::kBF16, {1, 4, 32, 128}, kCuda0);  // 16 rows
+  EXPECT_TRUE(plan::plan_decode(rows, opts, 132).small);
+  DecodeArgs d256 = one;
+  d256.q = TensorView(nullptr, DType::kBF16, {1, 1, 32, 256}, kCuda0);
+  d256.k_cache = TensorView(nullptr, DType::kBF16, {512, 16, 8, 256}, kCuda0);
+  d256.v_cache = d256.k_cache;
+  EXPECT_FALSE(plan::plan_decode(d256, opts, 132).small);
+}
+
 TEST(PlanDecode, NoSmCountNeedsMoreThanTheReportedWorkspace) {
   const DecodeOptions opts;
-  for (int64_t batch : {1, 3, 8, 32}) {
+  // 16 requests: 128 problems, the small-grid kernel's for more than 128 SMs only.
+  for (int64_t batch : {1, 3, 8, 16, 32}) {
     for (int64_t max_pages : {4, 64, 512, 2048}) {
       for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
         const DecodeArgs a = cuda_decode(batch, max_pages, cache);
@@ -108,6 +160,31 @@ TEST(PlanDecode, ForcedSplitsAndHostCalls) {
   DecodeArgs host = a;  // CPU tensors run the reference: no workspace
   host.q = on_device(a.q, Device{});
   EXPECT_EQ(decode_workspace_size(host, opts), 0u);
+}
+
+// DecodeOptions::kernel forces either kernel; kSmall counts its splits by its own slots at any
+// batch, and no SM count needs more workspace than the call reports.
+TEST(PlanDecode, ForcedKernels) {
+  DecodeOptions opts;
+  opts.kernel = DecodeKernel::kTiles;
+  EXPECT_FALSE(plan::plan_decode(cuda_decode(1, 512), opts, 132).small);
+  opts.kernel = DecodeKernel::kSmall;
+  for (int64_t batch : {1, 16, 17, 64, 128}) {
+    for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
+      const DecodeArgs a = cuda_decode(batch, 512, cache);
+      const size_t bytes = decode_workspace_size(a, opts);
+      for (int sms = 1; sms <= 2 * plan::kHopperMaxSms; sms += 7) {
+        const plan::DecodePlan p = plan::plan_decode(a, opts, sms);
+        ASSERT_TRUE(p.small) << batch;
+        ASSERT_EQ(p.config, 2) << batch;
+        ASSERT_LE(p.workspace_bytes, bytes) << batch << " on " << sms << " SMs";
+      }
+    }
+  }
+  DecodeArgs tree = cuda_decode(1, 512);
+  tree.tree_mask = TensorView(nullptr, DType::kBool, {1, 1, 1}, kCuda0);
+  EXPECT_TRUE(throws_error([&] { plan::plan_decode(tree, opts, 132); },
+                           ErrorKind::kNotImplemented, "for DecodeKernel::kSmall"));
 }
 
 TEST(PlanDecode, HeadDimsWithoutAKernelAreRefused) {

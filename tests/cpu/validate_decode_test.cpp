@@ -143,6 +143,24 @@ const DecodeRejection kDecodeRejections[] = {
      "num_splits: expected 0..256 (0 = chosen by the library), got -1"},
     {"num_splits 257", [](auto&, auto&, auto& o) { o.num_splits = 257; }, ErrorKind::kValue,
      "num_splits: expected 0..256 (0 = chosen by the library), got 257"},
+    {"kernel 3", [](auto&, auto&, auto& o) { o.kernel = static_cast<DecodeKernel>(3); },
+     ErrorKind::kValue, "kernel: expected kAuto, kTiles or kSmall (0..2), got 3"},
+    {"kSmall with a tree mask", [](auto&, auto&, auto& o) { o.kernel = DecodeKernel::kSmall; },
+     ErrorKind::kNotImplemented,
+     "kernel: expected kSmall for one beam, no tree mask, q_len * Hq / Hkv <= 16 and D = 64 or "
+     "128, got q [4, 2, 8, 64], Hkv 2, a tree mask"},
+    {"kSmall over 16 rows",
+     [](auto& keep, auto& a, auto& o) {
+       o.kernel = DecodeKernel::kSmall;
+       a.tree_mask = {};
+       a.q = keep.make(kBF16, {4, 2, 18, 64});  // 2 tokens x 9 heads a KV head
+       a.out = keep.make(kBF16, {4, 2, 18, 64});
+       a.lse = keep.make(kFP32, {4, 2, 18});
+       a.sinks = keep.make(kFP32, {18});
+     },
+     ErrorKind::kNotImplemented,
+     "kernel: expected kSmall for one beam, no tree mask, q_len * Hq / Hkv <= 16 and D = 64 or "
+     "128, got q [4, 2, 18, 64], Hkv 2"},
     {"window",
      [](auto&, auto&, auto& o) {
        o.window = {-1, -4};
@@ -278,6 +296,19 @@ const DecodeRejection kDecodeRejections[] = {
 
 TEST(ValidateDecode, RejectsEachBadArgument) {
   expect_rejections(default_decode, std::begin(kDecodeRejections), std::end(kDecodeRejections));
+}
+
+// Either kernel may be forced where the small-grid one takes the call (the CPU reference ignores
+// the choice; on CUDA the plan follows it).
+TEST(ValidateDecode, EitherKernelWhereTheSmallOneTakesTheCall) {
+  for (DecodeKernel k : {DecodeKernel::kAuto, DecodeKernel::kTiles, DecodeKernel::kSmall}) {
+    Decode f = default_decode();
+    f.args.tree_mask = {};
+    f.opts.kernel = k;
+    EXPECT_TRUE(passes([&] { validate_decode(f); })) << static_cast<int>(k);
+    move_to_cuda(f.args);
+    EXPECT_TRUE(passes([&] { validate_decode(f); })) << static_cast<int>(k);
+  }
 }
 
 const DecodeRejection kBeamRejections[] = {

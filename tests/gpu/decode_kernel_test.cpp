@@ -44,6 +44,7 @@ struct KernelCase {
   DecodeCase c;
   int num_splits = 0;  // 0: the library's heuristic
   int config = 0;      // CTAs per SM the kernel is built for (LaunchPlan::config); 0: the plan's
+  int small = -1;      // DecodeOptions::kernel: 1 kSmall, 0 kTiles, -1 kAuto
 };
 
 void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
@@ -267,6 +268,36 @@ std::vector<KernelCase> kernel_cases() {
 
   // Masks and logits: windows, non-causal, sinks, softcap, custom scale.
   {
+    // 4 tokens x 4 heads = 16 rows (the small-grid kernel's most), more queries than keys.
+    auto k = make("q4_gqa4_causal_short_kv");
+    k.c.q_len = 4;
+    k.c.group = 4;
+    k.c.kv_lens = {2, 0, 4, 113, 1, 3};
+    add(k);
+  }
+  {
+    auto k = make("noncausal_q2_window8_8_batch1");
+    k.c.q_len = 2;
+    k.c.causal = false;
+    k.c.window = {8, 8};
+    k.c.batch = 1;
+    k.c.kv_lens = {700};
+    add(k);
+  }
+  {
+    auto k = make("sinks_softcap_q2_fp16_split5_page1");
+    k.c.q_dtype = DType::kFP16;
+    k.c.cache.dtype = DType::kFP16;
+    k.c.cache.page_size = 1;
+    k.c.q_len = 2;
+    k.c.sinks = true;
+    k.c.softcap = 5.f;
+    k.c.batch = 3;
+    k.c.kv_lens = {1000, 0, 333};
+    k.num_splits = 5;
+    add(k);
+  }
+  {
     auto k = make("window64_causal_long");
     k.c.window = {64, -1};
     k.c.batch = 5;
@@ -326,6 +357,22 @@ std::vector<KernelCase> kernel_cases() {
       KernelCase k = cases[i];
       k.name += config == 2 ? "_ctas2" : "_ctas3";
       k.config = config;
+      k.small = 0;
+      cases.push_back(std::move(k));
+    }
+  }
+  // Both kernels wherever the small-grid one takes the call (beam width 1, no tree mask, <= 16
+  // rows a request, D = 64 or 128, any cache): the plan picks it there, so each such case runs
+  // again forced to each kernel (the tile kernel's only coverage of these shapes).
+  for (size_t i = 0; i < n_plain; ++i) {
+    const DecodeCase& c = cases[i].c;
+    const bool takes = c.beam_width == 1 && !c.tree && c.q_len * c.group <= 16 &&
+                       (c.head_dim == 64 || c.head_dim == 128);
+    if (!takes) continue;
+    for (int small : {0, 1}) {
+      KernelCase k = cases[i];
+      k.name += small == 1 ? "_small" : "_tiles";
+      k.small = small;
       cases.push_back(std::move(k));
     }
   }
@@ -364,6 +411,8 @@ TEST_P(DecodeKernel, MatchesReference) {
   decode_case::assemble(*r, rng);
   DecodeOptions opts = r->opts;
   opts.num_splits = kc.num_splits;
+  using Kernel = ::hopattn::DecodeKernel;  // (DecodeKernel here is this file's test fixture)
+  if (kc.small >= 0) opts.kernel = kc.small == 1 ? Kernel::kSmall : Kernel::kTiles;
   const DecodeArgs& host = r->args;
 
   // The oracle: the reference with fp32 outputs (no 16-bit rounding on its side).
@@ -465,10 +514,10 @@ TEST_P(DecodeKernel, MatchesReference) {
   }
   const double l2 = rel_l2(got, want);
   std::printf(
-      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d config %d: max err %.3g (tol %.3g), "
+      "[ %s ] seed %llu splits %d rows/cta %d row tiles %d config %d%s: max err %.3g (tol %.3g), "
       "rel L2 %.3g, lse max err %.3g\n",
       kc.name.c_str(), static_cast<unsigned long long>(seed), plan.num_splits, plan.rows_per_cta,
-      plan.row_tiles, plan.config, max_err, tol, l2, max_lse_err);
+      plan.row_tiles, plan.config, plan.small ? " small" : "", max_err, tol, l2, max_lse_err);
   EXPECT_EQ(nan, 0) << "non-finite outputs (poison left, or NaN leaked)";
   EXPECT_EQ(bad, 0) << bad << " outputs beyond " << tol << "; first: " << first_bad;
   EXPECT_EQ(bad_lse, 0) << bad_lse << " lse values beyond 1e-3; " << first_bad;

@@ -85,6 +85,19 @@ constexpr bool has_three_cta_variant(int head_dim, bool bf16, KvFormat format) {
          (format == KvFormat::kNative16 || format == KvFormat::kE4M3 || format == KvFormat::kE5M2);
 }
 
+// Calls f(std::integral_constant<KvFormat, F>{}) for the row F == format of kKvFormats; false,
+// calling nothing, when no row is (every KvFormat value is one).
+template <int kIndex = 0, class F>
+bool visit_kv_format(KvFormat format, F&& f) {
+  if constexpr (kIndex == kNumKvFormats) {
+    return false;
+  } else {
+    if (kKvFormats[kIndex] != format) return visit_kv_format<kIndex + 1>(format, f);
+    f(std::integral_constant<KvFormat, kKvFormats[kIndex]>{});
+    return true;
+  }
+}
+
 // "64, 128, 256" (last = ", ") or "64, 128 or 256" (last = " or "): the built head dims.
 inline std::string built_head_dims_string(const char* last = ", ") {
   std::string s;

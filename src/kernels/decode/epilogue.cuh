@@ -9,8 +9,27 @@
 #include <cstdint>
 
 #include "kernels/decode/mainloop.cuh"
+#include "ptx/atomic.cuh"
 
 namespace hopattn::kernels::decode {
+
+// Whether this CTA is the last of its problem's splits to finish; every thread calls it after
+// storing its partials. The first barrier orders every thread's partial stores before thread
+// 0's acq_rel increment, whose release is cumulative over them, and its acquire is ordered by the
+// second barrier before the last CTA's loads of the other partials: the pattern of cooperative
+// groups' grid sync (one fence by one thread). A __threadfence() by every thread before the
+// increment and after it cost each CTA two gpu-scope fences on the critical path of a batch-1
+// call. The counter wraps to 0 after num_splits increments: reset for the next launch.
+__device__ __forceinline__ bool last_split_to_finish(const Params& p, CtaShared& cs,
+                                                     int64_t problem) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint32_t last = static_cast<uint32_t>(p.num_splits - 1);
+    cs.is_last = ptx::atomic_inc_acq_rel_gpu(p.semaphores + problem, last) == last ? 1u : 0u;
+  }
+  __syncthreads();
+  return cs.is_last != 0u;
+}
 
 // log2(2^lse2 + 2^sink2): the sink joins the denominator only (DESIGN.md).
 __device__ __forceinline__ float add_sink(float lse2, float sink2) {
@@ -19,14 +38,15 @@ __device__ __forceinline__ float add_sink(float lse2, float sink2) {
   return mx + log2f(exp2f(lse2 - mx) + exp2f(sink2 - mx));
 }
 
-// Final lse (natural log) and output scale of request row `row` from its sink-free log2 lse.
+// Final lse (natural log) and output scale of request row `row` from its sink-free log2 lse;
+// the lse is stored only with store_lse (callers whose threads share a row store it once).
 __device__ __forceinline__ float finish_row(const Params& p, int request, int kv_head, int row,
-                                            float lse2, float v_scale) {
+                                            float lse2, float v_scale, bool store_lse = true) {
   const RowCoord c = row_coord(p, row);
   const int w = c.beam, i = c.token, h = kv_head * p.group + c.head;
   float total = lse2;
   if (p.sinks != nullptr) total = add_sink(lse2, p.sinks[h * p.sinks_stride] * kLog2e);
-  if (p.lse != nullptr) {
+  if (store_lse && p.lse != nullptr) {
     const int b = request * p.beam_width + w;
     p.lse[b * p.lse_stride[0] + i * p.lse_stride[1] + h * p.lse_stride[2]] =
         total == -INFINITY ? -INFINITY : total * kLn2;

@@ -67,29 +67,13 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   if (tid < p.rows_per_cta) cs.rows[tid] = row_mask(p, cs, request, row_begin + tid);
 
   uint32_t q_regs[T::kQInRegisters ? kHeadDim / 16 : 1][4];
-  if constexpr (T::kQInRegisters) {
-#pragma unroll
-    for (int c = 0; c < kHeadDim / 64; ++c) {
-      uint32_t qa[4][4];
-      load_q_chunk<T>(q_smem, m_tile, c, lane, qa);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) q_regs[4 * c + i][r] = qa[i][r];
-      }
-    }
-  }
+  if constexpr (T::kQInRegisters) load_q_regs<T>(q_smem, m_tile, lane, q_regs);
 
   const float k_scale =
       p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale;
   const float v_scale =
       p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
-  LogitTransform logit;
-  logit.softcap = p.softcap > 0.f;
-  logit.mul =
-      (logit.softcap ? p.softmax_scale * k_scale / p.softcap : p.softmax_scale * k_scale * kLog2e) *
-      q_unscale;
-  logit.post = p.softcap * kLog2e;
+  const LogitTransform logit = make_logit(p, k_scale, q_unscale);
 
   WarpState<T::kWarpFeatures> st;
 #pragma unroll
@@ -157,18 +141,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   float* merge_l = merge_m + T::kGroups * kMmaRows;  // [group][16]
   float* coef = merge_l + T::kGroups * kMmaRows;     // [slice][row of CTA]
   {
-    float l[2] = {st.l[0], st.l[1]};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
-    if (qd == 0 && half == 0) {
-      merge_m[group * kMmaRows + g] = st.m[0];
-      merge_m[group * kMmaRows + g + 8] = st.m[1];
-      merge_l[group * kMmaRows + g] = l[0];
-      merge_l[group * kMmaRows + g + 8] = l[1];
-    }
+    st.store_rows(merge_m + group * kMmaRows, merge_l + group * kMmaRows, g,
+                  qd == 0 && half == 0);
     float* wo = merge_o + group * kMmaRows * T::kMergeStride;
 #pragma unroll
     for (int n = 0; n < T::kWarpFeatures / 8; ++n) {
@@ -247,18 +221,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     *reinterpret_cast<float4*>(po + rr * kHeadDim + d) =
         *reinterpret_cast<const float4*>(merge_o + rr * T::kMergeStride + d);
   }
-  // The barrier orders every thread's partial stores before thread 0's acq_rel increment, whose
-  // release is cumulative over them, and its acquire is ordered by the second barrier before the
-  // last CTA's loads of the other partials: the pattern of cooperative groups' grid sync (one
-  // fence by one thread). A __threadfence() by every thread before the increment and after it
-  // cost each CTA two gpu-scope fences on the critical path of a batch-1 call.
-  __syncthreads();
-  if (tid == 0) {
-    const uint32_t last = static_cast<uint32_t>(p.num_splits - 1);
-    cs.is_last = ptx::atomic_inc_acq_rel_gpu(p.semaphores + problem, last) == last ? 1u : 0u;
-  }
-  __syncthreads();
-  if (cs.is_last == 0) return;
+  if (!last_split_to_finish(p, cs, problem)) return;
 
   merge_splits<kHeadDim, Elt, T::kMergePrefetch>(p, request, kv_head, row_tile, rows_valid, v_scale,
                                                  reinterpret_cast<float*>(ring));

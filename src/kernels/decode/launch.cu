@@ -166,6 +166,16 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t status = cudaErrorInvalidValue;
+  if (pl.small) {
+    if (!plan::small_kernel_takes(a, o) || pl.rows_per_cta != kMmaRows || pl.row_tiles != 1) {
+      not_supported("a call the small-grid kernel takes (plan::small_kernel_takes)",
+                    q.shape_string());
+    }
+    const cudaError_t small = d == 64 ? launch_small_for_head_dim<64>(p, bf16, format, grid, s)
+                                      : launch_small_for_head_dim<128>(p, bf16, format, grid, s);
+    check_cuda(small, "kernel launch");
+    return;
+  }
   const bool built = visit_head_dim(d, [&](auto head_dim) {
     status = launch_for_head_dim<decltype(head_dim)::value>(p, bf16, format, pl.config, grid, s);
   });

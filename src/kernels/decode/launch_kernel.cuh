@@ -16,22 +16,30 @@
 
 namespace hopattn::kernels::decode {
 
-// Launches one instantiation; the dynamic shared-memory limit is raised once per device.
-template <int kHeadDim, class Elt, KvFormat kFormat, int kCtasPerSm = 2>
-cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
-  using T = Traits<kHeadDim, kv_format_bytes(kFormat), kCtasPerSm>;
-  auto* kernel = &decode_kernel<kHeadDim, Elt, kFormat, kCtasPerSm>;
+// Raises kKernel's dynamic shared-memory limit to `bytes`, once per device (a cudaFuncSetAttribute
+// per launch would cost every call a driver round trip).
+template <auto kKernel>
+cudaError_t allow_dynamic_smem_once(int bytes) {
   static std::atomic<uint64_t> configured{0};  // bit d: device d done
   int device = 0;
   cudaError_t status = cudaGetDevice(&device);
   if (status != cudaSuccess) return status;
   const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
-    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  T::smem_bytes(T::kMaxRows));
+    status = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (status != cudaSuccess) return status;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
+  return cudaSuccess;
+}
+
+// Launches one instantiation.
+template <int kHeadDim, class Elt, KvFormat kFormat, int kCtasPerSm = 2>
+cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
+  using T = Traits<kHeadDim, kv_format_bytes(kFormat), kCtasPerSm>;
+  constexpr auto kernel = &decode_kernel<kHeadDim, Elt, kFormat, kCtasPerSm>;
+  const cudaError_t status = allow_dynamic_smem_once<kernel>(T::smem_bytes(T::kMaxRows));
+  if (status != cudaSuccess) return status;
   kernel<<<grid, kThreads, T::smem_bytes(p.rows_per_cta), stream>>>(p);
   return cudaGetLastError();
 }

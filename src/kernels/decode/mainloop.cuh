@@ -149,33 +149,49 @@ __device__ __forceinline__ void issue_tile(const Params& p, CtaShared& cs, char*
 // q rows of this CTA into smem (zeros for padding rows), as they are: q's dtype is the MMA type,
 // except for bf16 q over an 8-bit cache (to_half_q below). Row rr of the CTA = request row
 // row_begin + rr = (beam, token, head in group). With kTrackMax each warp also leaves the largest
-// |q| (as a bf16 bit pattern) in cs.q_absmax[warp].
+// |q| (as a bf16 bit pattern) in cs.q_absmax[warp]. A thread loads T::kQLoadBatch pieces before
+// it stores them (each store waits for its load): the small-grid kernel loads all of its pieces
+// in one round trip; kernel.cuh keeps one at a time (more in flight spilled its three-CTA
+// kernels, whose q phase is off the critical path at large batch).
 template <class T, bool kTrackMax>
 __device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_smem, int request,
                                        int kv_head, int row_begin, int rows_valid) {
   constexpr int kChunks = T::kQRowBytes / 16;
+  constexpr int kBatch = T::kQLoadBatch;
+  const int items = p.rows_per_cta * kChunks;
   uint32_t absmax = 0;
-  for (int idx = threadIdx.x; idx < p.rows_per_cta * kChunks; idx += kThreads) {
-    const int rr = idx / kChunks;
-    const int chunk = idx % kChunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (rr < rows_valid) {
-      const RowCoord c = row_coord(p, row_begin + rr);
-      const int w = c.beam, i = c.token, h = kv_head * p.group + c.head;
-      const int64_t offset =
-          (request * p.beam_width + w) * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
-      v = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + offset) + chunk);
-    }
-    if constexpr (kTrackMax) {
-      // |x| of a bf16 orders like its bit pattern without the sign (NaN above infinity).
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  for (int base = threadIdx.x; base < items; base += kBatch * kThreads) {
+    uint4 v[kBatch];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        absmax = max(absmax, max(words[j] & 0x7fffu, (words[j] >> 16) & 0x7fffu));
+    for (int j = 0; j < kBatch; ++j) {
+      const int idx = base + j * kThreads;
+      const int rr = idx / kChunks;
+      v[j] = make_uint4(0, 0, 0, 0);
+      if (idx < items && rr < rows_valid) {
+        const RowCoord c = row_coord(p, row_begin + rr);
+        const int w = c.beam, i = c.token, h = kv_head * p.group + c.head;
+        const int64_t offset =
+            (request * p.beam_width + w) * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
+        v[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) + offset) +
+                     idx % kChunks);
       }
     }
-    *reinterpret_cast<uint4*>(q_smem + T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr))) =
-        v;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int idx = base + j * kThreads;
+      const int rr = idx / kChunks, chunk = idx % kChunks;
+      if (idx >= items) break;
+      if constexpr (kTrackMax) {
+        // |x| of a bf16 orders like its bit pattern without the sign (NaN above infinity).
+        const uint32_t words[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          absmax = max(absmax, max(words[k] & 0x7fffu, (words[k] >> 16) & 0x7fffu));
+        }
+      }
+      *reinterpret_cast<uint4*>(
+          q_smem + T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr))) = v[j];
+    }
   }
   if constexpr (kTrackMax) {
     absmax = __reduce_max_sync(0xffffffffu, absmax);
@@ -248,6 +264,22 @@ __device__ __forceinline__ void load_q_chunk(const char* q_smem, int m_tile, int
   }
 }
 
+// A fragments of q for every k16 step of row tile m_tile (D <= 128: 32 registers).
+template <class T>
+__device__ __forceinline__ void load_q_regs(const char* q_smem, int m_tile, int lane,
+                                            uint32_t (&q_regs)[T::kHeadDimValue / 16][4]) {
+#pragma unroll
+  for (int c = 0; c < T::kHeadDimValue / 64; ++c) {
+    uint32_t qa[4][4];
+    load_q_chunk<T>(q_smem, m_tile, c, lane, qa);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) q_regs[4 * c + i][r] = qa[i][r];
+    }
+  }
+}
+
 // Four 8-bit values -> two fp16 pairs {(x0, x1), (x2, x3)}, the MMA operands of an 8-bit cache.
 // e4m3: cvt per pair; with kIntHi the second pair by integer operations at 2^-8 scale
 // (kv_bits.hpp; the caller undoes the scale). V takes kIntHi: its second pairs (features 8g + odd
@@ -288,6 +320,33 @@ struct WarpState {
   float o[kFeatures / 8][4];  // 16 rows x this warp's features (fp32), n-tiles of 8 features
   float m[2];                 // running max of rows g, g+8 (log2 domain; -inf: nothing seen)
   float l[2];                 // this lane's part of the row sums
+
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int n = 0; n < kFeatures / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] = 0.f;
+    }
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+  }
+
+  // Rows g and g + 8's (max, sum) into m_out[g], l_out[g] (and g + 8) for a cross-warp merge:
+  // the sums over the lane quad first; lane qd = 0 of each quad stores when `store`.
+  __device__ __forceinline__ void store_rows(float* m_out, float* l_out, int g, bool store) const {
+    float sum[2] = {l[0], l[1]};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+    }
+    if (store) {
+      m_out[g] = m[0];
+      m_out[g + 8] = m[1];
+      l_out[g] = sum[0];
+      l_out[g + 8] = sum[1];
+    }
+  }
 };
 
 // Scores of a block in the log2 domain: s2 = log2(e) * softcap(scale * k_scale * q.k). One
@@ -318,6 +377,18 @@ struct LogitTransform {
     }
   }
 };
+
+// The logit transform of a CTA: q_unscale undoes to_half_q's power of two (1 otherwise).
+__device__ __forceinline__ LogitTransform make_logit(const Params& p, float k_scale,
+                                                     float q_unscale) {
+  LogitTransform logit;
+  logit.softcap = p.softcap > 0.f;
+  logit.mul =
+      (logit.softcap ? p.softmax_scale * k_scale / p.softcap : p.softmax_scale * k_scale * kLog2e) *
+      q_unscale;
+  logit.post = p.softcap * kLog2e;
+  return logit;
+}
 
 // -inf for the (row, key) pairs of a boundary block that a row does not see (keys past the tile
 // end included). Element e of n-tile nt: row g (e < 2) or g + 8, key key0 + 8nt + 2qd + (e & 1).

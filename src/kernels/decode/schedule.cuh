@@ -173,8 +173,8 @@ HOPATTN_HOST_DEVICE int min_i64_to_int(int64_t a, int64_t b) {
 // Tokens page-table row `row` reads, checked against its page list (invalid input is recorded):
 // CSR offsets outside page_indices (or decreasing) leave the row no pages, and a kv_len beyond
 // what its pages hold is clamped, so the kernel never reads past the page list.
-HOPATTN_HOST_DEVICE int kv_len_of(const Params& p, int row) {
-  const int64_t len = p.kv_lens[row * p.kv_lens_stride];
+// kv_len_checked takes the length already loaded (a kernel that issues that load early).
+HOPATTN_HOST_DEVICE int kv_len_checked(const Params& p, int row, int64_t len) {
   int64_t pages = p.max_pages;
   if (p.block_table == nullptr) {
     const int64_t first = p.indptr[row * p.indptr_stride];
@@ -190,6 +190,9 @@ HOPATTN_HOST_DEVICE int kv_len_of(const Params& p, int row) {
   const int64_t cap = pages * p.page_size;
   if (!in_closed_range(len, cap)) record_bad_index(p, StatusIndex::kKvLen, row, -1, len, cap);
   return len < 0 ? 0 : min_i64_to_int(len, cap);
+}
+HOPATTN_HOST_DEVICE int kv_len_of(const Params& p, int row) {
+  return kv_len_checked(p, row, p.kv_lens[row * p.kv_lens_stride]);
 }
 
 // First key any query of a request of `kv_len` keys sees (sliding window); keys before it are
@@ -268,6 +271,49 @@ HOPATTN_HOST_DEVICE void setup_cta(const Params& p, CtaShared& cs, int request, 
   cs.full_hi = min_i64_to_int(full_hi, INT_MAX);
   cs.draft_min = min_i64_to_int(draft_min, INT_MAX);
 }
+
+// ------------------------------------------------------------------------------ small grids
+
+// The keys of one CTA of the small-grid kernel (small_kernel.cuh; beam width 1, no tree mask,
+// one row tile): split `split` of the request's visible range in 16-key blocks (q or q + 1
+// blocks a split, the first r take one more), and warp `warp`'s share of them: blocks warp,
+// warp + kWarps, ... Every thread computes it (no thread-0 setup to wait for).
+struct SmallRange {
+  int kv_len;
+  int lo, hi;      // the split's keys [lo, hi)
+  int warp_first;  // first key of the warp's first block
+  int blocks;      // the warp's blocks
+  int64_t pages;   // element offset of the request's page list
+  // Keys every row sees (row_mask's bounds over the rows; the first query's diagonal is the
+  // smallest): a block inside [full_lo, full_hi] and below hi needs no mask.
+  int full_lo, full_hi;
+};
+
+HOPATTN_HOST_DEVICE SmallRange small_range(const Params& p, int request, int split, int warp,
+                                           int kv_len_loaded) {
+  SmallRange r;
+  r.kv_len = kv_len_checked(p, request, kv_len_loaded);
+  const int first = window_first_key(p, r.kv_len);
+  const int total = (r.kv_len - first + kBlockTokens - 1) / kBlockTokens;
+  const int q = static_cast<int>(p.splits_div.divide(static_cast<uint32_t>(total)));
+  const int rem = total - q * p.num_splits;
+  const int begin = split * q + smaller(split, rem);
+  const int count = q + (split < rem ? 1 : 0);
+  r.lo = first + begin * kBlockTokens;
+  r.hi = smaller(r.kv_len, r.lo + count * kBlockTokens);
+  r.warp_first = r.lo + warp * kBlockTokens;
+  r.blocks = count > warp ? (count - warp + kWarps - 1) / kWarps : 0;
+  r.pages = p.block_table != nullptr ? request * p.bt_stride_row
+                                     : int64_t(p.indptr[request * p.indptr_stride]);
+  const int first_diag = r.kv_len - p.q_len;
+  r.full_lo = p.mask.window_left >= 0 ? larger(0, r.kv_len - 1 - p.mask.window_left) : 0;
+  r.full_hi = r.kv_len - 1;
+  if (p.mask.causal) r.full_hi = smaller(r.full_hi, first_diag);
+  if (p.mask.window_right >= 0) r.full_hi = smaller(r.full_hi, first_diag + p.mask.window_right);
+  return r;
+}
+
+// ------------------------------------------------------------------------------ tiles
 
 // One tile (up to 64 keys) of the CTA's key stream.
 struct TileInfo {

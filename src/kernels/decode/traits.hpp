@@ -74,6 +74,8 @@ struct Traits {
 
   // q fragments live in registers for D <= 128 (32 registers); D = 256 rereads them from smem.
   static constexpr bool kQInRegisters = kHeadDim <= 128;
+  // q pieces a thread loads before storing them (load_q): one, see there.
+  static constexpr int kQLoadBatch = 1;
   static constexpr int kQRowBytes = kHeadDim * 2;
 
   // End of the main loop: each warp's (16 rows x D) fp32 accumulator goes to smem for the
@@ -126,6 +128,10 @@ constexpr int rows_per_cta_for(int head_dim, int rows) {
       rows <= kMmaRows ? kMmaRows : (rows <= 2 * kMmaRows ? 2 * kMmaRows : kMaxRowsPerCta);
   return r < max_rows ? r : max_rows;
 }
+
+// Head dims of the small-grid kernel (small_kernel.cuh): one warp's q fragments and o in
+// registers.
+constexpr bool small_kernel_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
 // Whether `ctas` CTAs of `bytes_per_cta` dynamic shared memory co-reside on one SM (1 KB of
 // each CTA's share is reserved by the hardware; ~2.5 KB of static shared memory per CTA).

@@ -1,0 +1,279 @@
+// Decode kernel for requests of one m16 row tile (<= 16 rows: the GQA group times the draft
+// tokens), first built for small grids (batch 1 to a few requests): the same block math and
+// gather as kernel.cuh, on a schedule without a fixed chain in series. kernel.cuh's CTA waits for
+// thread 0's setup, gathers 64-key tiles with all four warps behind a CTA barrier a tile, and
+// merges the splits through a weight pass, a barrier and a sum pass; at batch 1 these fixed steps
+// took more than half of a launch (docs/perf/NOTES.md, run set q's per-CTA timeline: ~23K of ~43K
+// cycles). Here:
+//   - every thread computes the CTA's key range itself (one kv_len load, a few integer ops), so
+//     q, the row masks and the first page ids are loaded together, without waiting for a thread;
+//   - each warp streams its own 16-key blocks (blocks w, w + 4, .. of the split) through its own
+//     cp.async ring, ordered by __syncwarp: no CTA barrier inside the main loop;
+//   - the four warps' states merge in one pass (each thread weighs the four states of its row);
+//   - the last CTA of a problem merges the splits in one pass as well: each thread loads the lse
+//     and o of its (row, 4 features) for up to 16 splits at once, one L2 round trip per 16 splits.
+// Without the tile barrier each warp runs ahead on its own ring, which also made it the faster
+// kernel at large batch (0.98x the tile kernel's time over bf16, 0.88-0.90x over fp8 caches at
+// B = 32..128; docs/perf/decode.md), so the planner (src/plan/decode_plan.cpp,
+// small_kernel_takes) takes it for every call of beam width 1, no tree mask, at most 16 rows a
+// request and D = 64 or 128, over every KV format. The workspace (partials, semaphores) is
+// kernel.cuh's.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/decode/epilogue.cuh"
+#include "kernels/decode/mainloop.cuh"
+
+namespace hopattn::kernels::decode {
+
+// Geometry: the gather and block math of Traits (same swizzles and row bytes), with a stage of
+// one 16-key block (K rows, then V rows) and a ring of kStages stages a warp.
+template <int kHeadDim, int kKvBytes>
+struct SmallTraits : Traits<kHeadDim, kKvBytes, 2> {
+  using Base = Traits<kHeadDim, kKvBytes, 2>;
+  static_assert(kHeadDim <= 128, "q fragments and o of one warp in registers");
+  static constexpr int kTileBytes = kBlockTokens * Base::kRowBytes;  // K (or V) of one block
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  // ~96 KB of ring a CTA (two CTAs an SM): D = 128 16-bit three 8 KB stages a warp (two blocks
+  // in flight while one is consumed: 128 KB an SM), 8-bit six 4 KB stages; D = 64 six / eight.
+  static constexpr int kStagesFit = 24 * 1024 / kStageBytes;
+  static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
+  static constexpr int kWarpRingBytes = kStages * kStageBytes;
+  static constexpr int kRingBytes = kWarps * kWarpRingBytes;
+  // One row tile: load_q issues every piece of a thread (2 at D = 128) before storing any.
+  static constexpr int kQLoadBatch = kMmaRows * (Base::kQRowBytes / 16) / kThreads;
+  static constexpr int kIssueIters = Base::kChunksPerRow * kBlockTokens / 32;
+  static constexpr int kIssueUnroll = kIssueIters;
+  // The warps' states for the cross-warp merge, in the ring once it is drained.
+  static constexpr int kMergeStride = kHeadDim + 8;
+  static constexpr int kMergeOFloats = kWarps * kMmaRows * kMergeStride;
+  static_assert((kMergeOFloats + 2 * kWarps * kMmaRows) * 4 <= kRingBytes, "merge in the ring");
+  static constexpr int smem_bytes() { return kRingBytes + kMmaRows * Base::kQRowBytes; }
+  static_assert(kStages >= 3, "two blocks in flight a warp");
+  static_assert(smem_fits(smem_bytes(), 2), "two CTAs an SM");
+};
+
+// Page of key `lane` (< 16) of the warp's block i, or kNoKey: looked up one block before its
+// copies are issued (as fetch_page does for kernel.cuh's tiles).
+__device__ __forceinline__ PageRef small_fetch(const Params& p, const SmallRange& r, int i,
+                                               int lane) {
+  PageRef ref{kNoKey, 0};
+  const int key = r.warp_first + i * (kWarps * kBlockTokens) + lane;
+  if (i < r.blocks && lane < kBlockTokens && key < r.hi) {
+    const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
+    ref.slot = key - index * p.page_size;
+    ref.page = p.block_table != nullptr
+                   ? __ldg(p.block_table + r.pages + index * p.bt_stride_page)
+                   : __ldg(p.indices + (r.pages + index) * p.indices_stride);
+  }
+  return ref;
+}
+
+// The merge of a problem's split partials for (row rr, features d .. d + 3), by one thread: up
+// to 16 splits' lse and o loaded at once, then folded into a running (top, total, acc) with
+// their weights 2^(lse - top). An empty split (lse = -inf) weighs 0 and its o is not added; a
+// NaN lse makes the row NaN.
+template <int kHeadDim>
+__device__ __forceinline__ float4 merge_small_splits(const Params& p, int64_t problem, int rr,
+                                                     int d, float& lse2) {
+  constexpr int kBatch = 16;
+  const int splits = p.num_splits;
+  const float* lse_all = p.partial_lse + problem * splits * kMmaRows + rr;
+  const float* o_all = p.partial_o + (problem * splits * kMmaRows + rr) * kHeadDim + d;
+  float top = -INFINITY, total = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = 0; s0 < splits; s0 += kBatch) {
+    float l[kBatch];
+    float4 x[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int s = s0 + u;
+      l[u] = s < splits ? __ldcg(lse_all + s * kMmaRows) : -INFINITY;
+      x[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(o_all + int64_t(s) * kMmaRows *
+                                                                             kHeadDim))
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float next = top;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) next = fmaxf(next, l[u]);
+    const float alpha = next == top ? 1.f : exp2f(top - next);  // top = -inf: 0
+    total *= alpha;
+    acc.x *= alpha, acc.y *= alpha, acc.z *= alpha, acc.w *= alpha;
+    top = next;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const float w = l[u] == -INFINITY ? 0.f : exp2f(l[u] - top);
+      total += w;
+      if (w != 0.f) {
+        acc.x += w * x[u].x, acc.y += w * x[u].y, acc.z += w * x[u].z, acc.w += w * x[u].w;
+      }
+    }
+  }
+  lse2 = total == 0.f ? -INFINITY : top + log2f(total);
+  const float inv = total == 0.f ? 0.f : 1.f / total;
+  return make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+}
+
+// Grid (num_splits, Hkv, requests), 128 threads; rows_per_cta = 16 = one row tile a request.
+template <int kHeadDim, class Elt, KvFormat kFormat>
+__global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_constant__ Params p) {
+  using T = SmallTraits<kHeadDim, kv_format_bytes(kFormat)>;
+  // bf16 q over an 8-bit cache runs its MMAs in fp16 (to_half_q in mainloop.cuh says why).
+  constexpr bool kHalfMma = kFormat != KvFormat::kNative16 && std::is_same_v<Elt, __nv_bfloat16>;
+  using MmaElt = std::conditional_t<kHalfMma, __half, Elt>;
+  extern __shared__ __align__(128) char smem[];
+  __shared__ CtaShared cs;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
+  const int split = blockIdx.x, kv_head = blockIdx.y, request = blockIdx.z;
+  const int rows_valid = p.rows_per_request;  // <= 16
+  char* ring = smem;
+  char* q_smem = smem + T::kRingBytes;
+  char* warp_ring = ring + warp * T::kWarpRingBytes;
+
+  // Every thread: kv_len's load, q's, then the key range (no thread-0 setup to wait for), then
+  // the first page ids: kv_len and q are in flight together (load_q stores each q piece as it
+  // arrives, so kv_len is loaded before it), the page ids one round trip later.
+  const int kv_len_loaded = p.kv_lens[request * p.kv_lens_stride];
+  load_q<T, kHalfMma>(p, cs, q_smem, request, kv_head, 0, rows_valid);
+  const SmallRange range = small_range(p, request, split, warp, kv_len_loaded);
+  PageRef next = small_fetch(p, range, 0, lane);
+  if (tid == 0) {
+    cs.kv_len[0] = range.kv_len;
+    cs.bad_claimed = 0u;
+  }
+  __syncwarp();
+  if (tid < kMmaRows) cs.rows[tid] = row_mask(p, cs, request, tid);
+  __syncthreads();  // q, row masks, bad_claimed
+  float q_unscale = 1.f;
+  if constexpr (kHalfMma) {
+    q_unscale = to_half_q<T>(p, cs, q_smem);
+    __syncthreads();
+  }
+
+  uint32_t q_regs[kHeadDim / 16][4];
+  load_q_regs<T>(q_smem, 0, lane, q_regs);
+  const float k_scale =
+      p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale;
+  const float v_scale =
+      p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
+  const LogitTransform logit = make_logit(p, k_scale, q_unscale);
+  WarpState<kHeadDim> st;
+  st.reset();
+
+  // ---- main loop: the warp's own ring; __syncwarp orders the lanes' copies and reads.
+  const char* k_head = p.k_cache + kv_head * p.k_head_stride;
+  const char* v_head = p.v_cache + kv_head * p.v_head_stride;
+#pragma unroll 1
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    const PageRef cur = next;
+    next = small_fetch(p, range, s + 1, lane);
+    if (s < range.blocks) {
+      issue_tile<T>(p, cs, warp_ring + s * T::kStageBytes, cur, k_head, v_head, 0, lane);
+    }
+    ptx::cp_async_commit();
+  }
+  int stage = 0, issue_stage = T::kStages - 1;
+#pragma unroll 1
+  for (int i = 0; i < range.blocks; ++i) {
+    // Block i landed (own copies); __syncwarp: every lane's copies are visible, and every lane
+    // is done with block i - 1, whose stage the next copies overwrite.
+    ptx::cp_async_wait<T::kStages - 2>();
+    __syncwarp();
+    const PageRef cur = next;
+    next = small_fetch(p, range, i + T::kStages, lane);
+    if (i + T::kStages - 1 < range.blocks) {
+      issue_tile<T>(p, cs, warp_ring + issue_stage * T::kStageBytes, cur, k_head, v_head, 0, lane);
+    }
+    ptx::cp_async_commit();
+
+    const int key0 = range.warp_first + i * (kWarps * kBlockTokens);
+    const int key_last = key0 + kBlockTokens - 1;
+    const bool masked = key0 < range.full_lo || key_last > range.full_hi || key_last >= range.hi;
+    const char* k_tile = warp_ring + stage * T::kStageBytes;
+    attend_block<T, MmaElt, kFormat>(st, k_tile, k_tile + T::kTileBytes, q_smem, q_regs,
+                                              0, 0, 0, lane, key0, masked, range.hi, -1, cs.rows,
+                                              logit);
+    stage = stage + 1 == T::kStages ? 0 : stage + 1;
+    issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
+  }
+  ptx::cp_async_wait<0>();
+  __syncthreads();  // every warp's ring is drained: the merge buffers reuse it
+  report_bad_page(p, cs);
+
+  // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
+  float* merge_o = reinterpret_cast<float*>(ring);  // [warp][16][kMergeStride]
+  float* merge_m = merge_o + T::kMergeOFloats;      // [warp][16]
+  float* merge_l = merge_m + kWarps * kMmaRows;     // [warp][16]
+  {
+    st.store_rows(merge_m + warp * kMmaRows, merge_l + warp * kMmaRows, g, qd == 0);
+    float* wo = merge_o + warp * kMmaRows * T::kMergeStride;
+#pragma unroll
+    for (int n = 0; n < kHeadDim / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        // 8-bit V permutes the features of o and leaves 2^8 out of e4m3's odd n-tiles.
+        const int d = out_feature<kFormat>(0, n, qd, e);
+        const float f = o_unscale<kFormat>(n);
+        if (g < rows_valid) wo[g * T::kMergeStride + d] = st.o[n][e] * f;
+        if (g + 8 < rows_valid) wo[(g + 8) * T::kMergeStride + d] = st.o[n][2 + e] * f;
+      }
+    }
+  }
+  __syncthreads();
+
+  constexpr int kQuads = kHeadDim / 4;
+  const bool split_mode = p.num_splits > 1;
+  const int64_t problem = int64_t(request) * p.num_kv_heads + kv_head;
+  const int64_t slot = problem * p.num_splits + split;
+  for (int idx = tid; idx < rows_valid * kQuads; idx += kThreads) {
+    const int rr = idx / kQuads, d = 4 * (idx % kQuads);
+    float top = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, merge_m[w * kMmaRows + rr]);
+    float total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      // A warp that saw no key of the row: m = -inf, l = 0, o = 0.
+      const float a = top == -INFINITY ? 0.f : exp2f(merge_m[w * kMmaRows + rr] - top);
+      total += a * merge_l[w * kMmaRows + rr];
+      const float4 v =
+          *reinterpret_cast<const float4*>(merge_o + (w * kMmaRows + rr) * T::kMergeStride + d);
+      acc.x += a * v.x, acc.y += a * v.y, acc.z += a * v.z, acc.w += a * v.w;
+    }
+    const float lse2 = total == 0.f ? -INFINITY : top + log2f(total);  // NaN stays NaN
+    const float inv = total == 0.f ? 0.f : 1.f / total;
+    if (!split_mode) {
+      const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
+      store_out4<Elt>(p, request, kv_head, rr, d,
+                      make_float4(acc.x * inv * f, acc.y * inv * f, acc.z * inv * f,
+                                  acc.w * inv * f));
+    } else {
+      // Every valid row is written, empty ones too (o = 0, lse = -inf): the last CTA reads every
+      // split's partials unconditionally.
+      float* po = p.partial_o + (slot * kMmaRows + rr) * kHeadDim + d;
+      *reinterpret_cast<float4*>(po) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (d == 0) p.partial_lse[slot * kMmaRows + rr] = lse2;
+    }
+  }
+  if (!split_mode) return;
+
+  // ---- the last CTA of the problem merges the splits.
+  if (!last_split_to_finish(p, cs, problem)) return;
+  for (int idx = tid; idx < rows_valid * kQuads; idx += kThreads) {
+    const int rr = idx / kQuads, d = 4 * (idx % kQuads);
+    float lse2;
+    const float4 o = merge_small_splits<kHeadDim>(p, problem, rr, d, lse2);
+    const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
+    store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
+  }
+}
+
+}  // namespace hopattn::kernels::decode

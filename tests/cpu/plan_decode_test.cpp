@@ -96,7 +96,8 @@ TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
       const plan::DecodePlan q = plan::plan_decode(cuda_decode(batch, max_pages), opts, 132);
       ASSERT_TRUE(q.small) << batch << " x " << max_pages;
       EXPECT_EQ(q.config, 2) << batch << " x " << max_pages;
-      if (q.num_splits > 1) EXPECT_LE(q.problems * q.num_splits, 2 * 132) << batch;
+      // Fewer problems than SMs: the splits fill one wave of two CTAs an SM.
+      if (batch <= 16) EXPECT_LE(q.problems * q.num_splits, 2 * 132) << batch;
     }
   }
 

@@ -49,13 +49,13 @@ struct BenchFlags {
   std::optional<float> softcap;
   std::optional<std::optional<bool>> pack_gqa;  // fwd: --pack-gqa on | off | auto (= unset)
   // Launch variants of the GPU kernels, timed against the default (kernels/*/launch.hpp).
-  std::optional<bool> paged_tma;            // fwd: --paged-tma on | off
-  std::optional<int> splits;                // decode, mla: --splits N (0 = the library's choice)
-  std::optional<MlaSchedule> mla_schedule;  // mla: --mla-schedule M (auto, seesaw, ..., narrow)
+  std::optional<bool> paged_tma;              // fwd: --paged-tma on | off
+  std::optional<int> splits;                  // decode, mla: --splits N (0 = the library's choice)
+  std::optional<MlaSchedule> mla_schedule;    // mla: --mla-schedule M (auto, seesaw, ..., narrow)
   std::optional<DecodeKernel> decode_kernel;  // decode: --decode-kernel K (auto, tiles, small)
-  std::optional<plan::BwdOrder> bwd_order;  // bwd: --bwd-order sections | heads
-  std::optional<std::string> step;          // batch: --step (validated by the parser)
-  std::vector<BatchImpl> batch_impls;       // batch: --batch-impl (empty: all three)
+  std::optional<plan::BwdOrder> bwd_order;    // bwd: --bwd-order sections | heads
+  std::optional<std::string> step;            // batch: --step (validated by the parser)
+  std::vector<BatchImpl> batch_impls;         // batch: --batch-impl (empty: all three)
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

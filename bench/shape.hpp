@@ -33,7 +33,7 @@ struct Shape {
   bool deterministic = false;    // bwd: bitwise reproducible dQ (a row of its own in `bench bwd`)
   std::optional<bool> pack_gqa;  // fwd: AttentionOptions::pack_gqa (unset: the kernel decides)
   int num_splits = 0;            // decode, mla: key splits (--splits; 0 = the library's choice)
-  MlaSchedule mla_schedule = MlaSchedule::kAuto;  // mla: --mla-schedule
+  MlaSchedule mla_schedule = MlaSchedule::kAuto;     // mla: --mla-schedule
   DecodeKernel decode_kernel = DecodeKernel::kAuto;  // decode: --decode-kernel
   // Launch variants of the GPU kernels (--paged-tma, --bwd-order); defaults: the library's.
   kernels::fwd::LaunchOptions fwd_launch;

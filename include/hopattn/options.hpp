@@ -88,11 +88,11 @@ struct KVScale {
 };
 
 // The CUDA decode kernel: the library's choice (kAuto: the small-grid kernel wherever it takes
-// the call, else the tile kernel), or forced (tests, benchmarks). kTiles: 64-key tiles that a CTA's four warps share
-// (every call); kSmall: each warp streams its own 16-key blocks (beam width 1, no tree mask,
-// q_len * Hq / Hkv <= 16, D = 64 or 128). Both give the same result within the tolerances; the
-// CPU reference ignores it, but kSmall on a call it does not take is rejected on every device
-// (kNotImplemented).
+// the call, else the tile kernel), or forced (tests, benchmarks). kTiles: 64-key tiles that a CTA's
+// four warps share (every call); kSmall: each warp streams its own 16-key blocks (beam width 1, no
+// tree mask, q_len * Hq / Hkv <= 16, D = 64 or 128). Both give the same result within the
+// tolerances; the CPU reference ignores it, but kSmall on a call it does not take is rejected on
+// every device (kNotImplemented).
 enum class DecodeKernel { kAuto, kTiles, kSmall };
 
 struct DecodeOptions {

@@ -111,9 +111,10 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   // Decided before the splits, which it counts by its slots.
   const bool takes_small = small_kernel_takes(a, o);
   if (o.kernel == DecodeKernel::kSmall && !takes_small) {
-    not_supported("a call the small-grid kernel takes (beam width 1, no tree mask, q_len * Hq / "
-                  "Hkv <= 16, D = 64 or 128) for DecodeKernel::kSmall",
-                  a.q.shape_string());
+    not_supported(
+        "a call the small-grid kernel takes (beam width 1, no tree mask, q_len * Hq / "
+        "Hkv <= 16, D = 64 or 128) for DecodeKernel::kSmall",
+        a.q.shape_string());
   }
   pl.small = o.kernel == DecodeKernel::kSmall || (o.kernel == DecodeKernel::kAuto && takes_small);
   const int config = pl.config;

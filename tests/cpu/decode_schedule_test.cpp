@@ -296,8 +296,8 @@ TEST(DecodeSchedule, SmallGridKernelEveryVisibleKeyExactlyOnce) {
     const std::string error = check_small_schedule(p);
     ASSERT_TRUE(error.empty()) << "problem " << iter << " (q_len " << p.q_len << ", group "
                                << p.group << ", splits " << p.splits << ", page " << p.page_size
-                               << ", causal " << p.causal << ", window " << p.left << "/"
-                               << p.right << "): " << error;
+                               << ", causal " << p.causal << ", window " << p.left << "/" << p.right
+                               << "): " << error;
   }
 }
 

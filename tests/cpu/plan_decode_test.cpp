@@ -184,8 +184,8 @@ TEST(PlanDecode, ForcedKernels) {
   }
   DecodeArgs tree = cuda_decode(1, 512);
   tree.tree_mask = TensorView(nullptr, DType::kBool, {1, 1, 1}, kCuda0);
-  EXPECT_TRUE(throws_error([&] { plan::plan_decode(tree, opts, 132); },
-                           ErrorKind::kNotImplemented, "for DecodeKernel::kSmall"));
+  EXPECT_TRUE(throws_error([&] { plan::plan_decode(tree, opts, 132); }, ErrorKind::kNotImplemented,
+                           "for DecodeKernel::kSmall"));
 }
 
 TEST(PlanDecode, HeadDimsWithoutAKernelAreRefused) {

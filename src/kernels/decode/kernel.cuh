@@ -141,8 +141,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   float* merge_l = merge_m + T::kGroups * kMmaRows;  // [group][16]
   float* coef = merge_l + T::kGroups * kMmaRows;     // [slice][row of CTA]
   {
-    st.store_rows(merge_m + group * kMmaRows, merge_l + group * kMmaRows, g,
-                  qd == 0 && half == 0);
+    st.store_rows(merge_m + group * kMmaRows, merge_l + group * kMmaRows, g, qd == 0 && half == 0);
     float* wo = merge_o + group * kMmaRows * T::kMergeStride;
 #pragma unroll
     for (int n = 0; n < T::kWarpFeatures / 8; ++n) {

@@ -189,8 +189,8 @@ __device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_s
           absmax = max(absmax, max(words[k] & 0x7fffu, (words[k] >> 16) & 0x7fffu));
         }
       }
-      *reinterpret_cast<uint4*>(
-          q_smem + T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr))) = v[j];
+      *reinterpret_cast<uint4*>(q_smem +
+                                T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr))) = v[j];
     }
   }
   if constexpr (kTrackMax) {

@@ -67,9 +67,8 @@ __device__ __forceinline__ PageRef small_fetch(const Params& p, const SmallRange
   if (i < r.blocks && lane < kBlockTokens && key < r.hi) {
     const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
     ref.slot = key - index * p.page_size;
-    ref.page = p.block_table != nullptr
-                   ? __ldg(p.block_table + r.pages + index * p.bt_stride_page)
-                   : __ldg(p.indices + (r.pages + index) * p.indices_stride);
+    ref.page = p.block_table != nullptr ? __ldg(p.block_table + r.pages + index * p.bt_stride_page)
+                                        : __ldg(p.indices + (r.pages + index) * p.indices_stride);
   }
   return ref;
 }
@@ -94,9 +93,9 @@ __device__ __forceinline__ float4 merge_small_splits(const Params& p, int64_t pr
     for (int u = 0; u < kBatch; ++u) {
       const int s = s0 + u;
       l[u] = s < splits ? __ldcg(lse_all + s * kMmaRows) : -INFINITY;
-      x[u] = s < splits ? __ldcg(reinterpret_cast<const float4*>(o_all + int64_t(s) * kMmaRows *
-                                                                             kHeadDim))
-                        : make_float4(0.f, 0.f, 0.f, 0.f);
+      x[u] = s < splits
+                 ? __ldcg(reinterpret_cast<const float4*>(o_all + int64_t(s) * kMmaRows * kHeadDim))
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     float next = top;
 #pragma unroll
@@ -121,7 +120,8 @@ __device__ __forceinline__ float4 merge_small_splits(const Params& p, int64_t pr
 
 // Grid (num_splits, Hkv, requests), 128 threads; rows_per_cta = 16 = one row tile a request.
 template <int kHeadDim, class Elt, KvFormat kFormat>
-__global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, 2)
+    decode_small_kernel(const __grid_constant__ Params p) {
   using T = SmallTraits<kHeadDim, kv_format_bytes(kFormat)>;
   // bf16 q over an 8-bit cache runs its MMAs in fp16 (to_half_q in mainloop.cuh says why).
   constexpr bool kHalfMma = kFormat != KvFormat::kNative16 && std::is_same_v<Elt, __nv_bfloat16>;
@@ -196,9 +196,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_
     const int key_last = key0 + kBlockTokens - 1;
     const bool masked = key0 < range.full_lo || key_last > range.full_hi || key_last >= range.hi;
     const char* k_tile = warp_ring + stage * T::kStageBytes;
-    attend_block<T, MmaElt, kFormat>(st, k_tile, k_tile + T::kTileBytes, q_smem, q_regs,
-                                              0, 0, 0, lane, key0, masked, range.hi, -1, cs.rows,
-                                              logit);
+    attend_block<T, MmaElt, kFormat>(st, k_tile, k_tile + T::kTileBytes, q_smem, q_regs, 0, 0, 0,
+                                     lane, key0, masked, range.hi, -1, cs.rows, logit);
     stage = stage + 1 == T::kStages ? 0 : stage + 1;
     issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
   }
@@ -251,9 +250,9 @@ __global__ void __launch_bounds__(kThreads, 2) decode_small_kernel(const __grid_
     const float inv = total == 0.f ? 0.f : 1.f / total;
     if (!split_mode) {
       const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
-      store_out4<Elt>(p, request, kv_head, rr, d,
-                      make_float4(acc.x * inv * f, acc.y * inv * f, acc.z * inv * f,
-                                  acc.w * inv * f));
+      store_out4<Elt>(
+          p, request, kv_head, rr, d,
+          make_float4(acc.x * inv * f, acc.y * inv * f, acc.z * inv * f, acc.w * inv * f));
     } else {
       // Every valid row is written, empty ones too (o = 0, lse = -inf): the last CTA reads every
       // split's partials unconditionally.

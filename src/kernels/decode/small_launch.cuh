@@ -40,6 +40,6 @@ cudaError_t launch_small_for_head_dim(const Params& p, bool bf16, KvFormat forma
 
 // Instantiates the small-grid kernels of head dim kHeadDim (in namespace
 // hopattn::kernels::decode).
-#define HOPATTN_DECODE_SMALL_INSTANTIATE(kHeadDim)                                          \
+#define HOPATTN_DECODE_SMALL_INSTANTIATE(kHeadDim)                                              \
   template cudaError_t launch_small_for_head_dim<kHeadDim>(const Params&, bool, KvFormat, dim3, \
                                                            cudaStream_t)

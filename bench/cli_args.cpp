@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <initializer_list>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -24,6 +26,19 @@ long long parse_integer(std::string_view flag, std::string_view text, long long 
                      std::to_string(hi) + ", got " + quoted(text));
   }
   return v;
+}
+
+// The value of a flag that names one of `choices` (by the first of each pair); any other text is a
+// UsageError that lists them: "--flag: expected a | b, got 'x'".
+template <class T>
+T parse_choice(std::string_view flag, std::string_view text,
+               std::initializer_list<std::pair<std::string_view, T>> choices) {
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (text == name) return value;
+    names += (names.empty() ? "" : " | ") + std::string(name);
+  }
+  throw UsageError(std::string(flag) + ": expected " + names + ", got " + quoted(text));
 }
 
 float parse_float(std::string_view flag, std::string_view text, float lo) {
@@ -224,45 +239,24 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--pack-gqa") {
-    const std::string_view v = cur.value(name, inline_value);
-    if (v == "on") {
-      f.pack_gqa = std::optional<bool>(true);
-    } else if (v == "off") {
-      f.pack_gqa = std::optional<bool>(false);
-    } else if (v == "auto") {
-      f.pack_gqa = std::optional<bool>();
-    } else {
-      throw UsageError("--pack-gqa: expected on | off | auto, got " + quoted(v));
-    }
+    f.pack_gqa = parse_choice<std::optional<bool>>(
+        name, cur.value(name, inline_value),
+        {{"on", std::optional<bool>(true)}, {"off", std::optional<bool>(false)}, {"auto", {}}});
     return;
   }
   if (name == "--mla-schedule") {
-    const std::string_view v = cur.value(name, inline_value);
-    if (v == "auto") {
-      f.mla_schedule = MlaSchedule::kAuto;
-    } else if (v == "seesaw") {
-      f.mla_schedule = MlaSchedule::kSeesaw;
-    } else if (v == "one-consumer") {
-      f.mla_schedule = MlaSchedule::kOneConsumer;
-    } else if (v == "narrow") {
-      f.mla_schedule = MlaSchedule::kNarrow;
-    } else {
-      throw UsageError("--mla-schedule: expected auto | seesaw | one-consumer | narrow, got " +
-                       quoted(v));
-    }
+    f.mla_schedule = parse_choice<MlaSchedule>(name, cur.value(name, inline_value),
+                                               {{"auto", MlaSchedule::kAuto},
+                                                {"seesaw", MlaSchedule::kSeesaw},
+                                                {"one-consumer", MlaSchedule::kOneConsumer},
+                                                {"narrow", MlaSchedule::kNarrow}});
     return;
   }
   if (name == "--decode-kernel") {
-    const std::string_view v = cur.value(name, inline_value);
-    if (v == "auto") {
-      f.decode_kernel = DecodeKernel::kAuto;
-    } else if (v == "tiles") {
-      f.decode_kernel = DecodeKernel::kTiles;
-    } else if (v == "small") {
-      f.decode_kernel = DecodeKernel::kSmall;
-    } else {
-      throw UsageError("--decode-kernel: expected auto | tiles | small, got " + quoted(v));
-    }
+    f.decode_kernel = parse_choice<DecodeKernel>(name, cur.value(name, inline_value),
+                                                 {{"auto", DecodeKernel::kAuto},
+                                                  {"tiles", DecodeKernel::kTiles},
+                                                  {"small", DecodeKernel::kSmall}});
     return;
   }
   if (name == "--splits") {
@@ -270,22 +264,14 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--paged-tma") {
-    const std::string_view v = cur.value(name, inline_value);
-    if (v != "on" && v != "off") {
-      throw UsageError("--paged-tma: expected on | off, got " + quoted(v));
-    }
-    f.paged_tma = v == "on";
+    f.paged_tma =
+        parse_choice<bool>(name, cur.value(name, inline_value), {{"on", true}, {"off", false}});
     return;
   }
   if (name == "--bwd-order") {
-    const std::string_view v = cur.value(name, inline_value);
-    if (v == "sections") {
-      f.bwd_order = plan::BwdOrder::kSections;
-    } else if (v == "heads") {
-      f.bwd_order = plan::BwdOrder::kHeads;
-    } else {
-      throw UsageError("--bwd-order: expected sections | heads, got " + quoted(v));
-    }
+    f.bwd_order = parse_choice<plan::BwdOrder>(
+        name, cur.value(name, inline_value),
+        {{"sections", plan::BwdOrder::kSections}, {"heads", plan::BwdOrder::kHeads}});
     return;
   }
   if (name == "--step") {

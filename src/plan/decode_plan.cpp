@@ -117,7 +117,6 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
         a.q.shape_string());
   }
   pl.small = o.kernel == DecodeKernel::kSmall || (o.kernel == DecodeKernel::kAuto && takes_small);
-  const int config = pl.config;
   if (pl.small) pl.config = 2;
   if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, tile::kMaxSplits);
@@ -125,13 +124,11 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
     const int64_t max_kv_len =
         (a.pages.block_table.defined() ? a.pages.block_table.size(1) : a.pages.indices.size(0)) *
         page_size;
-    // The bound is the split count of the plan for kHopperMaxSms SMs (its kernel's slots), which
-    // sizes the workspace: no plan for another SM count may exceed it.
-    const int bound_per_sm =
-        ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.small ? 2 : config);
+    // The kernel (and its slots an SM) does not depend on the SM count, so the bound is the split
+    // count of the plan for kHopperMaxSms SMs, which sizes the workspace.
     const int per_sm = ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, pl.config);
     const int bound =
-        choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * bound_per_sm);
+        choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
     pl.num_splits =
         std::min(bound, choose_decode_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm));
   }

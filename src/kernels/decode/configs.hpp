@@ -92,9 +92,12 @@ bool visit_kv_format(KvFormat format, F&& f) {
   if constexpr (kIndex == kNumKvFormats) {
     return false;
   } else {
-    if (kKvFormats[kIndex] != format) return visit_kv_format<kIndex + 1>(format, f);
-    f(std::integral_constant<KvFormat, kKvFormats[kIndex]>{});
-    return true;
+    if (kKvFormats[kIndex] == format) {
+      f(std::integral_constant<KvFormat, kKvFormats[kIndex]>{});
+      return true;
+    }
+    // After this row's f, so that its instantiations come (and are laid out) in the table's order.
+    return visit_kv_format<kIndex + 1>(format, f);
   }
 }
 

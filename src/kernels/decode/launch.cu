@@ -166,11 +166,7 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t status = cudaErrorInvalidValue;
-  if (pl.small) {
-    if (!plan::small_kernel_takes(a, o) || pl.rows_per_cta != kMmaRows || pl.row_tiles != 1) {
-      not_supported("a call the small-grid kernel takes (plan::small_kernel_takes)",
-                    q.shape_string());
-    }
+  if (pl.small) {  // plan_decode set it only where small_kernel_takes the call
     const cudaError_t small = d == 64 ? launch_small_for_head_dim<64>(p, bf16, format, grid, s)
                                       : launch_small_for_head_dim<128>(p, bf16, format, grid, s);
     check_cuda(small, "kernel launch");

@@ -44,23 +44,22 @@ cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The kernel of the KV format kKvFormats[kIndex] if it is `format`, else the next row's.
-template <int kHeadDim, class Elt, int kIndex = 0>
+// The kernel of `format` (a row of kKvFormats): the three-CTA one where it is built and asked for.
+template <int kHeadDim, class Elt>
 cudaError_t launch_for_format(const Params& p, KvFormat format, dim3 grid, cudaStream_t stream,
                               int ctas_per_sm) {
-  if constexpr (kIndex == kNumKvFormats) {
-    return cudaErrorInvalidValue;
-  } else {
-    constexpr KvFormat kFormat = kKvFormats[kIndex];
-    if (format == kFormat) {
-      if constexpr (has_three_cta_variant(kHeadDim, std::is_same_v<Elt, __nv_bfloat16>, kFormat)) {
-        if (ctas_per_sm == 3) return launch_variant<kHeadDim, Elt, kFormat, 3>(p, grid, stream);
+  cudaError_t status = cudaErrorInvalidValue;
+  visit_kv_format(format, [&](auto f) {
+    constexpr KvFormat kFormat = decltype(f)::value;
+    if constexpr (has_three_cta_variant(kHeadDim, std::is_same_v<Elt, __nv_bfloat16>, kFormat)) {
+      if (ctas_per_sm == 3) {
+        status = launch_variant<kHeadDim, Elt, kFormat, 3>(p, grid, stream);
+        return;
       }
-      return launch_variant<kHeadDim, Elt, kFormat>(p, grid, stream);
     }
-    // After this row's kernels, so that they are instantiated (and laid out) in the table's order.
-    return launch_for_format<kHeadDim, Elt, kIndex + 1>(p, format, grid, stream, ctas_per_sm);
-  }
+    status = launch_variant<kHeadDim, Elt, kFormat>(p, grid, stream);
+  });
+  return status;
 }
 
 template <int kHeadDim>

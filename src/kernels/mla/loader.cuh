@@ -85,6 +85,46 @@ struct MlaLoader {
     return index < list.count ? list.pages[index * p.page_col_stride] : kNoKey;
   }
 
+  // The page-table entries of the next kAhead blocks (each thread its key's), in flight together:
+  // the loop over a split's blocks runs kAhead blocks an unrolled pass (for_blocks), so that
+  // entry j always sits in the same register. Block b's entry is taken kAhead blocks after its
+  // load was issued. One block ahead left the load's latency exposed whenever the ring was not
+  // full: the fp8 raw ring's producer (copies only) then waited one L2 round trip a block.
+  template <int kAhead>
+  struct PagesAhead {
+    int page[kAhead];
+    int key0;  // the split's first key
+
+    __device__ PagesAhead(const MlaParams& p, const PageList& list, const Tile& t, int tid)
+        : key0(t.block_begin * kBlockKeys) {
+#pragma unroll
+      for (int j = 0; j < kAhead; ++j) {
+        page[j] =
+            j < t.num_blocks ? fetch_page(p, list, key0 + j * kBlockKeys, t.key_end, tid) : kNoKey;
+      }
+    }
+    // Block b = (a multiple of kAhead) + j: its entry, and block b + kAhead's load issued.
+    __device__ int take(const MlaParams& p, const PageList& list, const Tile& t, int b, int j,
+                        int tid) {
+      const int entry = page[j];
+      const int next = b + kAhead;
+      page[j] = next < t.num_blocks ? fetch_page(p, list, key0 + next * kBlockKeys, t.key_end, tid)
+                                    : kNoKey;
+      return entry;
+    }
+  };
+
+  // body(b, j) for b = 0 .. num_blocks - 1, j = b % kAhead a compile-time index after unrolling.
+  template <int kAhead, class Body>
+  __device__ static void for_blocks(int num_blocks, Body&& body) {
+    for (int b0 = 0; b0 < num_blocks; b0 += kAhead) {
+#pragma unroll
+      for (int j = 0; j < kAhead; ++j) {
+        if (b0 + j < num_blocks) body(b0 + j, j);
+      }
+    }
+  }
+
   __device__ static void write_row_entry(const MlaParams& p, int2* table, int first, int page,
                                          int request, int tid) {
     if (tid >= kBlockKeys) return;
@@ -282,18 +322,20 @@ struct MlaLoader {
     return sm.full(0) + Traits::kRawEmptyBarrier + slot;
   }
 
+  // The raw ring's producer only issues copies, so its blocks follow each other as fast as their
+  // page-table entries arrive: they are loaded kRawPagesAhead blocks ahead.
+  static constexpr int kRawPagesAhead = 2;
   __device__ static void run_fp8_raw(const MlaParams& p, const SharedPlan<Traits>& sm,
                                      const Tile& t, const PageList& list, uint32_t tid) {
-    const int key0 = t.block_begin * kBlockKeys;
-    int page =
-        t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
-    for (int b = 0; b < t.num_blocks; ++b) {
+    PagesAhead<kRawPagesAhead> pages(p, list, t, static_cast<int>(tid));
+    for_blocks<kRawPagesAhead>(t.num_blocks, [&](int b, int j) {
       const int slot = b % Traits::kRawSlots;
-      const int2* table = publish_rows(p, sm, t, list, key0, b, page, tid);
+      const int2* table =
+          publish_rows(p, sm, t, pages.key0, b, pages.take(p, list, t, b, j, tid), tid);
       ptx::mbarrier_wait_or_trap(raw_empty(sm, slot), ((b / Traits::kRawSlots) & 1) ^ 1);
       copy_fp8(p, ptx::smem_address(table), ptx::smem_address(sm.raw(slot)), tid);
       ptx::cp_async_mbarrier_arrive_noinc(raw_full(sm, slot));
-    }
+    });
   }
 
   // fp8 cache: the producer's loop. Block b's row table is written and its copies issued kFp8Ahead
@@ -303,31 +345,24 @@ struct MlaLoader {
   // after block n's codes were widened (their registers consumed: no read of the slot is still
   // pending when the copy overwrites it).
   // Block b's row table (Plan::kRowTables of them, used in turn) from `page`, its thread's key's
-  // page-table entry: written, the producer warpgroup's barrier, then `page` becomes the next
-  // block's entry, in flight while block b is copied.
+  // page-table entry (PagesAhead::take): written, then the producer warpgroup's barrier.
   template <class Plan>
   __device__ static const int2* publish_rows(const MlaParams& p, const Plan& sm, const Tile& t,
-                                             const PageList& list, int key0, int b, int& page,
-                                             uint32_t tid) {
+                                             int key0, int b, int page, uint32_t tid) {
     int2* table = sm.row_table(b % Plan::kRowTables);
-    const int first = key0 + b * kBlockKeys;
-    write_row_entry(p, table, first, page, t.batch, static_cast<int>(tid));
+    write_row_entry(p, table, key0 + b * kBlockKeys, page, t.batch, static_cast<int>(tid));
     ptx::named_barrier_sync(kProducer, 128);
-    if (b + 1 < t.num_blocks) {
-      page = fetch_page(p, list, first + kBlockKeys, t.key_end, static_cast<int>(tid));
-    }
     return table;
   }
 
   __device__ static void run_fp8(const MlaParams& p, const SharedPlan<Traits>& sm, const Tile& t,
                                  const PageList& list, uint32_t tid) {
-    const int key0 = t.block_begin * kBlockKeys;
-    int page =
-        t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
+    PagesAhead<1> pages(p, list, t, static_cast<int>(tid));
     // Block b's table (double-buffered: block b - 2's copies were issued a barrier ago) and copies.
     auto issue = [&](int b) {
       if (b < t.num_blocks) {
-        const int2* table = publish_rows(p, sm, t, list, key0, b, page, tid);
+        const int2* table =
+            publish_rows(p, sm, t, pages.key0, b, pages.take(p, list, t, b, 0, tid), tid);
         copy_fp8(p, ptx::smem_address(table), ptx::smem_address(sm.raw(b % kFp8Ahead)), tid);
       }
       ptx::cp_async_commit();
@@ -356,14 +391,13 @@ struct MlaLoader {
     } else if constexpr (Traits::kFp8Cache) {
       run_fp8(p, sm, t, list, tid);
     } else {
-      const int key0 = t.block_begin * kBlockKeys;
-      int page =
-          t.num_blocks > 0 ? fetch_page(p, list, key0, t.key_end, static_cast<int>(tid)) : kNoKey;
+      PagesAhead<1> pages(p, list, t, static_cast<int>(tid));
       for (int n = 0; n < t.num_blocks; ++n) {
         const uint32_t stage = n % Traits::kStages;
         const uint32_t phase = (n / Traits::kStages) & 1;
-        const int2* table = publish_rows(p, sm, t, list, key0, n, page, tid);
-        const int first = key0 + n * kBlockKeys;
+        const int2* table =
+            publish_rows(p, sm, t, pages.key0, n, pages.take(p, list, t, n, 0, tid), tid);
+        const int first = pages.key0 + n * kBlockKeys;
         const uint32_t table_addr = ptx::smem_address(table);
         // The whole block in one page, every key present: key 0's entry names the page.
         const int2 head = table_entry(table_addr, 0);

@@ -52,17 +52,17 @@ struct SeesawLoader {
     // An odd block count is padded with a block past the split's end: every key is "not to be
     // read", so the gather writes zeros (P = 0 meets V = 0) and the consumers mask it whole.
     const int pairs = (t.num_blocks + 1) / 2;
-    const int key0 = t.block_begin * kKeys;
-    int page = t.num_blocks > 0
-                   ? Loader::fetch_page(p, list, key0, t.key_end, static_cast<int>(tid))
-                   : Loader::kNoKey;
+    // Both blocks of the next pair's entries in flight while a pair is copied.
+    typename Loader::template PagesAhead<2> pages(p, list, t, static_cast<int>(tid));
+    const int key0 = pages.key0;
     for (int k = 0; k < pairs; ++k) {
       Source src[2];
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
         const int n = 2 * k + b;
-        if (n >= t.num_blocks) page = Loader::kNoKey;
-        const int2* table = Loader::publish_rows(p, sm, t, list, key0, n, page, tid);
+        // take() gives the padding block (n = num_blocks) no page: its rows are zeros.
+        const int page = pages.take(p, list, t, n, b, static_cast<int>(tid));
+        const int2* table = Loader::publish_rows(p, sm, t, key0, n, page, tid);
         src[b].table = ptx::smem_address(table);
         src[b].head = Loader::table_entry(src[b].table, 0);
         src[b].by_tma = p.tma && src[b].head.x >= 0 && key0 + (n + 1) * kKeys <= t.key_end;

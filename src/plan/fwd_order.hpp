@@ -1,0 +1,29 @@
+// Order of the fwd kernel's persistent tile walk (kernels/fwd/tile_scheduler.cuh): whether the
+// m-blocks of a (batch, head) pair go out in heavy + light pairs. Pure C++ (no CUDA), tested on
+// the CPU.
+#pragma once
+
+#include <cstdint>
+
+namespace hopattn::plan {
+
+// With a diagonal in the mask (causal, or a window bounded on the right) a tile's work grows
+// with its m-block: m-block m of n sees about (m + 1) / n of the keys. The LPT order then runs
+// each L2 section's tiles from heavy to light, and the static round-robin over the grid meets a
+// sawtooth: with 128 m-blocks a section and 132 CTAs (B = 1, hd256, 16k: one head a section), a
+// replay of the walk puts the busiest CTA at 1.79x the mean (1.2x at hd128 16k, 1.1x at
+// S = 1k, B = 16), which is what the causal rows lose against the non-causal ones. Paired, CTA
+// takes m-blocks n' - 1 - k and k of one pair back to back (n' = n rounded up to even; m-block n
+// is an empty tile), so every unit costs about the same and the busiest CTA is within one unit
+// of the mean (1.03x in the same replay). Only with at least two tiles a CTA: below that, pairs
+// would halve the CTAs at work.
+constexpr bool fwd_pair_tiles(bool diagonal, int64_t tiles, int grid) {
+  return diagonal && grid > 0 && tiles >= 2 * static_cast<int64_t>(grid);
+}
+
+// m-blocks the walk covers: n, rounded up to even when paired (the extra one has no rows).
+constexpr int fwd_walk_m_blocks(int m_blocks, bool paired) {
+  return paired ? m_blocks + (m_blocks & 1) : m_blocks;
+}
+
+}  // namespace hopattn::plan

@@ -7,13 +7,17 @@
 namespace hopattn::plan {
 namespace {
 
-TEST(PlanFwdOrder, PairsDiagonalMasksWithTwoTilesACta) {
-  EXPECT_TRUE(fwd_pair_tiles(true, 1024, 132));
-  EXPECT_TRUE(fwd_pair_tiles(true, 264, 132));
-  EXPECT_FALSE(fwd_pair_tiles(true, 263, 132));    // pairs would leave CTAs without work
-  EXPECT_FALSE(fwd_pair_tiles(false, 1024, 132));  // equal tiles: nothing to even out
-  EXPECT_FALSE(fwd_pair_tiles(true, 1024, 0));
-  EXPECT_TRUE(fwd_pair_tiles(true, int64_t{1} << 31, 132));
+TEST(PlanFwdOrder, PairsDiagonalMasksWhoseUnitsFillTheRounds) {
+  // B = 1, 8 heads, 128 m-blocks (hd256 16k): 512 units, 4 rounds of 132 hold 528 (3.1% idle).
+  EXPECT_TRUE(fwd_pair_tiles(true, 128, 8, 132));
+  EXPECT_FALSE(fwd_pair_tiles(false, 128, 8, 132));  // equal tiles: nothing to even out
+  EXPECT_TRUE(fwd_pair_tiles(true, 8, 256, 132));    // S = 1k, B = 16, 16 heads: 1024 units
+  EXPECT_TRUE(fwd_pair_tiles(true, 3, 264, 132));    // 528 units: 4 full rounds
+  EXPECT_FALSE(fwd_pair_tiles(true, 3, 272, 132));   // 544 units: a fifth round 12 / 132 full
+  EXPECT_FALSE(fwd_pair_tiles(true, 2, 131, 132));   // fewer units than CTAs
+  EXPECT_TRUE(fwd_pair_tiles(true, 2, 132, 132));
+  EXPECT_FALSE(fwd_pair_tiles(true, 128, 8, 0));
+  EXPECT_TRUE(fwd_pair_tiles(true, int64_t{1} << 20, 4096, 132));  // no overflow
 }
 
 TEST(PlanFwdOrder, WalkMBlocksEvenWhenPaired) {

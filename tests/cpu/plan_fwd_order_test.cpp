@@ -12,8 +12,9 @@ TEST(PlanFwdOrder, PairsDiagonalMasksWhoseUnitsFillTheRounds) {
   EXPECT_TRUE(fwd_pair_tiles(true, 128, 8, 132));
   EXPECT_FALSE(fwd_pair_tiles(false, 128, 8, 132));  // equal tiles: nothing to even out
   EXPECT_TRUE(fwd_pair_tiles(true, 8, 256, 132));    // S = 1k, B = 16, 16 heads: 1024 units
-  EXPECT_TRUE(fwd_pair_tiles(true, 3, 264, 132));    // 528 units: 4 full rounds
-  EXPECT_FALSE(fwd_pair_tiles(true, 3, 272, 132));   // 544 units: a fifth round 12 / 132 full
+  EXPECT_TRUE(fwd_pair_tiles(true, 4, 264, 132));    // 528 units: 4 full rounds
+  EXPECT_FALSE(fwd_pair_tiles(true, 4, 272, 132));   // 544 units: a fifth round 12 / 132 full
+  EXPECT_FALSE(fwd_pair_tiles(true, 3, 528, 132));   // odd: a light unit a pair
   EXPECT_FALSE(fwd_pair_tiles(true, 2, 131, 132));   // fewer units than CTAs
   EXPECT_TRUE(fwd_pair_tiles(true, 2, 132, 132));
   EXPECT_FALSE(fwd_pair_tiles(true, 128, 8, 0));

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Replay of the fwd kernel's persistent tile walk on the host: how evenly the static walk spreads
+causal work over the CTAs (src/kernels/fwd/tile_scheduler.cuh), plain and paired, and which one
+plan::fwd_pair_tiles (src/plan/fwd_order.hpp) picks.
+
+A tile's work is its KV blocks (dense, bottom-right causal, q_len = kv_len) plus one block for its
+fixed cost; a CTA's time is the sum of its tiles'. The walk is the kernel's: L2 sections of
+(batch, head) pairs whose K and V fit half of a 50 MB L2, LPT order inside a section, the snake
+over the grid; paired, units of m-blocks n - 1 - k and k. The C++ host tests
+(tests/gpu/fwd_schedule_test.cu) check the kernel's own functions against the same figures.
+
+    python3 tools/fwd_walk_replay.py                 # the issue rows and the rule's sweep
+    python3 tools/fwd_walk_replay.py 16384 8 1 256   # S, heads, batch, head dim
+"""
+import math
+import sys
+
+GRID, L2_HALF = 132, 25 << 20
+
+
+def block_n(d):
+    return 80 if d == 256 else 128
+
+
+def section_pairs(s, heads, batch, d):
+    return min(max(1, L2_HALF // (s * d * 4)), heads * batch)
+
+
+def busiest_over_mean(s, heads, batch, d, paired, grid=GRID):
+    m_blocks = (s + 127) // 128
+    walk_m = m_blocks + (m_blocks & 1) if paired else m_blocks
+    bn, bh = block_n(d), heads * batch
+    sec = section_pairs(s, heads, batch, d)
+
+    def cost(m):
+        return 0 if m >= m_blocks else math.ceil(min((m + 1) * 128, s) / bn) + 1
+
+    units = []  # the order: sections, then rank, then the section's pairs
+    ranks = walk_m // 2 if paired else walk_m
+    for first in range(0, bh, sec):
+        for k in range(ranks):
+            for _ in range(min(sec, bh - first)):
+                units.append(cost(walk_m - 1 - k) + (cost(k) if paired else 0))
+    g = min(grid, len(units))
+    load = [0] * g
+    for i, w in enumerate(units):
+        r, c = divmod(i, g)
+        load[c if r % 2 == 0 else g - 1 - c] += w
+    return max(load) / (sum(load) / g)
+
+
+def pair_rule(s, heads, batch, grid=GRID):
+    m_blocks = (s + 127) // 128
+    if m_blocks % 2:
+        return False
+    units = m_blocks // 2 * heads * batch
+    rounds = -(-units // grid)
+    return units >= grid and rounds * grid * 25 <= units * 26
+
+
+def row(s, heads, batch, d):
+    plain = busiest_over_mean(s, heads, batch, d, False)
+    paired = busiest_over_mean(s, heads, batch, d, True)
+    pick = paired if pair_rule(s, heads, batch) else plain
+    print(f"S={s} heads={heads} B={batch} hd{d}: plain {plain:.3f}, paired {paired:.3f}, "
+          f"rule {'paired' if pair_rule(s, heads, batch) else 'plain'} -> {pick:.3f}")
+    return plain, pick
+
+
+def main():
+    if len(sys.argv) == 5:
+        row(*map(int, sys.argv[1:]))
+        return
+    for args in [(16384, 8, 1, 256), (4096, 8, 4, 256), (2048, 8, 8, 256), (16384, 16, 1, 128),
+                 (1024, 16, 16, 128), (16384, 32, 1, 64), (1024, 32, 16, 64)]:
+        row(*args)
+    n, worse, log_plain, log_pick = 0, 0, 0.0, 0.0
+    for d in (64, 128, 256):
+        for s in (512, 1000, 1024, 2048, 3000, 4096, 5000, 6000, 7000, 8192, 9000, 12000, 16384,
+                  20000, 32768):
+            for heads in (1, 2, 4, 8, 16, 32, 64):
+                for batch in (1, 2, 3, 4, 8, 16):
+                    if (s + 127) // 128 * heads * batch < 2 * GRID:
+                        continue
+                    plain = busiest_over_mean(s, heads, batch, d, False)
+                    pick = (busiest_over_mean(s, heads, batch, d, True)
+                            if pair_rule(s, heads, batch) else plain)
+                    n += 1
+                    worse += pick > plain * 1.04
+                    log_plain += math.log(plain)
+                    log_pick += math.log(pick)
+    print(f"sweep: {n} shapes, busiest CTA over the mean (geometric mean): plain "
+          f"{math.exp(log_plain / n):.3f}, with the rule {math.exp(log_pick / n):.3f}; "
+          f"{worse} shapes more than 4% worse than plain")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,7 +6,8 @@ plan::fwd_pair_tiles (src/plan/fwd_order.hpp) picks.
 A tile's work is its KV blocks (dense, bottom-right causal, q_len = kv_len) plus one block for its
 fixed cost; a CTA's time is the sum of its tiles'. The walk is the kernel's: L2 sections of
 (batch, head) pairs whose K and V fit half of a 50 MB L2, LPT order inside a section, the snake
-over the grid; paired, units of m-blocks n - 1 - k and k. The C++ host tests
+over the grid; paired, units of m-blocks n - 1 - k and k. Dense calls (equal lengths) only: the
+rule leaves varlen calls, whose lengths the host does not see, unpaired. The C++ host tests
 (tests/gpu/fwd_schedule_test.cu) check the kernel's own functions against the same figures.
 
     python3 tools/fwd_walk_replay.py                 # the issue rows and the rule's sweep

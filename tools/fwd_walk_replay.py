@@ -12,8 +12,10 @@ rule leaves varlen calls, whose lengths the host does not see, unpaired. The C++
 
     python3 tools/fwd_walk_replay.py                 # the issue rows and the rule's sweep
     python3 tools/fwd_walk_replay.py 16384 8 1 256   # S, heads, batch, head dim
+    python3 tools/fwd_walk_replay.py varlen          # random varlen mixes, plain and paired
 """
 import math
+import random
 import sys
 
 GRID, L2_HALF = 132, 25 << 20
@@ -27,21 +29,26 @@ def section_pairs(s, heads, batch, d):
     return min(max(1, L2_HALF // (s * d * 4)), heads * batch)
 
 
-def busiest_over_mean(s, heads, batch, d, paired, grid=GRID):
+def busiest_over_mean(s, heads, batch, d, paired, grid=GRID, lengths=None):
+    """lengths: varlen sequence lengths (q = kv each; s is then their maximum)."""
+    lengths = lengths or [s] * batch
+    batch = len(lengths)
     m_blocks = (s + 127) // 128
     walk_m = m_blocks + (m_blocks & 1) if paired else m_blocks
     bn, bh = block_n(d), heads * batch
     sec = section_pairs(s, heads, batch, d)
 
-    def cost(m):
-        return 0 if m >= m_blocks else math.ceil(min((m + 1) * 128, s) / bn) + 1
+    def cost(m, b):
+        n = lengths[b]
+        return 0 if m * 128 >= n else math.ceil(min((m + 1) * 128, n) / bn) + 1
 
     units = []  # the order: sections, then rank, then the section's pairs
     ranks = walk_m // 2 if paired else walk_m
     for first in range(0, bh, sec):
         for k in range(ranks):
-            for _ in range(min(sec, bh - first)):
-                units.append(cost(walk_m - 1 - k) + (cost(k) if paired else 0))
+            for pair in range(first, min(first + sec, bh)):
+                b = pair // heads
+                units.append(cost(walk_m - 1 - k, b) + (cost(k, b) if paired else 0))
     g = min(grid, len(units))
     load = [0] * g
     for i, w in enumerate(units):
@@ -68,7 +75,28 @@ def row(s, heads, batch, d):
     return plain, pick
 
 
+def varlen_mixes(trials=200):
+    rng = random.Random(1)
+    logs, n = [0.0, 0.0], 0
+    for _ in range(trials):
+        count, heads, d = rng.choice([2, 4, 8, 16, 32]), rng.choice([8, 16, 32]), rng.choice(
+            [64, 128, 256])
+        lengths = [rng.randint(64, 8192) for _ in range(count)]
+        s = max(lengths)
+        if (s + 127) // 128 % 2:  # even m-block counts, as the rule pairs
+            lengths[lengths.index(s)] = s = s + 128
+        for i, paired in enumerate((False, True)):
+            logs[i] += math.log(busiest_over_mean(s, heads, 0, d, paired, lengths=lengths))
+        n += 1
+    print(f"varlen: {n} random mixes of 2-32 sequences of 64..8192 tokens, busiest CTA over the "
+          f"mean (geometric mean): plain {math.exp(logs[0] / n):.3f}, paired "
+          f"{math.exp(logs[1] / n):.3f}")
+
+
 def main():
+    if sys.argv[1:] == ["varlen"]:
+        varlen_mixes()
+        return
     if len(sys.argv) == 5:
         row(*map(int, sys.argv[1:]))
         return

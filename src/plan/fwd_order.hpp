@@ -7,8 +7,9 @@
 
 namespace hopattn::plan {
 
-// With a diagonal in the mask (causal, or a window bounded on the right) a tile's work grows
-// with its m-block: m-block m of n sees about (m + 1) / n of the keys. The LPT order then runs
+// With a diagonal in the mask and no left bound (causal, or a window bounded on the right only:
+// `diagonal`) a tile's work grows with its m-block: m-block m of n sees about (m + 1) / n of
+// the keys. (A left bound makes every tile past the first few equal.) The LPT order then runs
 // each L2 section's tiles from heavy to light, and the static round-robin over the grid meets a
 // sawtooth: with 128 m-blocks a section and 132 CTAs (B = 1, hd256, 16k: one head a section), a
 // replay of the walk (tools/fwd_walk_replay.py) puts the busiest CTA at 1.79x the mean (1.2x at

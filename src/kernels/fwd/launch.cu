@@ -239,8 +239,11 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   p.sched.num_heads = p.pack.pack > 1 ? p.heads_kv : p.heads_q;
   p.sched.batch = p.seq.batch;
   const int64_t bh = static_cast<int64_t>(p.sched.num_heads) * p.seq.batch;
-  p.sched.paired = plan::fwd_pair_tiles(p.mask.window_right >= 0, !varlen && !paged, m_blocks, bh,
-                                        sm_count(device, kWhere));
+  // A tile's work grows with its m-block only under a diagonal with no left bound (a left bound
+  // makes every tile past the first few equal: nothing to pair).
+  const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
+  p.sched.paired =
+      plan::fwd_pair_tiles(growing, !varlen && !paged, m_blocks, bh, sm_count(device, kWhere));
   p.sched.num_m_blocks = plan::fwd_walk_m_blocks(m_blocks, p.sched.paired);
   const int64_t total_tiles = static_cast<int64_t>(p.sched.num_m_blocks) * bh;
   if (total_tiles > INT32_MAX) unsupported("more than 2^31 work tiles");

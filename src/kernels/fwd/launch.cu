@@ -309,7 +309,7 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchO
                 int device, cudaStream_t stream) {
   const FwdParams p = prepare_params(args, opts, launch, device, Traits::kBlockN);
   if (p.sched.total_tiles == 0) return;
-  // Paired, a CTA takes two tiles at a time (at least two a CTA: plan/fwd_order.hpp).
+  // Paired, a CTA takes two tiles at a time (the rule pairs only where the units fill the grid).
   const int units = p.sched.paired ? p.sched.total_tiles / 2 : p.sched.total_tiles;
   const int grid = std::min(units, sm_count(device, kWhere));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");

@@ -14,14 +14,14 @@
 // q heads of one KV head run side by side and share its K/V in L2. Handing tiles out in
 // decreasing cost is the greedy LPT rule, which keeps the last wave short.
 //
-// Paired (SchedulerParams::paired, the rule in plan/fwd_order.hpp: a diagonal in the mask and
-// units that fill the grid's rounds within 4%): each section's heavy-to-light run of tiles is a
-// sawtooth over the sections, and a round-robin over it loads some CTAs with mostly heavy tiles
-// (1.79x the mean at B = 1, hd256, 16k causal). There the walk goes over units instead: unit k of a
-// (batch, head) pair is m-blocks n - 1 - k and k (n even; an odd count gets one empty m-block past
-// the end), about equal in cost for every k, and a CTA runs the two tiles of its unit back to back.
-// The units take the tiles' places in the order above (sections, then rank k, then the pairs of the
-// section) and the snake; tile index 2 u + h is tile h of unit u.
+// Paired (SchedulerParams::paired, where plan/fwd_order.hpp's rule says: dense calls with a
+// causal diagonal whose units fill the grid's rounds): each section's heavy-to-light run of tiles
+// is a sawtooth over the sections, and a round-robin over it loads some CTAs with mostly heavy
+// tiles (1.79x the mean at B = 1, hd256, 16k causal). There the walk goes over units instead: unit
+// k of a (batch, head) pair is m-blocks n - 1 - k and k (n even; an odd count gets one empty
+// m-block past the end), about equal in cost for every k, and a CTA runs the two tiles of its unit
+// back to back. The units take the tiles' places in the order above (sections, then rank k, then
+// the pairs of the section) and the snake; tile index 2 u + h is tile h of unit u.
 #pragma once
 
 #include <cstdint>

@@ -71,8 +71,7 @@ TEST(FwdKernel, ManyBlocksCausalAndFull) {
 // m-block count and units that fill the grid's rounds within 4%): kv_len > q_len (1 unit x 264
 // pairs), GQA packed (q_len 64: 2 m-blocks of 32 positions, 1 unit x 33 x 8 KV heads) and a
 // window bounded on the right only (2 units x 11 x 12 heads, MHA so that no packing changes the
-// count). Elsewhere they run the plain walk,
-// checked all the same.
+// count). Elsewhere they run the plain walk, checked all the same.
 TEST(FwdKernel, PairedCausalWalk) {
   SKIP_WITHOUT_HOPPER();
   check_case(dense_case(DType::kBF16, 33, 250, 300, 1, 8, true), test_seed());

@@ -13,7 +13,10 @@ rule leaves varlen calls, whose lengths the host does not see, unpaired. The C++
     python3 tools/fwd_walk_replay.py                 # the issue rows and the rule's sweep
     python3 tools/fwd_walk_replay.py 16384 8 1 256   # S, heads, batch, head dim
     python3 tools/fwd_walk_replay.py varlen          # random varlen mixes, plain and paired
+    python3 tools/fwd_walk_replay.py dynamic         # the same, each CTA taking the next unit
+                                                     # when it finishes (an atomic tile counter)
 """
+import heapq
 import math
 import random
 import sys
@@ -29,8 +32,9 @@ def section_pairs(s, heads, batch, d):
     return min(max(1, L2_HALF // (s * d * 4)), heads * batch)
 
 
-def busiest_over_mean(s, heads, batch, d, paired, grid=GRID, lengths=None):
-    """lengths: varlen sequence lengths (q = kv each; s is then their maximum)."""
+def walk_units(s, heads, batch, d, paired, lengths=None):
+    """The walk's units in order (sections, then rank, then the section's pairs), each its work.
+    lengths: varlen sequence lengths (q = kv each; s is then their maximum)."""
     lengths = lengths or [s] * batch
     batch = len(lengths)
     m_blocks = (s + 127) // 128
@@ -49,12 +53,57 @@ def busiest_over_mean(s, heads, batch, d, paired, grid=GRID, lengths=None):
             for pair in range(first, min(first + sec, bh)):
                 b = pair // heads
                 units.append(cost(walk_m - 1 - k, b) + (cost(k, b) if paired else 0))
+    return units
+
+
+def busiest_over_mean(s, heads, batch, d, paired, grid=GRID, lengths=None):
+    """The static walk: unit i to CTA i % grid, snaking back every other round."""
+    units = walk_units(s, heads, batch, d, paired, lengths)
     g = min(grid, len(units))
     load = [0] * g
     for i, w in enumerate(units):
         r, c = divmod(i, g)
         load[c if r % 2 == 0 else g - 1 - c] += w
     return max(load) / (sum(load) / g)
+
+
+def dynamic_busiest_over_mean(units, grid=GRID):
+    """Each CTA takes the next unit of the order when it finishes its last (fetch cost 0)."""
+    g = min(grid, len(units))
+    heap = [(0, c) for c in range(g)]
+    for w in units:
+        t, c = heapq.heappop(heap)
+        heapq.heappush(heap, (t + w, c))
+    return max(t for t, _ in heap) / (sum(units) / g)
+
+
+def dynamic_rows(trials=200):
+    for args in [(16384, 8, 1, 256), (4096, 8, 4, 256), (2048, 8, 8, 256), (16384, 16, 1, 128),
+                 (1024, 16, 16, 128), (16384, 32, 1, 64), (1024, 32, 16, 64)]:
+        plain, paired = (walk_units(*args, p) for p in (False, True))
+        print(f"S={args[0]} heads={args[1]} B={args[2]} hd{args[3]}: static plain "
+              f"{busiest_over_mean(*args, False):.3f} paired {busiest_over_mean(*args, True):.3f}; "
+              f"dynamic plain {dynamic_busiest_over_mean(plain):.3f} paired "
+              f"{dynamic_busiest_over_mean(paired):.3f}, all tiles heavy to light "
+              f"{dynamic_busiest_over_mean(sorted(plain, reverse=True)):.3f}")
+    rng = random.Random(1)
+    logs, n = [0.0] * 4, 0
+    for _ in range(trials):
+        count, heads, d = rng.choice([2, 4, 8, 16, 32]), rng.choice([8, 16, 32]), rng.choice(
+            [64, 128, 256])
+        lengths = [rng.randint(64, 8192) for _ in range(count)]
+        s = max(lengths)
+        plain = walk_units(s, heads, 0, d, False, lengths)
+        figures = (busiest_over_mean(s, heads, 0, d, False, lengths=lengths),
+                   dynamic_busiest_over_mean(plain),
+                   dynamic_busiest_over_mean(walk_units(s, heads, 0, d, True, lengths)),
+                   dynamic_busiest_over_mean(sorted(plain, reverse=True)))
+        logs = [a + math.log(f) for a, f in zip(logs, figures)]
+        n += 1
+    print(f"varlen: {n} random mixes (geometric mean of busiest over mean): static plain "
+          f"{math.exp(logs[0] / n):.3f}, dynamic plain {math.exp(logs[1] / n):.3f}, dynamic paired "
+          f"{math.exp(logs[2] / n):.3f}, dynamic over all tiles heavy to light "
+          f"{math.exp(logs[3] / n):.3f}")
 
 
 def pair_rule(s, heads, batch, grid=GRID):
@@ -96,6 +145,9 @@ def varlen_mixes(trials=200):
 def main():
     if sys.argv[1:] == ["varlen"]:
         varlen_mixes()
+        return
+    if sys.argv[1:] == ["dynamic"]:
+        dynamic_rows()
         return
     if len(sys.argv) == 5:
         row(*map(int, sys.argv[1:]))

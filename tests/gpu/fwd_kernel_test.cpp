@@ -67,6 +67,20 @@ TEST(FwdKernel, ManyBlocksCausalAndFull) {
   check_case(dense_case(DType::kFP16, 2, 300, 2000, 3, 1, false), test_seed());
 }
 
+// Causal calls the paired walk takes on a 132-SM device (plan/fwd_order.hpp: dense, an even
+// m-block count and units that fill the grid's rounds within 4%): kv_len > q_len (1 unit x 264
+// pairs), GQA packed (q_len 64: 2 m-blocks of 32 positions, 1 unit x 33 x 8 KV heads) and a
+// window bounded on the right only (2 units x 11 x 12 heads, MHA so that no packing changes the
+// count). Elsewhere they run the plain walk, checked all the same.
+TEST(FwdKernel, PairedCausalWalk) {
+  SKIP_WITHOUT_HOPPER();
+  check_case(dense_case(DType::kBF16, 33, 250, 300, 1, 8, true), test_seed());
+  check_case(dense_case(DType::kFP16, 33, 64, 700, 8, 4, true), test_seed());
+  FwdCase w = dense_case(DType::kBF16, 11, 400, 520, 12, 1, false);  // MHA: no packing
+  w.opts.window = {-1, 20};
+  check_case(w, test_seed());
+}
+
 TEST(FwdKernel, LargeLogits) {
   SKIP_WITHOUT_HOPPER();
   FwdCase c = dense_case(DType::kBF16, 1, 257, 515, 2, 2, true);

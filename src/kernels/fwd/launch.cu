@@ -17,6 +17,7 @@
 #include "kernels/fwd/launch.hpp"
 #include "kernels/fwd/pack_gqa.hpp"
 #include "kernels/fwd/prepare.hpp"
+#include "plan/fwd_order.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
@@ -234,11 +235,17 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   }
 
   set_packing(opts, max_seqlen_q, block_m, static_cast<int>(q.d / 64), p);
-  p.sched.num_m_blocks = (max_seqlen_q + p.pack.positions - 1) / p.pack.positions;
+  const int m_blocks = (max_seqlen_q + p.pack.positions - 1) / p.pack.positions;
   p.sched.num_heads = p.pack.pack > 1 ? p.heads_kv : p.heads_q;
   p.sched.batch = p.seq.batch;
-  const int64_t total_tiles =
-      static_cast<int64_t>(p.sched.num_m_blocks) * p.sched.num_heads * p.seq.batch;
+  const int64_t bh = static_cast<int64_t>(p.sched.num_heads) * p.seq.batch;
+  // A tile's work grows with its m-block only under a diagonal with no left bound (a left bound
+  // makes every tile past the first few equal: nothing to pair).
+  const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
+  p.sched.paired =
+      plan::fwd_pair_tiles(growing, !varlen && !paged, m_blocks, bh, sm_count(device, kWhere));
+  p.sched.num_m_blocks = plan::fwd_walk_m_blocks(m_blocks, p.sched.paired);
+  const int64_t total_tiles = static_cast<int64_t>(p.sched.num_m_blocks) * bh;
   if (total_tiles > INT32_MAX) unsupported("more than 2^31 work tiles");
   p.sched.total_tiles = static_cast<int>(total_tiles);
   if (total_tiles > 0) {
@@ -302,7 +309,9 @@ void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchO
                 int device, cudaStream_t stream) {
   const FwdParams p = prepare_params(args, opts, launch, device, Traits::kBlockN);
   if (p.sched.total_tiles == 0) return;
-  const int grid = std::min(p.sched.total_tiles, sm_count(device, kWhere));
+  // Paired, a CTA takes two tiles at a time (the rule pairs only where the units fill the grid).
+  const int units = p.sched.paired ? p.sched.total_tiles / 2 : p.sched.total_tiles;
+  const int grid = std::min(units, sm_count(device, kWhere));
   cuda_ok(launch_kernel<Traits>(p, grid, stream), "fwd kernel launch");
 }
 

@@ -13,6 +13,15 @@
 // (with causal masking or varlen it has the most KV tiles), then the heads of the section, so the
 // q heads of one KV head run side by side and share its K/V in L2. Handing tiles out in
 // decreasing cost is the greedy LPT rule, which keeps the last wave short.
+//
+// Paired (SchedulerParams::paired, where plan/fwd_order.hpp's rule says: dense calls with a
+// causal diagonal whose units fill the grid's rounds): each section's heavy-to-light run of tiles
+// is a sawtooth over the sections, and a round-robin over it loads some CTAs with mostly heavy
+// tiles (1.79x the mean at B = 1, hd256, 16k causal). There the walk goes over units instead: unit
+// k of a (batch, head) pair is m-blocks n - 1 - k and k (n even; an odd count gets one empty
+// m-block past the end), about equal in cost for every k, and a CTA runs the two tiles of its unit
+// back to back. The units take the tiles' places in the order above (sections, then rank k, then
+// the pairs of the section) and the snake; tile index 2 u + h is tile h of unit u.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +40,7 @@ class LptTileScheduler {
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters): its fields are
   // read where needed rather than copied into registers, which the producer thread has few of.
   __device__ explicit LptTileScheduler(const SchedulerParams& p)
-      : p_(p), state_(2 * static_cast<int>(blockIdx.x)) {}
+      : p_(p), state_(first_state(static_cast<int>(blockIdx.x), p.paired)) {}
   __device__ explicit LptTileScheduler(const FwdParams& p) : LptTileScheduler(p.sched) {}
 
   __device__ bool valid() const { return (state_ >> 1) < p_.total_tiles; }
@@ -43,7 +52,7 @@ class LptTileScheduler {
     uint32_t grid, cta;
     asm volatile("mov.u32 %0, %%nctaid.x;\n" : "=r"(grid));
     asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(cta));
-    state_ = next_state(state_, static_cast<int>(cta), static_cast<int>(grid));
+    state_ = next_state(state_, static_cast<int>(cta), static_cast<int>(grid), p_.paired);
   }
 
   __device__ WorkTile tile() const { return tile_at(p_, state_ >> 1); }
@@ -54,19 +63,31 @@ class LptTileScheduler {
     return make_tile_info<Traits, kReport>(p, w, note);
   }
 
-  // The state after `state` for CTA `cta` (host-callable for tests): from the c-th tile of an even
-  // round to the (grid - 1 - c)-th of the next, and back.
-  __host__ __device__ static int next_state(int state, int cta, int grid) {
+  // CTA `cta`'s first state: tile (paired: unit) `cta` of an even round.
+  __host__ __device__ static int first_state(int cta, bool paired) {
+    return paired ? 4 * cta : 2 * cta;
+  }
+
+  // The state after `state` for CTA `cta` (host-callable for tests): from the c-th tile (paired:
+  // unit, after its first tile the second) of an even round to the (grid - 1 - c)-th of the next,
+  // and back.
+  __host__ __device__ static int next_state(int state, int cta, int grid, bool paired) {
     const bool odd = (state & 1) != 0;
-    const int linear = (state >> 1) + (odd ? 2 * cta + 1 : 2 * (grid - cta) - 1);
-    return 2 * linear + (odd ? 0 : 1);
+    const int step = odd ? 2 * cta + 1 : 2 * (grid - cta) - 1;
+    if (paired) {
+      const int linear = state >> 1;
+      if ((linear & 1) == 0) return state + 2;  // the unit's second tile, same round
+      return 4 * ((linear >> 1) + step) + (odd ? 0 : 1);
+    }
+    return 2 * ((state >> 1) + step) + (odd ? 0 : 1);
   }
 
   // Tile number `linear` of the order (host-callable for tests).
   __host__ __device__ static WorkTile tile_at(const SchedulerParams& p, int linear_index) {
     const uint32_t linear = static_cast<uint32_t>(linear_index);
-    const uint32_t section = p.per_section.divide(linear);
-    const uint32_t rem = linear - section * p.per_section.divisor;
+    const uint32_t index = p.paired ? linear >> 1 : linear;  // the unit's, or the tile's
+    const uint32_t section = p.per_section.divide(index);
+    const uint32_t rem = index - section * p.per_section.divisor;
     const uint32_t first_bh = section * p.section.divisor;
     // The last section may be short: its pairs divide the remainder instead.
     const bool last = first_bh + p.section.divisor >
@@ -76,7 +97,8 @@ class LptTileScheduler {
     const uint32_t bh = first_bh + (rem - m_rank * pairs.divisor);
     const uint32_t batch = p.heads.divide(bh);
     WorkTile w;
-    w.m_block = p.num_m_blocks - 1 - static_cast<int>(m_rank);
+    const int heavy = p.num_m_blocks - 1 - static_cast<int>(m_rank);
+    w.m_block = p.paired && (linear & 1) != 0 ? static_cast<int>(m_rank) : heavy;
     w.batch = static_cast<int>(batch);
     w.head = static_cast<int>(bh - batch * p.heads.divisor);
     return w;

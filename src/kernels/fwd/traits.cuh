@@ -278,19 +278,24 @@ struct PackParams {
 };
 
 struct SchedulerParams {
-  int num_m_blocks = 0;  // ceil(max_seqlen_q / positions per tile)
+  int num_m_blocks = 0;  // ceil(max_seqlen_q / positions per tile); even when paired
   int num_heads = 0;     // Hq, or Hkv with GQA packing (a work tile's `head`)
   int batch = 0;
   int section_bh = 1;  // (batch, head) pairs per L2 section
   int total_tiles = 0;
-  // Divisions of the tile index (tile_scheduler.cuh), set by set_divisors() from the fields
-  // above: by num_m_blocks * section_bh, by section_bh, by the last section's pairs, by num_heads.
+  // m-blocks in heavy + light pairs (plan/fwd_order.hpp, tile_scheduler.cuh): the walk goes
+  // over units of two tiles, num_m_blocks / 2 units a (batch, head) pair.
+  bool paired = false;
+  // Divisions of the tile (paired: unit) index (tile_scheduler.cuh), set by set_divisors() from
+  // the fields above: by the tiles (units) of a section, by section_bh, by the last section's
+  // pairs, by num_heads.
   FastDivisor per_section, section, last_section, heads;
 
+  int ranks() const { return paired ? num_m_blocks / 2 : num_m_blocks; }
   void set_divisors() {
     const int bh_total = num_heads * batch;
     const int last = bh_total - (bh_total - 1) / section_bh * section_bh;
-    per_section = FastDivisor::of(static_cast<uint32_t>(num_m_blocks * section_bh));
+    per_section = FastDivisor::of(static_cast<uint32_t>(ranks() * section_bh));
     section = FastDivisor::of(static_cast<uint32_t>(section_bh));
     last_section = FastDivisor::of(static_cast<uint32_t>(last));
     heads = FastDivisor::of(static_cast<uint32_t>(num_heads));

@@ -51,8 +51,8 @@ Shape (defaults: the tour's shapes; the model shape on a GPU, a short one on the
   --kv-dtype T        KV cache: decode bf16 | fp16 | fp8_e4m3 | fp8_e5m2 | int8; mla and batch
                       q's or fp8_e4m3
 Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
-  --causal | --no-causal   bottom-right aligned causal mask (default: off for fwd/bwd, on for
-                           decode and mla)
+  --causal | --no-causal   bottom-right aligned causal mask (default: on, as in the model
+                           shapes; --no-causal for the full mask)
   --window L,R        sliding window, keys left/right of the diagonal (-1 = unbounded)
   --softcap C         s = C * tanh(s / C) on the scaled logits (0 = off)
   --splits N          decode, mla GPU kernels: key splits per problem (0 = the library's choice)

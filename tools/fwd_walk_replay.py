@@ -22,6 +22,9 @@ import random
 import sys
 
 GRID, L2_HALF = 132, 25 << 20
+# (S, heads, batch, head dim) of the causal rows the notes name.
+ISSUE_ROWS = [(16384, 8, 1, 256), (4096, 8, 4, 256), (2048, 8, 8, 256), (16384, 16, 1, 128),
+              (1024, 16, 16, 128), (16384, 32, 1, 64), (1024, 32, 16, 64)]
 
 
 def block_n(d):
@@ -77,33 +80,26 @@ def dynamic_busiest_over_mean(units, grid=GRID):
     return max(t for t, _ in heap) / (sum(units) / g)
 
 
-def dynamic_rows(trials=200):
-    for args in [(16384, 8, 1, 256), (4096, 8, 4, 256), (2048, 8, 8, 256), (16384, 16, 1, 128),
-                 (1024, 16, 16, 128), (16384, 32, 1, 64), (1024, 32, 16, 64)]:
+def dynamic_rows():
+    for args in ISSUE_ROWS:
         plain, paired = (walk_units(*args, p) for p in (False, True))
         print(f"S={args[0]} heads={args[1]} B={args[2]} hd{args[3]}: static plain "
               f"{busiest_over_mean(*args, False):.3f} paired {busiest_over_mean(*args, True):.3f}; "
               f"dynamic plain {dynamic_busiest_over_mean(plain):.3f} paired "
               f"{dynamic_busiest_over_mean(paired):.3f}, all tiles heavy to light "
               f"{dynamic_busiest_over_mean(sorted(plain, reverse=True)):.3f}")
-    rng = random.Random(1)
-    logs, n = [0.0] * 4, 0
-    for _ in range(trials):
-        count, heads, d = rng.choice([2, 4, 8, 16, 32]), rng.choice([8, 16, 32]), rng.choice(
-            [64, 128, 256])
-        lengths = [rng.randint(64, 8192) for _ in range(count)]
-        s = max(lengths)
+
+    def figures(s, heads, d, lengths):
         plain = walk_units(s, heads, 0, d, False, lengths)
-        figures = (busiest_over_mean(s, heads, 0, d, False, lengths=lengths),
-                   dynamic_busiest_over_mean(plain),
-                   dynamic_busiest_over_mean(walk_units(s, heads, 0, d, True, lengths)),
-                   dynamic_busiest_over_mean(sorted(plain, reverse=True)))
-        logs = [a + math.log(f) for a, f in zip(logs, figures)]
-        n += 1
+        return (busiest_over_mean(s, heads, 0, d, False, lengths=lengths),
+                dynamic_busiest_over_mean(plain),
+                dynamic_busiest_over_mean(walk_units(s, heads, 0, d, True, lengths)),
+                dynamic_busiest_over_mean(sorted(plain, reverse=True)))
+
+    n, means = over_mixes(figures, even_m_blocks=False)
     print(f"varlen: {n} random mixes (geometric mean of busiest over mean): static plain "
-          f"{math.exp(logs[0] / n):.3f}, dynamic plain {math.exp(logs[1] / n):.3f}, dynamic paired "
-          f"{math.exp(logs[2] / n):.3f}, dynamic over all tiles heavy to light "
-          f"{math.exp(logs[3] / n):.3f}")
+          f"{means[0]:.3f}, dynamic plain {means[1]:.3f}, dynamic paired {means[2]:.3f}, "
+          f"dynamic over all tiles heavy to light {means[3]:.3f}")
 
 
 def pair_rule(s, heads, batch, grid=GRID):
@@ -124,22 +120,30 @@ def row(s, heads, batch, d):
     return plain, pick
 
 
-def varlen_mixes(trials=200):
+def over_mixes(figures, even_m_blocks, trials=200):
+    """figures(s, heads, d, lengths) over seeded random varlen mixes of 2-32 sequences of
+    64..8192 tokens; returns the count and the geometric mean of each figure. even_m_blocks: the
+    longest sequence grown by a block where its m-block count is odd, as the pair rule wants."""
     rng = random.Random(1)
-    logs, n = [0.0, 0.0], 0
+    rows = []
     for _ in range(trials):
         count, heads, d = rng.choice([2, 4, 8, 16, 32]), rng.choice([8, 16, 32]), rng.choice(
             [64, 128, 256])
         lengths = [rng.randint(64, 8192) for _ in range(count)]
         s = max(lengths)
-        if (s + 127) // 128 % 2:  # even m-block counts, as the rule pairs
+        if even_m_blocks and (s + 127) // 128 % 2:
             lengths[lengths.index(s)] = s = s + 128
-        for i, paired in enumerate((False, True)):
-            logs[i] += math.log(busiest_over_mean(s, heads, 0, d, paired, lengths=lengths))
-        n += 1
+        rows.append(figures(s, heads, d, lengths))
+    return trials, [math.exp(sum(map(math.log, column)) / trials) for column in zip(*rows)]
+
+
+def varlen_mixes():
+    n, means = over_mixes(
+        lambda s, heads, d, lengths: [
+            busiest_over_mean(s, heads, 0, d, paired, lengths=lengths) for paired in (False, True)
+        ], even_m_blocks=True)
     print(f"varlen: {n} random mixes of 2-32 sequences of 64..8192 tokens, busiest CTA over the "
-          f"mean (geometric mean): plain {math.exp(logs[0] / n):.3f}, paired "
-          f"{math.exp(logs[1] / n):.3f}")
+          f"mean (geometric mean): plain {means[0]:.3f}, paired {means[1]:.3f}")
 
 
 def main():
@@ -152,8 +156,7 @@ def main():
     if len(sys.argv) == 5:
         row(*map(int, sys.argv[1:]))
         return
-    for args in [(16384, 8, 1, 256), (4096, 8, 4, 256), (2048, 8, 8, 256), (16384, 16, 1, 128),
-                 (1024, 16, 16, 128), (16384, 32, 1, 64), (1024, 32, 16, 64)]:
+    for args in ISSUE_ROWS:
         row(*args)
     n, worse, log_plain, log_pick = 0, 0, 0.0, 0.0
     for d in (64, 128, 256):

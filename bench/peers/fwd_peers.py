@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Peer benchmark of the fwd family (issue 4): hopattn.attention against PyTorch SDPA with the
-cuDNN and the flash backends, and flex_attention (torch.compile) where SDPA has no equivalent
-(softcap, sliding window), all measured in the same process on the same inputs.
+cuDNN and the flash backends, FlashInfer's fa3 prefill (FlashAttention-3's kernels, through
+BatchPrefillWithRaggedKVCacheWrapper; skipped with a note where flashinfer does not import: peer
+kit ../shared/peers), and flex_attention (torch.compile) where SDPA has no equivalent (softcap,
+sliding window), all measured in the same process on the same inputs.
 
 Run on the device machine (torch with CUDA and cuDNN, hopattn installed with
 ``pip install --no-build-isolation .`` from the repository root):
@@ -32,6 +34,7 @@ import torch
 from peer_rows import (
     Row,
     add_head_dims_arg,
+    import_flashinfer,
     keep_head_dims,
     llama_rows,
     publish,
@@ -79,6 +82,38 @@ def hopattn_fn(row, x):
             x.q, x.k, x.v, causal=row.causal, window=window, softcap=row.softcap
         )
 
+    return fn
+
+
+_fi = None  # (flashinfer module or None, why not, workspace)
+
+
+def fa3_fn(row, x):
+    """FlashInfer's fa3 prefill over the row's q, k, v as ragged [B * S, H, D] (the same memory);
+    plan untimed. Windows and softcap as the row asks (its JIT cache holds hd 64/128/256 and hd128
+    with softcap or a window; other combinations compile on first use)."""
+    global _fi
+    if _fi is None:
+        fi, why = import_flashinfer()
+        ws = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda") if fi else None
+        _fi = (fi, why, ws)
+    fi, why, ws = _fi
+    if fi is None:
+        raise RuntimeError(why)
+    b, s = row.batch, row.seqlen
+    cu = torch.arange(0, (b + 1) * s, s, dtype=torch.int32, device="cuda")
+    wrapper = fi.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD", backend="fa3")
+    wrapper.plan(
+        cu, cu, row.hq, row.hkv, row.d, head_dim_vo=row.d_v, causal=row.causal,
+        window_left=row.window, logits_soft_cap=row.softcap if row.softcap > 0 else None,
+        q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16,
+    )  # fmt: skip
+    q, k, v = (t.reshape(b * s, *t.shape[2:]) for t in (x.q, x.k, x.v))
+
+    def fn():
+        return wrapper.run(q, k, v)
+
+    fn.keep = wrapper
     return fn
 
 
@@ -135,17 +170,19 @@ def run_row(row):
     measure(row, "hopattn", lambda: hopattn_fn(row, x))
     for backend in row.peers:
         measure(row, backend, lambda b=backend: sdpa_fn(row, x, b)[:2])
+    if row.d == row.d_v:  # fa3's hd192 x 128 is not in the kit's cache
+        measure(row, "fa3", lambda: fa3_fn(row, x))
     if row.flex:
         measure(row, "flex", lambda: flex_fn(row, x))
 
 
 # ------------------------------------------------------------------------------------ report
-IMPLS = ("hopattn", "cudnn", "flash", "flex")
+IMPLS = ("hopattn", "cudnn", "flash", "fa3", "flex")
 
 
 TITLES = (
-    "shape", "size", "mask", "hopattn TFLOP/s", "of floor", "cuDNN", "flash", "flex",
-    "vs cuDNN", "vs flash", "vs flex",
+    "shape", "size", "mask", "hopattn TFLOP/s", "of floor", "cuDNN", "flash", "fa3", "flex",
+    "vs cuDNN", "vs flash", "vs fa3", "vs flex",
 )  # fmt: skip
 
 

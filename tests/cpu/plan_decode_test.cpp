@@ -41,8 +41,8 @@ TEST(PlanDecode, SplitCallsNeedTheWorkspaceTheKernelIndexes) {
   EXPECT_EQ(p.rows_per_request, 4);
   EXPECT_EQ(p.rows_per_cta, 16);
   EXPECT_EQ(p.problems, 8);
-  EXPECT_EQ(p.num_splits, 32);  // 8 x 32 CTAs in one wave of 132 x 3 slots, 4 tiles each
-  EXPECT_EQ(p.config, 2);       // 256 CTAs fit two an SM: the two-CTA kernel's deeper ring
+  EXPECT_EQ(p.num_splits, 16);  // 8 x 16 CTAs, one an SM over a 16-bit cache, 8 tiles each
+  EXPECT_EQ(p.config, 2);       // the small-grid kernel
   ASSERT_GT(bytes, 0u);
   EXPECT_EQ(bytes, p.workspace_bytes);
   EXPECT_EQ(decode_workspace_size(a, opts), bytes);  // a pure function: same answer again
@@ -88,8 +88,15 @@ TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
   const plan::DecodePlan p = plan::plan_decode(one, opts, 132);
   EXPECT_TRUE(p.small);
   EXPECT_EQ(p.config, 2);
-  EXPECT_EQ(p.num_splits, 32);  // 256 CTAs: one wave of 132 x 2 slots
+  // A 16-bit cache: one CTA an SM (16 splits, 128 CTAs), not one wave of 132 x 2 slots.
+  EXPECT_EQ(p.num_splits, 16);
   EXPECT_EQ(p.workspace_bytes, decode_workspace_size(one, opts));
+  // Smaller parts take no more splits than the workspace holds.
+  for (int sms : {66, 78, 114, 120, 131}) {
+    EXPECT_LE(plan::plan_decode(one, opts, sms).num_splits, 16) << sms;
+  }
+  // Two requests (16 problems) keep the wave model's count: 16 x 16 CTAs exceed 132.
+  EXPECT_EQ(plan::plan_decode(cuda_decode(2, 512), opts, 132).num_splits, 16);
 
   for (int64_t batch : {1, 2, 4, 8, 16, 17, 64, 128}) {
     for (int64_t max_pages : {1, 64, 512, 2048}) {
@@ -104,7 +111,8 @@ TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
   for (DType cache : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kInt8}) {
     const plan::DecodePlan q = plan::plan_decode(cuda_decode(1, 512, cache), opts, 132);
     EXPECT_TRUE(q.small) << dtype_name(cache);
-    EXPECT_EQ(q.config, 2) << dtype_name(cache);  // not the three-CTA fp8 kernel
+    EXPECT_EQ(q.config, 2) << dtype_name(cache);       // not the three-CTA fp8 kernel
+    EXPECT_EQ(q.num_splits, 32) << dtype_name(cache);  // 8-bit: both CTAs of an SM convert
   }
 
   // What it does not take: a tree mask, beams, more than 16 rows, D = 256.

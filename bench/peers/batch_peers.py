@@ -49,7 +49,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from peer_rows import import_flashinfer, publish, ratio, require_cuda, short
+from peer_rows import flashinfer_with_workspace, publish, ratio, require_cuda, short
 
 HQ, HKV, D, PAGE = 32, 8, 128, 16
 SCALE = D**-0.5
@@ -209,9 +209,7 @@ class Bench:
             from peer_torch import L2Flush
 
             self.flush = L2Flush()
-        self.fi, self.fi_error = import_flashinfer()
-        if self.fi is not None:
-            self.fi_workspace = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
+        self.fi, self.fi_error, self.fi_workspace = flashinfer_with_workspace()
 
     def version(self):
         return getattr(self.fi, "__version__", "?") if self.fi else "absent"

@@ -34,7 +34,7 @@ import torch
 from peer_rows import (
     Row,
     add_head_dims_arg,
-    import_flashinfer,
+    flashinfer_with_workspace,
     keep_head_dims,
     llama_rows,
     publish,
@@ -85,7 +85,7 @@ def hopattn_fn(row, x):
     return fn
 
 
-_fi = None  # (flashinfer module or None, why not, workspace)
+_fi = None  # flashinfer_with_workspace()'s (module or None, why not, workspace), once
 
 
 def fa3_fn(row, x):
@@ -94,9 +94,7 @@ def fa3_fn(row, x):
     with softcap or a window; other combinations compile on first use)."""
     global _fi
     if _fi is None:
-        fi, why = import_flashinfer()
-        ws = torch.zeros(256 << 20, dtype=torch.uint8, device="cuda") if fi else None
-        _fi = (fi, why, ws)
+        _fi = flashinfer_with_workspace()
     fi, why, ws = _fi
     if fi is None:
         raise RuntimeError(why)

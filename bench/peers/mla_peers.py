@@ -54,7 +54,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from peer_rows import import_flashinfer, publish, ratio, require_cuda, short
+from peer_rows import flashinfer_with_workspace, publish, ratio, require_cuda, short
 
 CKV, KPE, PAGE = 512, 64, 64
 QK = CKV + KPE
@@ -407,9 +407,7 @@ class Bench:
         self.checks = []  # printed lines
         self.verdicts = {}  # family -> {peer: skip note or ""}
         self.wrappers, self.planned = {}, set()
-        self.fi, self.fi_error = import_flashinfer()
-        if self.fi is not None:
-            self.workspace = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        self.fi, self.fi_error, self.workspace = flashinfer_with_workspace()
 
     def version(self):
         return getattr(self.fi, "__version__", "?") if self.fi else "absent"

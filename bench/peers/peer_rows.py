@@ -126,6 +126,17 @@ def import_flashinfer():
     return flashinfer, ""
 
 
+def flashinfer_with_workspace():
+    """(flashinfer, "", workspace) when the peer kit imports, else (None, why, None): one zeroed
+    256 MB uint8 device buffer serves every FlashInfer wrapper (../shared/peers/README.md)."""
+    fi, why = import_flashinfer()
+    if fi is None:
+        return None, why, None
+    import torch
+
+    return fi, "", torch.zeros(256 << 20, dtype=torch.uint8, device="cuda")
+
+
 def rate_cells(row, impls, flops):
     """({impl: TFLOP/s or None}, [cell text per impl], [notes]) of a measured row; `flops` is the
     work of one call. A refused implementation shows n/a with its reason among the notes."""

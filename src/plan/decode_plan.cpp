@@ -131,19 +131,18 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
         choose_decode_splits(pl.problems, max_kv_len, int64_t(kHopperMaxSms) * per_sm);
     pl.num_splits =
         std::min(bound, choose_decode_splits(pl.problems, max_kv_len, int64_t(num_sms) * per_sm));
-  }
-  // Over a 16-bit cache the small kernel's second CTA an SM adds no read bandwidth (it has no
-  // conversions to overlap with another CTA's loads) but doubles the partials the last CTA
-  // merges: where one CTA an SM still gives every problem 16 splits or more (batch 1 at 8 KV
-  // heads), that many. Split sweep (docs/perf/NOTES.md, run set s, H200, B = 1): kv 8k 32 -> 16
-  // splits 21.5 -> 20.5 us, kv 32k 49.5 -> 48.9; over fp8 16 splits were 1.04-1.14x slower than
-  // 32. With this rule (run set u, H100): kv 8k 1.05x, kv 32k 1.03x, 64 q heads 1.10x faster.
-  // Decided by kHopperMaxSms's count (a shape-only rule), so that no device's plan takes more
-  // splits than the workspace's.
-  if (pl.small && kv_bytes == 2 && o.num_splits <= 0 && pl.problems > 0 &&
-      kHopperMaxSms / pl.problems >= 16) {
-    pl.num_splits = static_cast<int>(
-        std::clamp<int64_t>(std::min(num_sms, kHopperMaxSms) / pl.problems, 1, pl.num_splits));
+    // Over a 16-bit cache the small kernel's second CTA an SM adds no read bandwidth (it has no
+    // conversions to overlap with another CTA's loads) but doubles the partials the last CTA
+    // merges: where one CTA an SM still gives every problem 16 splits or more (batch 1 at 8 KV
+    // heads), that many. Split sweep (docs/perf/NOTES.md, run set s, H200, B = 1): kv 8k 32 -> 16
+    // splits 21.5 -> 20.5 us, kv 32k 49.5 -> 48.9; over fp8 16 splits were 1.04-1.14x slower than
+    // 32. With this rule (run set u, H100): kv 8k 1.05x, kv 32k 1.03x, 64 q heads 1.10x faster.
+    // Decided by kHopperMaxSms's count (a shape-only rule), so that no device's plan takes more
+    // splits than the workspace's.
+    if (pl.small && kv_bytes == 2 && pl.problems > 0 && kHopperMaxSms / pl.problems >= 16) {
+      pl.num_splits = static_cast<int>(
+          std::clamp<int64_t>(std::min(num_sms, kHopperMaxSms) / pl.problems, 1, pl.num_splits));
+    }
   }
   // The third CTA an SM pays only where the grid fills the third slots: a grid of at most two
   // CTAs an SM runs the two-CTA kernel (its 96 KB ring keeps two tiles in flight a CTA where the

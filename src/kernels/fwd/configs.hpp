@@ -31,6 +31,38 @@ inline constexpr FwdConfig kFwdConfigs[] = {
 };
 inline constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / sizeof(FwdConfig));
 
+// Second instances with wider KV tiles, for the attention_fwd calls whose tiles walk many keys
+// (dense and varlen K/V; paged calls and the bwd and batch families keep kFwdConfigs). A wider
+// block spreads each block's fixed cost (barriers, the softmax's row reductions and rescale,
+// the pipeline hand-offs) over more keys, but a tile's diagonal and last blocks then span more
+// keys the mask discards, and the per-tile cost (at 176 keys O staged in Q delays the next
+// tile's Q) weighs more on short sequences. H100 A/B of run set u, 128-key tiles -> these: hd64
+// 4k 1.02-1.03x, 8k GQA causal 1.04-1.05x, 16k causal 1.07-1.08x, 1k 0.91-0.93x; hd128 16k
+// non-causal 1.10x, causal 1.02x, 4k 0.96-0.99x, 1k 0.81-0.97x. Hence a floor on the keys a
+// tile walks (the longest request's keys, or the window's span where that is shorter).
+struct FwdWideConfig {
+  int dqk, dv;
+  int block_n;
+  int stages;
+  bool o_in_q;  // at 176 keys x 128 only O in Q leaves the two stages their 176 KB
+  int min_keys;
+};
+
+inline constexpr FwdWideConfig kFwdWideConfigs[] = {
+    {64, 64, 192, 2, false, 4096},
+    {128, 128, 176, 2, true, 8192},
+};
+inline constexpr int kNumFwdWideConfigs =
+    static_cast<int>(sizeof(kFwdWideConfigs) / sizeof(FwdWideConfig));
+
+// Row of (dqk, dv) in kFwdWideConfigs, or -1 when that pair has no wide instance.
+constexpr int fwd_wide_config_index(int64_t dqk, int64_t dv) {
+  for (int i = 0; i < kNumFwdWideConfigs; ++i) {
+    if (kFwdWideConfigs[i].dqk == dqk && kFwdWideConfigs[i].dv == dv) return i;
+  }
+  return -1;
+}
+
 // Row of (dqk, dv) in kFwdConfigs, or -1 when that pair is not built.
 constexpr int fwd_config_index(int64_t dqk, int64_t dv) {
   for (int i = 0; i < kNumFwdConfigs; ++i) {

@@ -18,6 +18,7 @@
 #include "kernels/fwd/pack_gqa.hpp"
 #include "kernels/fwd/prepare.hpp"
 #include "plan/fwd_order.hpp"
+#include "plan/fwd_tiles.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
@@ -408,15 +409,31 @@ void check_supported(const FwdArgs& args, const AttentionOptions& opts) {
   check_tma_layout(args.out, "out", varlen);
 }
 
+bool runs_wide_tiles(const FwdArgs& args, const AttentionOptions& opts,
+                     const LaunchOptions& launch) {
+  const int row = fwd_wide_config_index(args.q.size(-1), args.v.size(-1));
+  if (row < 0 || is_paged(args) || launch.kv_tiles == LaunchOptions::KVTiles::kBase) return false;
+  if (launch.kv_tiles == LaunchOptions::KVTiles::kWide) return true;
+  const int64_t max_keys = is_varlen(args) ? args.max_seqlen_k : head_major_view(args.k, false).s;
+  const int64_t keys = plan::fwd_keys_per_tile(max_keys, opts.window.left,
+                                               opts.causal ? 0 : opts.window.right, kBlockM);
+  return plan::fwd_wide_tiles(keys, kFwdWideConfigs[row].min_keys);
+}
+
 void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
          const LaunchOptions& launch) {
   check_supported(args, opts);
   const int device = args.q.device().index;
   DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  visit_config(args.q.size(-1), args.v.size(-1), args.q.dtype(), [&](auto config) {
+  const auto run_it = [&](auto config) {
     run_config<typename decltype(config)::type>(args, opts, launch, device, s);
-  });
+  };
+  const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
+  if (runs_wide_tiles(args, opts, launch) && visit_wide_config(dqk, dv, args.q.dtype(), run_it)) {
+    return;
+  }
+  visit_config(dqk, dv, args.q.dtype(), run_it);
 }
 
 }  // namespace hopattn::kernels::fwd

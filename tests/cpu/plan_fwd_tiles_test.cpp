@@ -1,0 +1,44 @@
+// The fwd's choice between the base KV tile and the wide instance (plan/fwd_tiles.hpp and the
+// floors of kernels/fwd/configs.hpp's kFwdWideConfigs).
+#include <gtest/gtest.h>
+
+#include "kernels/fwd/configs.hpp"
+#include "plan/fwd_tiles.hpp"
+
+namespace hopattn::plan {
+namespace {
+
+using kernels::fwd::fwd_wide_config_index;
+using kernels::fwd::kFwdWideConfigs;
+
+TEST(PlanFwdTiles, KeysPerTileFollowTheWindow) {
+  EXPECT_EQ(fwd_keys_per_tile(16384, -1, -1, 128), 16384);  // full
+  EXPECT_EQ(fwd_keys_per_tile(16384, -1, 0, 128), 16384);   // causal: the diagonal walks it all
+  EXPECT_EQ(fwd_keys_per_tile(16384, 1024, 0, 128), 1152);  // causal window of 1024
+  EXPECT_EQ(fwd_keys_per_tile(16384, 1024, 512, 128), 1664);
+  EXPECT_EQ(fwd_keys_per_tile(16384, 1024, -1, 128), 16384);  // open to the right
+  EXPECT_EQ(fwd_keys_per_tile(1000, 4096, 4096, 128), 1000);  // the sequence is shorter
+  EXPECT_EQ(fwd_keys_per_tile(0, -1, -1, 128), 0);
+}
+
+TEST(PlanFwdTiles, WideFromEachRowsFloor) {
+  EXPECT_FALSE(fwd_wide_tiles(1 << 20, 0));  // no floor: no wide instance
+  for (const auto& row : kFwdWideConfigs) {
+    EXPECT_TRUE(fwd_wide_tiles(row.min_keys, row.min_keys));
+    EXPECT_FALSE(fwd_wide_tiles(row.min_keys - 1, row.min_keys));
+    // Wider than the base row and within the shared-memory plan's reach (traits.cuh asserts it).
+    EXPECT_GT(row.block_n, 128);
+    EXPECT_EQ(row.block_n % 16, 0);
+  }
+  // The rows the measurements chose (configs.hpp): hd64 at 192 keys from 4k, hd128 at 176 (O in
+  // Q) from 8k; hd256 and (192, 128) have none.
+  ASSERT_GE(fwd_wide_config_index(64, 64), 0);
+  EXPECT_EQ(kFwdWideConfigs[fwd_wide_config_index(64, 64)].block_n, 192);
+  ASSERT_GE(fwd_wide_config_index(128, 128), 0);
+  EXPECT_TRUE(kFwdWideConfigs[fwd_wide_config_index(128, 128)].o_in_q);
+  EXPECT_EQ(fwd_wide_config_index(256, 256), -1);
+  EXPECT_EQ(fwd_wide_config_index(192, 128), -1);
+}
+
+}  // namespace
+}  // namespace hopattn::plan

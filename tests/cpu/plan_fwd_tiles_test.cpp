@@ -26,14 +26,15 @@ TEST(PlanFwdTiles, WideFromEachRowsFloor) {
   for (const auto& row : kFwdWideConfigs) {
     EXPECT_TRUE(fwd_wide_tiles(row.min_keys, row.min_keys));
     EXPECT_FALSE(fwd_wide_tiles(row.min_keys - 1, row.min_keys));
-    // Wider than the base row and within the shared-memory plan's reach (traits.cuh asserts it).
-    EXPECT_GT(row.block_n, 128);
+    // Wider than the base row (more keys or more query rows a tile).
+    EXPECT_TRUE(row.block_n > 128 || row.consumers > 2);
     EXPECT_EQ(row.block_n % 16, 0);
+    EXPECT_TRUE(row.consumers == 2 || row.consumers == 3);
   }
-  // The rows the measurements chose (configs.hpp): hd64 at 192 keys from 4k, hd128 at 176 (O in
-  // Q) from 8k; hd256 and (192, 128) have none.
+  // The rows the measurements chose (configs.hpp): hd64 at 192 query rows, hd128 at 176 keys (O
+  // in Q) from 16k; hd256 and (192, 128) have none.
   ASSERT_GE(fwd_wide_config_index(64, 64), 0);
-  EXPECT_EQ(kFwdWideConfigs[fwd_wide_config_index(64, 64)].block_n, 192);
+  EXPECT_EQ(kFwdWideConfigs[fwd_wide_config_index(64, 64)].consumers, 3);
   ASSERT_GE(fwd_wide_config_index(128, 128), 0);
   EXPECT_TRUE(kFwdWideConfigs[fwd_wide_config_index(128, 128)].o_in_q);
   EXPECT_EQ(fwd_wide_config_index(256, 256), -1);

@@ -9,6 +9,7 @@
 
 #include "fwd_kernel_check.hpp"
 #include "odd_shape_grid.hpp"
+#include "support/host_tensor.hpp"
 
 namespace hopattn::testing::fwd_check {
 namespace {
@@ -118,7 +119,7 @@ TEST(FwdWideTiles, MasksAndOptions) {
 }
 
 // ---------------------------------------------------------------------------- the choice
-// kAuto: from each row's key floor (4096 at head dim 64, 8192 at 128) or a window's span; never
+// kAuto: from each row's key floor (4096 at head dim 64, 16384 at 128) or a window's span; never
 // for paged K/V or head dims without a wide row, even when forced.
 TEST(FwdWideTiles, AutomaticChoice) {
   SKIP_WITHOUT_HOPPER();
@@ -134,16 +135,16 @@ TEST(FwdWideTiles, AutomaticChoice) {
   c.kv_lens = {4095};
   EXPECT_FALSE(runs_wide_tiles(c));
   c.d = 128;
-  c.kv_lens = {8192};
+  c.kv_lens = {16384};
   EXPECT_TRUE(runs_wide_tiles(c));
-  c.kv_lens = {8191};
+  c.kv_lens = {16383};
   EXPECT_FALSE(runs_wide_tiles(c));
   c.launch.kv_tiles = KVTiles::kWide;
   EXPECT_TRUE(runs_wide_tiles(c));
   c.d = 256;
   EXPECT_FALSE(runs_wide_tiles(c));
-  FwdCase v = varlen_case(DType::kBF16, {5, 100}, {4000, 9000}, 1, 1, true);
-  EXPECT_TRUE(runs_wide_tiles(v));  // max_seqlen_k 9000 at head dim 128
+  FwdCase v = varlen_case(DType::kBF16, {5, 100}, {4000, 17000}, 1, 1, true);
+  EXPECT_TRUE(runs_wide_tiles(v));  // max_seqlen_k 17000 at head dim 128
   v.page_size = 16;
   v.launch.kv_tiles = KVTiles::kWide;
   EXPECT_FALSE(runs_wide_tiles(v));

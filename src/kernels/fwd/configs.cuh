@@ -36,7 +36,7 @@ template <class Elt, int kIndex>
 using FwdWideConfigTraits =
     FwdTraits<Elt, kFwdWideConfigs[kIndex].dqk, kFwdWideConfigs[kIndex].dv,
               kFwdWideConfigs[kIndex].block_n, kFwdWideConfigs[kIndex].stages,
-              kFwdWideConfigs[kIndex].o_in_q, false>;
+              kFwdWideConfigs[kIndex].o_in_q, false, kFwdWideConfigs[kIndex].consumers>;
 
 // The wide row (kDqk, kDv) in dtype Elt (a compile error when that pair has none).
 template <class Elt, int kDqk, int kDv = kDqk>

@@ -44,13 +44,14 @@ struct FwdWideConfig {
   int dqk, dv;
   int block_n;
   int stages;
-  bool o_in_q;  // at 176 keys x 128 only O in Q leaves the two stages their 176 KB
+  bool o_in_q;    // at 176 keys x 128 only O in Q leaves the two stages their 176 KB
+  int consumers;  // consumer warpgroups of 64 query rows: 2, or 3 (192-row tiles)
   int min_keys;
 };
 
 inline constexpr FwdWideConfig kFwdWideConfigs[] = {
-    {64, 64, 192, 2, false, 4096},
-    {128, 128, 176, 2, true, 8192},
+    {64, 64, 128, 2, false, 3, 4096},
+    {128, 128, 176, 2, true, 2, 16384},
 };
 inline constexpr int kNumFwdWideConfigs =
     static_cast<int>(sizeof(kFwdWideConfigs) / sizeof(FwdWideConfig));

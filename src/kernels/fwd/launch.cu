@@ -29,7 +29,8 @@ namespace {
 }
 
 constexpr const char* kWhere = "hopattn.attention_fwd";
-// Every configuration's tile: 128 query rows, 64 per consumer warpgroup (traits.cuh).
+// Every configuration's consumers take 64 query rows each (traits.cuh): tiles of 128 rows, or
+// 192 with three consumers (kFwdWideConfigs).
 constexpr int kBlockM = FwdConfigTraits<__nv_bfloat16, 0>::kBlockM;
 constexpr int kRowsPerConsumer = FwdConfigTraits<__nv_bfloat16, 0>::kRowsPerConsumer;
 
@@ -308,7 +309,7 @@ void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& lau
 template <class Traits>
 void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchOptions& launch,
                 int device, cudaStream_t stream) {
-  const FwdParams p = prepare_params(args, opts, launch, device, Traits::kBlockN);
+  const FwdParams p = prepare_params(args, opts, launch, device, Traits::kBlockN, Traits::kBlockM);
   if (p.sched.total_tiles == 0) return;
   // Paired, a CTA takes two tiles at a time (the rule pairs only where the units fill the grid).
   const int units = p.sched.paired ? p.sched.total_tiles / 2 : p.sched.total_tiles;
@@ -322,9 +323,9 @@ int block_n_for(int64_t dqk, int64_t dv) { return kFwdConfigs[fwd_config_index(d
 }  // namespace
 
 FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
-                         const LaunchOptions& launch, int device, int block_n) {
+                         const LaunchOptions& launch, int device, int block_n, int block_m) {
   const bool varlen = is_varlen(args);
-  FwdParams p = make_params(args, opts, varlen, kBlockM, device);
+  FwdParams p = make_params(args, opts, varlen, block_m, device);
   if (p.sched.total_tiles == 0) return p;
   // Boxes of pack heads x positions, so that a tile's rows arrive as q_pos * pack + h (pack 1:
   // 128 rows of one head). O's map is used only when pack divides 64 (PackParams::o_by_tma).

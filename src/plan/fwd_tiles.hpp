@@ -16,11 +16,17 @@ constexpr int64_t fwd_keys_per_tile(int64_t max_seqlen_k, int64_t window_left, i
   return std::min(max_seqlen_k, window_left + window_right + block_m);
 }
 
-// Whether the wide instance pays: its per-block savings need long walks, and its wider
-// diagonal and last blocks cost more than they save below min_keys (configs.hpp states the
-// measurements behind each row's floor).
-constexpr bool fwd_wide_tiles(int64_t keys_per_tile, int min_keys) {
-  return min_keys > 0 && keys_per_tile >= min_keys;
+// Whether the wide instance pays (configs.hpp states the measurements behind each row): a row of
+// wider KV tiles needs walks of at least min_keys keys (its per-block savings against its wider
+// diagonal and last blocks). A row of more query rows a tile (192: three consumers) halves
+// fewer, longer tiles' imbalance only when the walk pairs them: under a growing diagonal
+// (causal) the plain static walk of 192-row tiles put its busiest CTA at 1.21-1.35x the mean
+// (tools/fwd_walk_replay.py at 2k-16k, hd64) against 1.03-1.06x paired, and lost more than the
+// tiles gained (H100: 16k causal 1.05x slower unpaired, 4k 1.13x faster paired).
+constexpr bool fwd_wide_tiles(int64_t keys_per_tile, int min_keys, bool more_rows, bool growing,
+                              bool paired) {
+  if (keys_per_tile < min_keys) return false;
+  return !more_rows || !growing || paired;
 }
 
 }  // namespace hopattn::plan

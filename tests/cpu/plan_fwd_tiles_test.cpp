@@ -22,23 +22,32 @@ TEST(PlanFwdTiles, KeysPerTileFollowTheWindow) {
 }
 
 TEST(PlanFwdTiles, WideFromEachRowsFloor) {
-  EXPECT_FALSE(fwd_wide_tiles(1 << 20, 0));  // no floor: no wide instance
   for (const auto& row : kFwdWideConfigs) {
-    EXPECT_TRUE(fwd_wide_tiles(row.min_keys, row.min_keys));
-    EXPECT_FALSE(fwd_wide_tiles(row.min_keys - 1, row.min_keys));
+    EXPECT_TRUE(fwd_wide_tiles(row.min_keys, row.min_keys, false, true, false));
+    EXPECT_FALSE(fwd_wide_tiles(row.min_keys - 1, row.min_keys, false, false, false));
     // Wider than the base row (more keys or more query rows a tile).
     EXPECT_TRUE(row.block_n > 128 || row.consumers > 2);
     EXPECT_EQ(row.block_n % 16, 0);
     EXPECT_TRUE(row.consumers == 2 || row.consumers == 3);
   }
-  // The rows the measurements chose (configs.hpp): hd64 at 192 query rows, hd128 at 176 keys (O
-  // in Q) from 16k; hd256 and (192, 128) have none.
+  // The rows the measurements chose (configs.hpp): hd64 at 192 query rows from any length,
+  // hd128 at 176 keys (O in Q) from 16k; hd256 and (192, 128) have none.
   ASSERT_GE(fwd_wide_config_index(64, 64), 0);
   EXPECT_EQ(kFwdWideConfigs[fwd_wide_config_index(64, 64)].consumers, 3);
+  EXPECT_EQ(kFwdWideConfigs[fwd_wide_config_index(64, 64)].min_keys, 0);
   ASSERT_GE(fwd_wide_config_index(128, 128), 0);
   EXPECT_TRUE(kFwdWideConfigs[fwd_wide_config_index(128, 128)].o_in_q);
   EXPECT_EQ(fwd_wide_config_index(256, 256), -1);
   EXPECT_EQ(fwd_wide_config_index(192, 128), -1);
+}
+
+// 192-row tiles under a growing diagonal only where the walk pairs them; any other mask
+// (non-causal, a window bounded on the left) takes them from the row's floor on.
+TEST(PlanFwdTiles, MoreRowsWantAPairedWalkUnderADiagonal) {
+  EXPECT_TRUE(fwd_wide_tiles(512, 0, true, false, false));    // no diagonal growth
+  EXPECT_TRUE(fwd_wide_tiles(4096, 0, true, true, true));     // causal, paired
+  EXPECT_FALSE(fwd_wide_tiles(16384, 0, true, true, false));  // causal, plain walk
+  EXPECT_TRUE(fwd_wide_tiles(16384, 0, false, true, false));  // wider keys: the walk is the base's
 }
 
 }  // namespace

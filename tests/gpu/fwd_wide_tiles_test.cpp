@@ -3,12 +3,14 @@
 // automatic rule runs them on long sequences only, so every case here forces them
 // (LaunchOptions::kv_tiles = kWide) on the odd shapes and around their block sizes; the rule's
 // choice itself is checked on the call's tensors at the end.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "fwd_kernel_check.hpp"
 #include "odd_shape_grid.hpp"
+#include "plan/fwd_order.hpp"
 #include "support/host_tensor.hpp"
 
 namespace hopattn::testing::fwd_check {
@@ -119,30 +121,48 @@ TEST(FwdWideTiles, MasksAndOptions) {
 }
 
 // ---------------------------------------------------------------------------- the choice
-// kAuto: from each row's key floor (4096 at head dim 64, 16384 at 128) or a window's span; never
-// for paged K/V or head dims without a wide row, even when forced.
+// kAuto (plan/fwd_tiles.hpp): head dim 64 from any length, causal only where the walk of its
+// 192-row tiles pairs (the expectation asks plan::fwd_pair_tiles with this device's SM count);
+// head dim 128 from 16384 keys or a window's span; never for paged K/V or head dims without a
+// wide row, even when forced; kBase never.
+int sm_count() {
+  int device = 0, sms = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  return sms;
+}
+
 TEST(FwdWideTiles, AutomaticChoice) {
   SKIP_WITHOUT_HOPPER();
-  FwdCase c = dense_case(DType::kBF16, 1, 128, 4096, 1, 1, true);
+  FwdCase c = dense_case(DType::kBF16, 2, 100, 50, 1, 1, false);
   c.d = 64;
   EXPECT_TRUE(runs_wide_tiles(c));
   c.launch.kv_tiles = KVTiles::kBase;
   EXPECT_FALSE(runs_wide_tiles(c));
   c.launch.kv_tiles = KVTiles::kAuto;
-  c.opts.window = {1024, 0};
-  EXPECT_FALSE(runs_wide_tiles(c));  // 1152 keys a tile
-  c.opts.window = {-1, -1};
-  c.kv_lens = {4095};
-  EXPECT_FALSE(runs_wide_tiles(c));
-  c.d = 128;
-  c.kv_lens = {16384};
-  EXPECT_TRUE(runs_wide_tiles(c));
-  c.kv_lens = {16383};
-  EXPECT_FALSE(runs_wide_tiles(c));
-  c.launch.kv_tiles = KVTiles::kWide;
-  EXPECT_TRUE(runs_wide_tiles(c));
-  c.d = 256;
-  EXPECT_FALSE(runs_wide_tiles(c));
+  c.opts.causal = true;
+  EXPECT_FALSE(runs_wide_tiles(c));  // one m-block: nothing to pair
+  c.opts.window = {64, 0};
+  EXPECT_TRUE(runs_wide_tiles(c));  // bounded on the left: no growth
+  // 132 requests x 2 m-blocks of 192 rows: one round of pairs on a 132-SM card.
+  FwdCase p = dense_case(DType::kBF16, 132, 384, 384, 1, 1, true);
+  p.d = 64;
+  EXPECT_EQ(runs_wide_tiles(p), plan::fwd_pair_tiles(true, true, 2, 132, sm_count()));
+  p.q_lens.assign(132, 576);  // three m-blocks: odd, never paired
+  p.kv_lens.assign(132, 576);
+  EXPECT_FALSE(runs_wide_tiles(p));
+
+  FwdCase h = dense_case(DType::kBF16, 1, 128, 16384, 1, 1, true);
+  EXPECT_TRUE(runs_wide_tiles(h));
+  h.opts.window = {1024, 0};
+  EXPECT_FALSE(runs_wide_tiles(h));  // 1152 keys a tile
+  h.opts.window = {-1, -1};
+  h.kv_lens = {16383};
+  EXPECT_FALSE(runs_wide_tiles(h));
+  h.launch.kv_tiles = KVTiles::kWide;
+  EXPECT_TRUE(runs_wide_tiles(h));
+  h.d = 256;
+  EXPECT_FALSE(runs_wide_tiles(h));
   FwdCase v = varlen_case(DType::kBF16, {5, 100}, {4000, 17000}, 1, 1, true);
   EXPECT_TRUE(runs_wide_tiles(v));  // max_seqlen_k 17000 at head dim 128
   v.page_size = 16;

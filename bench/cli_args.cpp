@@ -268,6 +268,12 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
         parse_choice<bool>(name, cur.value(name, inline_value), {{"on", true}, {"off", false}});
     return;
   }
+  if (name == "--kv-tiles") {
+    using T = kernels::fwd::LaunchOptions::KVTiles;
+    f.kv_tiles = parse_choice<T>(name, cur.value(name, inline_value),
+                                 {{"auto", T::kAuto}, {"base", T::kBase}, {"wide", T::kWide}});
+    return;
+  }
   if (name == "--bwd-order") {
     f.bwd_order = parse_choice<plan::BwdOrder>(
         name, cur.value(name, inline_value),

@@ -11,6 +11,7 @@
 
 #include "hopattn/dtype.hpp"
 #include "hopattn/options.hpp"
+#include "kernels/fwd/launch.hpp"
 #include "plan/bwd_order.hpp"
 
 namespace hopattn::cli {
@@ -49,7 +50,8 @@ struct BenchFlags {
   std::optional<float> softcap;
   std::optional<std::optional<bool>> pack_gqa;  // fwd: --pack-gqa on | off | auto (= unset)
   // Launch variants of the GPU kernels, timed against the default (kernels/*/launch.hpp).
-  std::optional<bool> paged_tma;              // fwd: --paged-tma on | off
+  std::optional<bool> paged_tma;                                 // fwd: --paged-tma on | off
+  std::optional<kernels::fwd::LaunchOptions::KVTiles> kv_tiles;  // fwd: --kv-tiles
   std::optional<int> splits;                  // decode, mla: --splits N (0 = the library's choice)
   std::optional<MlaSchedule> mla_schedule;    // mla: --mla-schedule M (auto, seesaw, ..., narrow)
   std::optional<DecodeKernel> decode_kernel;  // decode: --decode-kernel K (auto, tiles, small)

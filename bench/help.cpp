@@ -65,6 +65,9 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
   --paged-tma M       fwd: on (default) | off: off loads paged KV through the cp.async gather
                       for every page size
+  --kv-tiles T        fwd: auto (default: the wide instance where a tile walks >= 4k keys at
+                      D 64, >= 8k at D 128) | base (128 keys) | wide (192 at D 64, 176 at D
+                      128; dense and varlen only)
   --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
                       group (KV head, request) everywhere instead of in L2-sized sections
 Serving step (batch; takes --heads, --head-dim D, --page-size, --dtype, --causal/--no-causal,

@@ -29,6 +29,7 @@
 #include <tuple>
 #include <vector>
 
+#include "api/launch_variants.hpp"
 #include "common/element_access.hpp"
 #include "common/numeric.hpp"
 #include "gpu_test_support.hpp"
@@ -60,6 +61,10 @@ std::string FwdCase::describe() const {
   if (opts.pack_gqa) s += *opts.pack_gqa ? " gqa-packed" : " gqa-unpacked";
   if (packed_qkv) s += " packed-qkv";
   if (poison_idle_requests || extra_kv_rows > 0) s += " NaN/Inf neighbour rows";
+  if (launch.kv_tiles != kernels::fwd::LaunchOptions::KVTiles::kAuto) {
+    s += launch.kv_tiles == kernels::fwd::LaunchOptions::KVTiles::kWide ? " wide-tiles"
+                                                                        : " base-tiles";
+  }
   if (paged()) {
     s += " paged " + std::to_string(page_size) + (layout == KVLayout::kNHD ? " NHD" : " HND") +
          (csr ? " CSR" : " block-table");
@@ -440,7 +445,8 @@ struct KernelRun {
 KernelRun run_kernel(Tensors& t) {
   t.out->poison();
   t.lse->poison();
-  attention_fwd(t.args(true, t.out->whole(true), t.lse->whole(true)), t.c.opts, nullptr);
+  internal::attention_fwd(t.args(true, t.out->whole(true), t.lse->whole(true)), t.c.opts, nullptr,
+                          t.c.launch);
   sync_or_die(nullptr, "hopattn fwd kernel");
   KernelRun r;
   r.guards_intact = t.out->download();
@@ -554,6 +560,13 @@ std::string kv_load_path(const FwdCase& c, const kernels::fwd::LaunchOptions& la
   std::mt19937_64 rng(1);
   Tensors t(c, rng);
   return kernels::fwd::kv_load_path(t.args(true, t.out->whole(true), t.lse->whole(true)), launch);
+}
+
+bool runs_wide_tiles(const FwdCase& c) {
+  std::mt19937_64 rng(1);
+  Tensors t(c, rng);
+  return kernels::fwd::runs_wide_tiles(t.args(true, t.out->whole(true), t.lse->whole(true)), c.opts,
+                                       c.launch);
 }
 
 void run_once(const FwdCase& c) {

@@ -43,6 +43,10 @@ struct FwdCase {
   // same loader (an earlier map design faulted for the first placement only).
   bool pool_at_allocation_start = false;
 
+  // The kernel's launch variant (kernels::fwd::LaunchOptions): e.g. the wide KV tiles forced on
+  // shapes the automatic rule would run with the base row.
+  kernels::fwd::LaunchOptions launch;
+
   int batch() const { return static_cast<int>(q_lens.size()); }
   int d_v() const { return dv > 0 ? dv : d; }
   bool paged() const { return page_size > 0; }
@@ -75,5 +79,9 @@ int64_t run_with_bad_index(const FwdCase& c, BadIndex bad);
 
 // The KV loader the kernel picks for the case's device tensors (kernels::fwd::kv_load_path).
 std::string kv_load_path(const FwdCase& c, const kernels::fwd::LaunchOptions& launch = {});
+
+// Whether the kernel runs the case with its wide-KV-tile instance (kernels::fwd::runs_wide_tiles
+// over the case's device tensors and c.launch).
+bool runs_wide_tiles(const FwdCase& c);
 
 }  // namespace hopattn::testing::fwd_check

@@ -31,6 +31,17 @@ using FwdConfigTraits =
 template <class Elt, int kDqk, int kDv = kDqk, bool kFp8KV = false>
 using FwdBuilt = FwdConfigTraits<Elt, fwd_config_index(kDqk, kDv), kFp8KV>;
 
+// The traits of row kIndex of the wide-tile table (kFwdWideConfigs) in dtype Elt.
+template <class Elt, int kIndex>
+using FwdWideConfigTraits =
+    FwdTraits<Elt, kFwdWideConfigs[kIndex].dqk, kFwdWideConfigs[kIndex].dv,
+              kFwdWideConfigs[kIndex].block_n, kFwdWideConfigs[kIndex].stages,
+              kFwdWideConfigs[kIndex].o_in_q, false, kFwdWideConfigs[kIndex].consumers>;
+
+// The wide row (kDqk, kDv) in dtype Elt (a compile error when that pair has none).
+template <class Elt, int kDqk, int kDv = kDqk>
+using FwdWideBuilt = FwdWideConfigTraits<Elt, fwd_wide_config_index(kDqk, kDv)>;
+
 // Launches the fwd kernel of configuration Traits walking the tiles of Scheduler; returns the
 // launch error (cudaSuccess when queued).
 template <class Traits, class Scheduler = LptTileScheduler>
@@ -70,6 +81,25 @@ bool visit_config(int64_t dqk, int64_t dv, DType dtype, F&& f, bool fp8_kv = fal
       visit(__nv_bfloat16{});
     } else {
       visit(__half{});
+    }
+    return true;
+  }
+}
+
+// Calls f(ConfigTag<Traits>{}) with the traits of the wide row (dqk, dv) in bf16 or fp16 as
+// visit_config does; false, calling nothing, when the pair has no wide instance.
+template <int kIndex = 0, class F>
+bool visit_wide_config(int64_t dqk, int64_t dv, DType dtype, F&& f) {
+  if constexpr (kIndex == kNumFwdWideConfigs) {
+    return false;
+  } else {
+    if (kFwdWideConfigs[kIndex].dqk != dqk || kFwdWideConfigs[kIndex].dv != dv) {
+      return visit_wide_config<kIndex + 1>(dqk, dv, dtype, std::forward<F>(f));
+    }
+    if (dtype == DType::kBF16) {
+      f(ConfigTag<FwdWideConfigTraits<__nv_bfloat16, kIndex>>{});
+    } else {
+      f(ConfigTag<FwdWideConfigTraits<__half, kIndex>>{});
     }
     return true;
   }

@@ -31,6 +31,44 @@ inline constexpr FwdConfig kFwdConfigs[] = {
 };
 inline constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / sizeof(FwdConfig));
 
+// Second instances with wider tiles, for the attention_fwd calls whose tiles they suit (dense
+// and varlen K/V; paged calls and the bwd and batch families keep kFwdConfigs); chosen per call
+// by plan/fwd_tiles.hpp (the rule and the walk's part in it), forced by LaunchOptions::kv_tiles.
+// - hd64: 192-row tiles of three consumer warpgroups (128 keys). At hd64 the softmax costs as
+//   much per key as at hd128 and the GEMMs half, so two consumers leave the tensor cores idle
+//   (ncu, run set v: 41% issue, 0.58 eligible warps a scheduler); a third hides it. H100 A/B
+//   against the base row: non-causal 512-16k 1.15-1.22x, causal paired 1k 1.01x, 4k 1.13x, 8k
+//   GQA 1.19x, causal window 1.05x; causal unpaired 2k 0.97x, 16k 0.96x (hence the walk rule).
+// - hd128: 176-key tiles, O staged in Q (at 176 x 128 only that leaves two stages their 176
+//   KB). A wider block spreads each block's fixed cost (barriers, the softmax's reductions and
+//   rescale, the pipeline hand-offs) over more keys, but its diagonal and last blocks span more
+//   keys the mask discards and O in Q delays the next tile's Q: H100, 16k-32k 1.02-1.03x, 8k
+//   0.98-1.00x, 4k 0.96-0.99x, 1k 0.81-0.97x. Hence a floor on the keys a tile walks (the longest
+//   request's, or the window's span where that is shorter).
+struct FwdWideConfig {
+  int dqk, dv;
+  int block_n;
+  int stages;
+  bool o_in_q;
+  int consumers;  // consumer warpgroups of 64 query rows: 2, or 3 (192-row tiles)
+  int min_keys;
+};
+
+inline constexpr FwdWideConfig kFwdWideConfigs[] = {
+    {64, 64, 128, 2, false, 3, 0},
+    {128, 128, 176, 2, true, 2, 16384},
+};
+inline constexpr int kNumFwdWideConfigs =
+    static_cast<int>(sizeof(kFwdWideConfigs) / sizeof(FwdWideConfig));
+
+// Row of (dqk, dv) in kFwdWideConfigs, or -1 when that pair has no wide instance.
+constexpr int fwd_wide_config_index(int64_t dqk, int64_t dv) {
+  for (int i = 0; i < kNumFwdWideConfigs; ++i) {
+    if (kFwdWideConfigs[i].dqk == dqk && kFwdWideConfigs[i].dv == dv) return i;
+  }
+  return -1;
+}
+
 // Row of (dqk, dv) in kFwdConfigs, or -1 when that pair is not built.
 constexpr int fwd_config_index(int64_t dqk, int64_t dv) {
   for (int i = 0; i < kNumFwdConfigs; ++i) {

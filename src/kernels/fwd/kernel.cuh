@@ -97,8 +97,8 @@ template <class Traits, class Scheduler>
 __device__ void run_consumer(const FwdParams& p, const SharedPlan<Traits>& sm, int consumer) {
   using Mainloop = FwdMainloop<Traits>;
   using Epilogue = FwdEpilogue<Traits>;
-  // Consumer 0 takes the first GEMM turn.
-  if (consumer == 1) ptx::named_barrier_arrive(kGemmTurn0, Traits::kConsumerThreads);
+  // Consumer 0 takes the first GEMM turn, handed over by the last one (mainloop.cuh turn_end).
+  if (consumer == Traits::kConsumerWarpgroups - 1) Mainloop::turn_end(consumer);
   typename Mainloop::ConsumerState st;
   for (Scheduler sched(p); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "hopattn/error.hpp"
@@ -18,6 +19,7 @@
 #include "kernels/fwd/pack_gqa.hpp"
 #include "kernels/fwd/prepare.hpp"
 #include "plan/fwd_order.hpp"
+#include "plan/fwd_tiles.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
@@ -28,7 +30,8 @@ namespace {
 }
 
 constexpr const char* kWhere = "hopattn.attention_fwd";
-// Every configuration's tile: 128 query rows, 64 per consumer warpgroup (traits.cuh).
+// Every configuration's consumers take 64 query rows each (traits.cuh): tiles of 128 rows, or
+// 192 with three consumers (kFwdWideConfigs).
 constexpr int kBlockM = FwdConfigTraits<__nv_bfloat16, 0>::kBlockM;
 constexpr int kRowsPerConsumer = FwdConfigTraits<__nv_bfloat16, 0>::kRowsPerConsumer;
 
@@ -304,11 +307,30 @@ void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& lau
   p.tm_v = p.tm_q;
 }
 
+// The tensor maps of q, out, K and V and the KV source, for KV tiles of `block_n` keys.
+void add_tensor_maps(const FwdArgs& args, const LaunchOptions& launch, int block_n, FwdParams& p) {
+  const bool varlen = is_varlen(args);
+  // Boxes of pack heads x positions, so that a tile's rows arrive as q_pos * pack + h (pack 1:
+  // the tile's rows of one head). O's map is used only when pack divides 64
+  // (PackParams::o_by_tma).
+  const auto pack = static_cast<uint32_t>(p.pack.pack);
+  p.tm_q = ptx::encode_tensor_map(
+      tma_spec(args.q, varlen, static_cast<uint32_t>(p.pack.positions), pack));
+  p.tm_o = ptx::encode_tensor_map(tma_spec(
+      args.out, varlen, p.pack.o_by_tma ? kRowsPerConsumer / pack : 1, p.pack.o_by_tma ? pack : 1));
+  if (is_paged(args)) {
+    set_paged_source(args, block_n, launch, p);
+  } else {
+    set_contiguous_source(args, varlen, block_n, p);
+  }
+}
+
+// Launches configuration Traits over p, which make_params built for Traits::kBlockM rows.
 template <class Traits>
-void run_config(const FwdArgs& args, const AttentionOptions& opts, const LaunchOptions& launch,
-                int device, cudaStream_t stream) {
-  const FwdParams p = prepare_params(args, opts, launch, device, Traits::kBlockN);
+void run_config(const FwdArgs& args, const LaunchOptions& launch, FwdParams p, int device,
+                cudaStream_t stream) {
   if (p.sched.total_tiles == 0) return;
+  add_tensor_maps(args, launch, Traits::kBlockN, p);
   // Paired, a CTA takes two tiles at a time (the rule pairs only where the units fill the grid).
   const int units = p.sched.paired ? p.sched.total_tiles / 2 : p.sched.total_tiles;
   const int grid = std::min(units, sm_count(device, kWhere));
@@ -321,22 +343,9 @@ int block_n_for(int64_t dqk, int64_t dv) { return kFwdConfigs[fwd_config_index(d
 }  // namespace
 
 FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
-                         const LaunchOptions& launch, int device, int block_n) {
-  const bool varlen = is_varlen(args);
-  FwdParams p = make_params(args, opts, varlen, kBlockM, device);
-  if (p.sched.total_tiles == 0) return p;
-  // Boxes of pack heads x positions, so that a tile's rows arrive as q_pos * pack + h (pack 1:
-  // 128 rows of one head). O's map is used only when pack divides 64 (PackParams::o_by_tma).
-  const auto pack = static_cast<uint32_t>(p.pack.pack);
-  p.tm_q = ptx::encode_tensor_map(
-      tma_spec(args.q, varlen, static_cast<uint32_t>(p.pack.positions), pack));
-  p.tm_o = ptx::encode_tensor_map(tma_spec(
-      args.out, varlen, p.pack.o_by_tma ? kRowsPerConsumer / pack : 1, p.pack.o_by_tma ? pack : 1));
-  if (is_paged(args)) {
-    set_paged_source(args, block_n, launch, p);
-  } else {
-    set_contiguous_source(args, varlen, block_n, p);
-  }
+                         const LaunchOptions& launch, int device, int block_n, int block_m) {
+  FwdParams p = make_params(args, opts, is_varlen(args), block_m, device);
+  if (p.sched.total_tiles > 0) add_tensor_maps(args, launch, block_n, p);
   return p;
 }
 
@@ -408,14 +417,55 @@ void check_supported(const FwdArgs& args, const AttentionOptions& opts) {
   check_tma_layout(args.out, "out", varlen);
 }
 
+namespace {
+
+// The wide instance's parameters when the call runs it (LaunchOptions::kv_tiles, the row's key
+// floor and, for 192-row tiles under a growing diagonal, whether their walk pairs: plan/
+// fwd_tiles.hpp), else nothing.
+std::optional<FwdParams> wide_params(const FwdArgs& args, const AttentionOptions& opts,
+                                     const LaunchOptions& launch, int device) {
+  const int row = fwd_wide_config_index(args.q.size(-1), args.v.size(-1));
+  if (row < 0 || is_paged(args) || launch.kv_tiles == LaunchOptions::KVTiles::kBase) return {};
+  const FwdWideConfig& c = kFwdWideConfigs[row];
+  FwdParams p = make_params(args, opts, is_varlen(args), c.consumers * kRowsPerConsumer, device);
+  if (launch.kv_tiles == LaunchOptions::KVTiles::kWide) return p;
+  const int64_t max_keys = is_varlen(args) ? args.max_seqlen_k : head_major_view(args.k, false).s;
+  const int64_t keys = plan::fwd_keys_per_tile(max_keys, p.mask.window_left, p.mask.window_right,
+                                               c.consumers * kRowsPerConsumer);
+  const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
+  if (!plan::fwd_wide_tiles(keys, c.min_keys, c.consumers * kRowsPerConsumer > kBlockM, growing,
+                            p.sched.paired)) {
+    return {};
+  }
+  return p;
+}
+
+}  // namespace
+
+bool runs_wide_tiles(const FwdArgs& args, const AttentionOptions& opts,
+                     const LaunchOptions& launch) {
+  check_supported(args, opts);
+  DeviceGuard guard(args.q.device().index, kWhere);
+  return wide_params(args, opts, launch, args.q.device().index).has_value();
+}
+
 void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
          const LaunchOptions& launch) {
   check_supported(args, opts);
   const int device = args.q.device().index;
   DeviceGuard guard(device, kWhere);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  visit_config(args.q.size(-1), args.v.size(-1), args.q.dtype(), [&](auto config) {
-    run_config<typename decltype(config)::type>(args, opts, launch, device, s);
+  const int64_t dqk = args.q.size(-1), dv = args.v.size(-1);
+  if (std::optional<FwdParams> wide = wide_params(args, opts, launch, device)) {
+    visit_wide_config(dqk, dv, args.q.dtype(), [&](auto config) {
+      run_config<typename decltype(config)::type>(args, launch, *wide, device, s);
+    });
+    return;
+  }
+  visit_config(dqk, dv, args.q.dtype(), [&](auto config) {
+    using Traits = typename decltype(config)::type;
+    run_config<Traits>(
+        args, launch, make_params(args, opts, is_varlen(args), Traits::kBlockM, device), device, s);
   });
 }
 

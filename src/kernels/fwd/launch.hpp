@@ -13,6 +13,12 @@ struct LaunchOptions {
   // Paged KV by TMA boxes where the page size allows them. false: the cp.async gather for every
   // page size, to time one loader against the other or to tell a TMA problem from anything else.
   bool paged_tma = true;
+  // Which KV tile the dense and varlen calls run (configs.hpp): kAuto the wide instance
+  // (kFwdWideConfigs) where a tile walks at least its min_keys keys, else the base row; kBase
+  // and kWide force one (kWide falls back to the base row where the head dims have no wide
+  // instance or K/V are paged).
+  enum class KVTiles { kAuto, kBase, kWide };
+  KVTiles kv_tiles = KVTiles::kAuto;
 };
 
 // Throws hopattn::Error(kNotImplemented) naming the first feature of this call that the CUDA
@@ -24,6 +30,10 @@ void check_supported(const FwdArgs& args, const AttentionOptions& opts);
 // driver that refuses the page maps shows here as the fallback ("paged gather" for a page size
 // TMA could serve), as does paged_tma = false. Launches nothing.
 std::string kv_load_path(const FwdArgs& args, const LaunchOptions& launch = {});
+
+// Whether a call runs the wide-KV-tile instance (LaunchOptions::kv_tiles); launches nothing.
+bool runs_wide_tiles(const FwdArgs& args, const AttentionOptions& opts,
+                     const LaunchOptions& launch = {});
 
 // Runs the forward kernel on `stream` (the current device must hold the tensors, or the
 // tensors' device is made current for the launch). Arguments must have passed

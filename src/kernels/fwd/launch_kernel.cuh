@@ -32,3 +32,9 @@ cudaError_t launch_kernel(const FwdParams& params, int grid, cudaStream_t stream
       const FwdParams&, int, cudaStream_t)
 #define HOPATTN_FWD_INSTANTIATE(kDqk, kDv, Scheduler) \
   HOPATTN_FWD_INSTANTIATE_KV(kDqk, kDv, Scheduler, false)
+// The wide-tile instances of the row (kDqk, kDv) of kFwdWideConfigs, bf16 and fp16.
+#define HOPATTN_FWD_INSTANTIATE_WIDE(kDqk, kDv, Scheduler)                               \
+  template cudaError_t launch_kernel<FwdWideBuilt<__nv_bfloat16, kDqk, kDv>, Scheduler>( \
+      const FwdParams&, int, cudaStream_t);                                              \
+  template cudaError_t launch_kernel<FwdWideBuilt<__half, kDqk, kDv>, Scheduler>(        \
+      const FwdParams&, int, cudaStream_t)

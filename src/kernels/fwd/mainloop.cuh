@@ -14,8 +14,8 @@
 //   for each further block n:   S = Q K[n]^T  and  O += P V[n+1]   issued together, then
 //                               softmax(S) runs while O += P V is still on the tensor cores
 //   O += P V[n_min]
-// and each group of GEMM issues is one turn of the ping-pong with the other consumer warpgroup
-// (named barriers kGemmTurn0/1): while one warpgroup issues GEMMs the other does its softmax.
+// and each group of GEMM issues is one turn of the ring of consumer warpgroups (named barriers
+// kGemmTurn0 + c): while one warpgroup issues GEMMs the others do their softmax.
 // A warpgroup without a row of the tile takes its turns empty (compute_rows<kIdle>).
 #pragma once
 
@@ -374,11 +374,15 @@ struct FwdMainloop {
     }
   }
 
+  // The turn passes around the ring 0, 1, .., kConsumerWarpgroups - 1: each barrier meets its
+  // waiter and the warpgroup before it.
+  static constexpr int kTurnThreads = 2 * ptx::kWarpgroupThreads;
   __device__ static void turn_begin(int consumer) {
-    ptx::named_barrier_sync(kGemmTurn0 + consumer, kConsumerThreads);
+    ptx::named_barrier_sync(kGemmTurn0 + consumer, kTurnThreads);
   }
   __device__ static void turn_end(int consumer) {
-    ptx::named_barrier_arrive(kGemmTurn0 + (1 - consumer), kConsumerThreads);
+    const int next = consumer + 1 == Traits::kConsumerWarpgroups ? 0 : consumer + 1;
+    ptx::named_barrier_arrive(kGemmTurn0 + next, kTurnThreads);
   }
 
   // One consumer warpgroup's part of a tile with at least one KV block: accumulates the

@@ -15,15 +15,15 @@
 
 namespace hopattn::kernels::fwd {
 
-// Named barrier ids (0 is __syncthreads). Consumer warpgroup c (0 or 1) waits for its turn to
-// issue GEMMs on kGemmTurn0 + c and hands the turn over on the other one; it synchronizes its
-// own 128 threads around the output staging buffer on kEpilogue0 + c.
+// Named barrier ids (0 is __syncthreads). Consumer warpgroup c (0 .. kConsumerWarpgroups - 1,
+// at most kMaxConsumers) waits for its turn to issue GEMMs on kGemmTurn0 + c and hands the turn
+// to the next one in the ring; it synchronizes its own 128 threads around the output staging
+// buffer on kEpilogue0 + c.
+inline constexpr int kMaxConsumers = 3;
 enum NamedBarrier : uint32_t {
   kGemmTurn0 = 1,
-  kGemmTurn1 = 2,
-  kEpilogue0 = 3,
-  kEpilogue1 = 4,
-  kVTail = 5,  // both consumers, once their zeros over a paged tail's V rows are written
+  kEpilogue0 = kGemmTurn0 + kMaxConsumers,
+  kVTail = kEpilogue0 + kMaxConsumers,  // every consumer, once its zeros over a V tail are written
 };
 
 // Elt: __nv_bfloat16 or __half (q, k, v, o). kHeadDim = Dqk, kHeadDimV = Dv, multiples of 64
@@ -35,7 +35,7 @@ enum NamedBarrier : uint32_t {
 // to Elt in the stages (kv_loader.cuh, copy_codes and widen_codes); their scales apply to the
 // logits and to the output (KVScaleParams). The batch family's instances only.
 template <class Elt_, int kHeadDim_, int kHeadDimV_ = kHeadDim_, int kBlockN_ = 128,
-          int kStages_ = 2, bool kOInQ_ = false, bool kFp8KV_ = false>
+          int kStages_ = 2, bool kOInQ_ = false, bool kFp8KV_ = false, int kConsumers_ = 2>
 struct FwdTraits {
   using Elt = Elt_;
   static constexpr bool kFp8KV = kFp8KV_;
@@ -57,10 +57,13 @@ struct FwdTraits {
   static constexpr bool kOInQ = kOInQ_;
   static_assert(!kOInQ || kHeadDimV <= kHeadDim, "O staged in Q: needs Dv <= Dqk");
 
-  // One producer warpgroup, two consumer warpgroups of 64 query rows each. With a gathered
-  // (paged) KV cache, warps 1..3 of the producer warpgroup copy K and V rows.
+  // One producer warpgroup, two (or three: configs.hpp) consumer warpgroups of 64 query rows
+  // each. With a gathered (paged) KV cache, warps 1..3 of the producer warpgroup copy K and V
+  // rows.
   static constexpr int kGatherThreads = 96;
-  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kConsumerWarpgroups = kConsumers_;
+  static_assert(kConsumers_ >= 2 && kConsumers_ <= kMaxConsumers, "fwd: 2 or 3 consumers");
+  static_assert(kConsumers_ == 2 || !kFp8KV_, "fwd: fp8 instances (batch) take 2 consumers");
   static constexpr int kRowsPerConsumer = 64;  // the M of wgmma
   static constexpr int kBlockM = kConsumerWarpgroups * kRowsPerConsumer;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
@@ -72,9 +75,12 @@ struct FwdTraits {
   // spilled bytes cost.
   // An fp8 cache's gather warps also widen the codes and keep four page ids in flight
   // (kv_loader.cuh, copy_codes): 56 / 224.
-  static constexpr uint32_t kProducerRegisters = kFp8KV ? 56 : 24;
-  static constexpr uint32_t kConsumerRegisters = kFp8KV ? 224 : 240;
-  static_assert(kProducerRegisters * 128 + kConsumerRegisters * 256 <= 168 * 384,
+  // Three consumers (512 threads, 128 registers each at launch): 128 * 32 + 384 * 160.
+  static constexpr uint32_t kProducerRegisters = kFp8KV ? 56 : kConsumers_ == 3 ? 32 : 24;
+  static constexpr uint32_t kConsumerRegisters = kConsumers_ == 3 ? 160 : kFp8KV ? 224 : 240;
+  static constexpr uint32_t kLaunchRegisters = 65536 / kThreads / 8 * 8;
+  static_assert(kProducerRegisters * 128 + kConsumerRegisters * kConsumerThreads <=
+                    kLaunchRegisters * kThreads,
                 "fwd: the register split exceeds the launch's allocation");
 
   // Register tiles of one consumer thread.

@@ -1,0 +1,174 @@
+// The fwd kernel's wide-KV-tile instances (kernels/fwd/configs.hpp kFwdWideConfigs: 192 keys at
+// head dim 64, 176 keys with O staged in Q at head dim 128) against the CPU reference. The
+// automatic rule runs them on long sequences only, so every case here forces them
+// (LaunchOptions::kv_tiles = kWide) on the odd shapes and around their block sizes; the rule's
+// choice itself is checked on the call's tensors at the end.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "fwd_kernel_check.hpp"
+#include "odd_shape_grid.hpp"
+#include "plan/fwd_order.hpp"
+#include "support/host_tensor.hpp"
+
+namespace hopattn::testing::fwd_check {
+namespace {
+
+#define SKIP_WITHOUT_HOPPER() \
+  if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why
+
+using KVTiles = kernels::fwd::LaunchOptions::KVTiles;
+constexpr int kWideHeadDims[] = {64, 128};
+
+FwdCase wide(FwdCase c, int d) {
+  c.d = d;
+  c.launch.kv_tiles = KVTiles::kWide;
+  return c;
+}
+
+// ---------------------------------------------------------------------------- odd-shape grid
+class FwdWideTilesGrid : public ::testing::TestWithParam<OddShapeParam> {};
+
+TEST_P(FwdWideTilesGrid, MatchesReference) {
+  SKIP_WITHOUT_HOPPER();
+  const auto [dtype, batch, q_len, kv_len, causal, gqa] = GetParam();
+  for (int d : kWideHeadDims) {
+    check_case(wide(dense_case(dtype, batch, q_len, kv_len, kOddGridKvHeads[gqa],
+                               kOddGridGroup[gqa], causal),
+                    d),
+               test_seed());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OddShapes, FwdWideTilesGrid, odd_shape_values(), odd_shape_name);
+
+// ---------------------------------------------------------------------------- block edges
+// Key counts one short of, on and one past one and two blocks (176 / 192), and several blocks
+// with q shorter and longer than kv (causal: whole tiles see no key; the paired walk at 33
+// requests).
+TEST(FwdWideTiles, BlockEdges) {
+  SKIP_WITHOUT_HOPPER();
+  for (int d : kWideHeadDims) {
+    for (int kv : {175, 176, 177, 191, 192, 193, 352, 385, 1031}) {
+      check_case(wide(dense_case(DType::kBF16, 2, 130, kv, 2, 1, true), d), test_seed());
+    }
+    check_case(wide(dense_case(DType::kFP16, 3, 1000, 1000, 4, 1, false), d), test_seed());
+    check_case(wide(dense_case(DType::kBF16, 3, 1000, 600, 2, 4, true), d), test_seed());
+    check_case(wide(dense_case(DType::kBF16, 33, 250, 300, 1, 8, true), d), test_seed());
+  }
+}
+
+// Varlen: sequences ending inside a block, empty KV, q > kv, and NaN / Inf rows in the idle
+// requests and after the last one, which a tile's last block reads and must zero.
+TEST(FwdWideTiles, VarlenNeighbourNaNInf) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int> q_lens{100, 0, 77, 0, 130, 1, 0, 239};
+  const std::vector<int> kv_lens{113, 64, 50, 200, 129, 1, 7, 500};
+  for (int d : kWideHeadDims) {
+    for (bool causal : {false, true}) {
+      FwdCase c = wide(varlen_case(DType::kBF16, q_lens, kv_lens, 2, 4, causal), d);
+      c.poison_idle_requests = true;
+      c.extra_kv_rows = 200;
+      check_case(c, test_seed());
+    }
+  }
+}
+
+// Tiles without keys between tiles with keys in one CTA's walk: at 176 keys O is staged in Q,
+// so a zero tile's writes and the next tile's Q load meet as at head dim 256.
+TEST(FwdWideTiles, EmptyTilesBetweenTiles) {
+  SKIP_WITHOUT_HOPPER();
+  std::vector<int> q_lens(16, 600), kv_lens(16);
+  for (int b = 0; b < 16; ++b) kv_lens[b] = b % 2 == 0 ? 300 : 0;
+  for (int d : kWideHeadDims) {
+    FwdCase c = wide(varlen_case(DType::kBF16, q_lens, kv_lens, 4, 1, false), d);
+    check_case(c, test_seed());
+    c.sinks = true;
+    c.opts.causal = true;
+    check_case(c, test_seed());
+  }
+}
+
+// Every mask and score option, GQA packed and not, strided q / k / v of one buffer.
+TEST(FwdWideTiles, MasksAndOptions) {
+  SKIP_WITHOUT_HOPPER();
+  for (int d : kWideHeadDims) {
+    FwdCase w = wide(dense_case(DType::kBF16, 2, 700, 900, 2, 2, false), d);
+    w.opts.window = {200, 50};
+    check_case(w, test_seed());
+    w.opts.window = {-1, 20};
+    check_case(w, test_seed());
+    w.opts.window = {300, -1};
+    w.opts.softcap = 30.f;
+    check_case(w, test_seed());
+    FwdCase s = wide(dense_case(DType::kFP16, 3, 239, 513, 2, 5, true), d);
+    s.sinks = true;
+    check_case(s, test_seed());
+    FwdCase big = wide(dense_case(DType::kBF16, 1, 257, 515, 2, 2, true), d);
+    big.opts.scale = 1.0f;  // logits of standard deviation ~ 25
+    check_case(big, test_seed());
+    for (bool pack : {true, false}) {
+      FwdCase g = wide(dense_case(DType::kBF16, 4, 16, 1000, 2, 8, true), d);
+      g.opts.pack_gqa = pack;
+      check_case(g, test_seed());
+    }
+    FwdCase p = wide(dense_case(DType::kBF16, 2, 300, 300, 2, 2, true), d);
+    p.packed_qkv = true;
+    check_case(p, test_seed());
+  }
+}
+
+// ---------------------------------------------------------------------------- the choice
+// kAuto (plan/fwd_tiles.hpp): head dim 64 from any length, causal only where the walk of its
+// 192-row tiles pairs (the expectation asks plan::fwd_pair_tiles with this device's SM count);
+// head dim 128 from 16384 keys or a window's span; never for paged K/V or head dims without a
+// wide row, even when forced; kBase never.
+int sm_count() {
+  int device = 0, sms = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  return sms;
+}
+
+TEST(FwdWideTiles, AutomaticChoice) {
+  SKIP_WITHOUT_HOPPER();
+  FwdCase c = dense_case(DType::kBF16, 2, 100, 50, 1, 1, false);
+  c.d = 64;
+  EXPECT_TRUE(runs_wide_tiles(c));
+  c.launch.kv_tiles = KVTiles::kBase;
+  EXPECT_FALSE(runs_wide_tiles(c));
+  c.launch.kv_tiles = KVTiles::kAuto;
+  c.opts.causal = true;
+  EXPECT_FALSE(runs_wide_tiles(c));  // one m-block: nothing to pair
+  c.opts.window = {64, 0};
+  EXPECT_TRUE(runs_wide_tiles(c));  // bounded on the left: no growth
+  // 132 requests x 2 m-blocks of 192 rows: one round of pairs on a 132-SM card.
+  FwdCase p = dense_case(DType::kBF16, 132, 384, 384, 1, 1, true);
+  p.d = 64;
+  EXPECT_EQ(runs_wide_tiles(p), plan::fwd_pair_tiles(true, true, 2, 132, sm_count()));
+  p.q_lens.assign(132, 576);  // three m-blocks: odd, never paired
+  p.kv_lens.assign(132, 576);
+  EXPECT_FALSE(runs_wide_tiles(p));
+
+  FwdCase h = dense_case(DType::kBF16, 1, 128, 16384, 1, 1, true);
+  EXPECT_TRUE(runs_wide_tiles(h));
+  h.opts.window = {1024, 0};
+  EXPECT_FALSE(runs_wide_tiles(h));  // 1152 keys a tile
+  h.opts.window = {-1, -1};
+  h.kv_lens = {16383};
+  EXPECT_FALSE(runs_wide_tiles(h));
+  h.launch.kv_tiles = KVTiles::kWide;
+  EXPECT_TRUE(runs_wide_tiles(h));
+  h.d = 256;
+  EXPECT_FALSE(runs_wide_tiles(h));
+  FwdCase v = varlen_case(DType::kBF16, {5, 100}, {4000, 17000}, 1, 1, true);
+  EXPECT_TRUE(runs_wide_tiles(v));  // max_seqlen_k 17000 at head dim 128
+  v.page_size = 16;
+  v.launch.kv_tiles = KVTiles::kWide;
+  EXPECT_FALSE(runs_wide_tiles(v));
+}
+
+}  // namespace
+}  // namespace hopattn::testing::fwd_check

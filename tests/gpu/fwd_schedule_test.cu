@@ -112,7 +112,7 @@ std::vector<std::vector<WorkTile>> walk(const SchedulerParams& p, int grid) {
 // Paired: every real tile exactly once (the m-block past an odd count is the only extra one),
 // and each CTA takes m-blocks n - 1 - k and k of one (batch, head) back to back.
 TEST(FwdTileOrder, PairedWalkCoversEveryTileOnceInHeavyLightPairs) {
-  for (int m_blocks : {2, 3, 7, 128}) {
+  for (int m_blocks : {2, 3, 7, 22, 86, 128}) {  // 22, 86: 192-row tiles at 4k, 16k
     for (int heads : {1, 5}) {
       for (int batch : {1, 3}) {
         for (int section : {1, 2, heads * batch}) {

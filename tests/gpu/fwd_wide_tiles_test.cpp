@@ -120,6 +120,24 @@ TEST(FwdWideTiles, MasksAndOptions) {
   }
 }
 
+// The automatic choice's causal case: 192-row tiles walked in pairs (132 requests x 2 m-blocks
+// fill one round of a 132-SM card), against the reference; the expectation says which walk the
+// device's SM count gives.
+TEST(FwdWideTiles, PairedCausalWalk) {
+  SKIP_WITHOUT_HOPPER();
+  FwdCase c = dense_case(DType::kBF16, 132, 384, 384, 1, 1, true);
+  c.d = 64;
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  EXPECT_EQ(runs_wide_tiles(c), plan::fwd_pair_tiles(true, true, 2, 132, sms));
+  check_case(c, test_seed());
+  FwdCase g = dense_case(DType::kFP16, 66, 384, 384, 2, 4, true);  // 2 x 4 GQA, unpacked rows
+  g.d = 64;
+  g.opts.pack_gqa = false;
+  check_case(g, test_seed());
+}
+
 // ---------------------------------------------------------------------------- the choice
 // kAuto (plan/fwd_tiles.hpp): head dim 64 from any length, causal only where the walk of its
 // 192-row tiles pairs (the expectation asks plan::fwd_pair_tiles with this device's SM count);

@@ -12,6 +12,8 @@ rule leaves varlen calls, whose lengths the host does not see, unpaired. The C++
 
     python3 tools/fwd_walk_replay.py                 # the issue rows and the rule's sweep
     python3 tools/fwd_walk_replay.py 16384 8 1 256   # S, heads, batch, head dim
+    python3 tools/fwd_walk_replay.py 16384 32 1 64 192  # ... and query rows a tile (the hd64
+                                                     # instance of three consumers: 192)
     python3 tools/fwd_walk_replay.py varlen          # random varlen mixes, plain and paired
     python3 tools/fwd_walk_replay.py dynamic         # the same, each CTA taking the next unit
                                                      # when it finishes (an atomic tile counter)
@@ -22,6 +24,9 @@ import random
 import sys
 
 GRID, L2_HALF = 132, 25 << 20
+# Query rows a tile (128; 192 for the hd64 instance of three consumer warpgroups). A KV block's
+# work grows with the rows, so the costs below count 128-row blocks.
+BLOCK_M = 128
 # (S, heads, batch, head dim) of the causal rows the notes name.
 ISSUE_ROWS = [(16384, 8, 1, 256), (4096, 8, 4, 256), (2048, 8, 8, 256), (16384, 16, 1, 128),
               (1024, 16, 16, 128), (16384, 32, 1, 64), (1024, 32, 16, 64)]
@@ -40,14 +45,16 @@ def walk_units(s, heads, batch, d, paired, lengths=None):
     lengths: varlen sequence lengths (q = kv each; s is then their maximum)."""
     lengths = lengths or [s] * batch
     batch = len(lengths)
-    m_blocks = (s + 127) // 128
+    m_blocks = (s + BLOCK_M - 1) // BLOCK_M
     walk_m = m_blocks + (m_blocks & 1) if paired else m_blocks
     bn, bh = block_n(d), heads * batch
     sec = section_pairs(s, heads, batch, d)
 
     def cost(m, b):
         n = lengths[b]
-        return 0 if m * 128 >= n else math.ceil(min((m + 1) * 128, n) / bn) + 1
+        if m * BLOCK_M >= n:
+            return 0
+        return (math.ceil(min((m + 1) * BLOCK_M, n) / bn) + 1) * BLOCK_M / 128
 
     units = []  # the order: sections, then rank, then the section's pairs
     ranks = walk_m // 2 if paired else walk_m
@@ -103,7 +110,7 @@ def dynamic_rows():
 
 
 def pair_rule(s, heads, batch, grid=GRID):
-    m_blocks = (s + 127) // 128
+    m_blocks = (s + BLOCK_M - 1) // BLOCK_M
     if m_blocks % 2:
         return False
     units = m_blocks // 2 * heads * batch
@@ -147,14 +154,17 @@ def varlen_mixes():
 
 
 def main():
+    global BLOCK_M
     if sys.argv[1:] == ["varlen"]:
         varlen_mixes()
         return
     if sys.argv[1:] == ["dynamic"]:
         dynamic_rows()
         return
-    if len(sys.argv) == 5:
-        row(*map(int, sys.argv[1:]))
+    if len(sys.argv) in (5, 6):
+        if len(sys.argv) == 6:
+            BLOCK_M = int(sys.argv[5])
+        row(*map(int, sys.argv[1:5]))
         return
     for args in ISSUE_ROWS:
         row(*args)

@@ -274,6 +274,12 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
                                  {{"auto", T::kAuto}, {"base", T::kBase}, {"wide", T::kWide}});
     return;
   }
+  if (name == "--fwd-walk") {
+    using W = kernels::fwd::LaunchOptions::Walk;
+    f.walk = parse_choice<W>(name, cur.value(name, inline_value),
+                             {{"auto", W::kAuto}, {"plain", W::kPlain}, {"paired", W::kPaired}});
+    return;
+  }
   if (name == "--bwd-order") {
     f.bwd_order = parse_choice<plan::BwdOrder>(
         name, cur.value(name, inline_value),

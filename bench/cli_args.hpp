@@ -52,6 +52,7 @@ struct BenchFlags {
   // Launch variants of the GPU kernels, timed against the default (kernels/*/launch.hpp).
   std::optional<bool> paged_tma;                                 // fwd: --paged-tma on | off
   std::optional<kernels::fwd::LaunchOptions::KVTiles> kv_tiles;  // fwd: --kv-tiles
+  std::optional<kernels::fwd::LaunchOptions::Walk> walk;         // fwd: --fwd-walk
   std::optional<int> splits;                  // decode, mla: --splits N (0 = the library's choice)
   std::optional<MlaSchedule> mla_schedule;    // mla: --mla-schedule M (auto, seesaw, ..., narrow)
   std::optional<DecodeKernel> decode_kernel;  // decode: --decode-kernel K (auto, tiles, small)

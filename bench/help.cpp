@@ -65,9 +65,12 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
   --paged-tma M       fwd: on (default) | off: off loads paged KV through the cp.async gather
                       for every page size
-  --kv-tiles T        fwd: auto (default: the wide instance where a tile walks >= 4k keys at
-                      D 64, >= 8k at D 128) | base (128 keys) | wide (192 at D 64, 176 at D
-                      128; dense and varlen only)
+  --kv-tiles T        fwd: auto (default: D 64 as 192-row tiles of three consumer
+                      warpgroups, causal only where that walk pairs; D 128 as 176-key tiles
+                      from 16k keys) | base (128 x 128) | wide (either forced; dense and
+                      varlen only)
+  --fwd-walk W        fwd: auto (default: pairs dense causal tiles where plan/fwd_order.hpp
+                      says) | plain | paired (heavy + light m-blocks back to back; dense only)
   --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
                       group (KV head, request) everywhere instead of in L2-sized sections
 Serving step (batch; takes --heads, --head-dim D, --page-size, --dtype, --causal/--no-causal,

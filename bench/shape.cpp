@@ -45,6 +45,8 @@ std::string Shape::describe() const {
     if (!fwd_launch.paged_tma) os << " paged-gather";
     if (fwd_launch.kv_tiles == kernels::fwd::LaunchOptions::KVTiles::kBase) os << " base-tiles";
     if (fwd_launch.kv_tiles == kernels::fwd::LaunchOptions::KVTiles::kWide) os << " wide-tiles";
+    if (fwd_launch.walk == kernels::fwd::LaunchOptions::Walk::kPlain) os << " plain-walk";
+    if (fwd_launch.walk == kernels::fwd::LaunchOptions::Walk::kPaired) os << " paired-walk";
     if (num_splits > 0) os << " splits=" << num_splits;
     if (mla_schedule == MlaSchedule::kSeesaw) os << " seesaw";
     if (mla_schedule == MlaSchedule::kOneConsumer) os << " one-consumer";
@@ -160,6 +162,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.pack_gqa.has_value() && fam != Family::kFwd, fam, "--pack-gqa");
   reject(f.paged_tma.has_value() && fam != Family::kFwd, fam, "--paged-tma");
   reject(f.kv_tiles.has_value() && fam != Family::kFwd, fam, "--kv-tiles");
+  reject(f.walk.has_value() && fam != Family::kFwd, fam, "--fwd-walk");
   reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
   reject(f.mla_schedule.has_value() && fam != Family::kMla, fam, "--mla-schedule");
   reject(f.decode_kernel.has_value() && fam != Family::kDecode, fam, "--decode-kernel");
@@ -196,6 +199,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.pack_gqa) s.pack_gqa = *f.pack_gqa;
   if (f.paged_tma) s.fwd_launch.paged_tma = *f.paged_tma;
   if (f.kv_tiles) s.fwd_launch.kv_tiles = *f.kv_tiles;
+  if (f.walk) s.fwd_launch.walk = *f.walk;
   if (f.splits) s.num_splits = *f.splits;
   if (f.mla_schedule) s.mla_schedule = *f.mla_schedule;
   if (f.decode_kernel) s.decode_kernel = *f.decode_kernel;

@@ -138,6 +138,39 @@ TEST(FwdWideTiles, PairedCausalWalk) {
   check_case(g, test_seed());
 }
 
+// The walk forced (LaunchOptions::walk, the benchmark's --fwd-walk): paired over odd m-block
+// counts (one empty m-block a pair), over a causal window and a full mask, and plain where the
+// rule would pair; 192-row and base tiles alike.
+TEST(FwdWideTiles, ForcedWalks) {
+  SKIP_WITHOUT_HOPPER();
+  using Walk = kernels::fwd::LaunchOptions::Walk;
+  for (KVTiles tiles : {KVTiles::kWide, KVTiles::kBase}) {
+    FwdCase c = dense_case(DType::kBF16, 5, 600, 600, 2, 2, true);  // 192 rows: 4 m-blocks
+    c.d = 64;
+    c.launch.kv_tiles = tiles;
+    c.launch.walk = Walk::kPaired;
+    check_case(c, test_seed());
+    c.q_lens.assign(5, 700);  // 192 rows: 4; 128 rows: 6
+    c.kv_lens.assign(5, 700);
+    check_case(c, test_seed());
+    c.q_lens.assign(5, 500);  // 192 rows: 3, odd; 128 rows: 4
+    c.kv_lens.assign(5, 900);
+    check_case(c, test_seed());
+    c.opts.window = {200, 0};
+    check_case(c, test_seed());
+    c.opts.window = {-1, -1};
+    c.opts.causal = false;
+    check_case(c, test_seed());
+    c.launch.walk = Walk::kPlain;
+    c.opts.causal = true;
+    check_case(c, test_seed());
+  }
+  FwdCase h = dense_case(DType::kFP16, 3, 333, 333, 2, 4, true);  // 128 rows: 3 m-blocks, odd
+  h.launch.kv_tiles = KVTiles::kWide;                             // 176-key tiles at head dim 128
+  h.launch.walk = Walk::kPaired;
+  check_case(h, test_seed());
+}
+
 // ---------------------------------------------------------------------------- the choice
 // kAuto (plan/fwd_tiles.hpp): head dim 64 from any length, causal only where the walk of its
 // 192-row tiles pairs (the expectation asks plan::fwd_pair_tiles with this device's SM count);

@@ -161,8 +161,8 @@ void set_packing(const AttentionOptions& opts, int max_seqlen_q, int block_m, in
 }
 
 // Fills everything but the tensor maps, which depend on the configuration's tile sizes.
-FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool varlen, int block_m,
-                      int device) {
+FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
+                      const LaunchOptions& launch, bool varlen, int block_m, int device) {
   FwdParams p{};
   const bool paged = is_paged(args);
   const HeadMajorView q = head_major_view(args.q, varlen);
@@ -245,8 +245,18 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts, bool va
   // A tile's work grows with its m-block only under a diagonal with no left bound (a left bound
   // makes every tile past the first few equal: nothing to pair).
   const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
-  p.sched.paired =
-      plan::fwd_pair_tiles(growing, !varlen && !paged, m_blocks, bh, sm_count(device, kWhere));
+  const bool dense = !varlen && !paged;
+  switch (launch.walk) {
+    case LaunchOptions::Walk::kAuto:
+      p.sched.paired = plan::fwd_pair_tiles(growing, dense, m_blocks, bh, sm_count(device, kWhere));
+      break;
+    case LaunchOptions::Walk::kPlain:
+      p.sched.paired = false;
+      break;
+    case LaunchOptions::Walk::kPaired:
+      p.sched.paired = dense && m_blocks > 0;
+      break;
+  }
   p.sched.num_m_blocks = plan::fwd_walk_m_blocks(m_blocks, p.sched.paired);
   const int64_t total_tiles = static_cast<int64_t>(p.sched.num_m_blocks) * bh;
   if (total_tiles > INT32_MAX) unsupported("more than 2^31 work tiles");
@@ -344,7 +354,7 @@ int block_n_for(int64_t dqk, int64_t dv) { return kFwdConfigs[fwd_config_index(d
 
 FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
                          const LaunchOptions& launch, int device, int block_n, int block_m) {
-  FwdParams p = make_params(args, opts, is_varlen(args), block_m, device);
+  FwdParams p = make_params(args, opts, launch, is_varlen(args), block_m, device);
   if (p.sched.total_tiles > 0) add_tensor_maps(args, launch, block_n, p);
   return p;
 }
@@ -427,7 +437,8 @@ std::optional<FwdParams> wide_params(const FwdArgs& args, const AttentionOptions
   const int row = fwd_wide_config_index(args.q.size(-1), args.v.size(-1));
   if (row < 0 || is_paged(args) || launch.kv_tiles == LaunchOptions::KVTiles::kBase) return {};
   const FwdWideConfig& c = kFwdWideConfigs[row];
-  FwdParams p = make_params(args, opts, is_varlen(args), c.consumers * kRowsPerConsumer, device);
+  FwdParams p =
+      make_params(args, opts, launch, is_varlen(args), c.consumers * kRowsPerConsumer, device);
   if (launch.kv_tiles == LaunchOptions::KVTiles::kWide) return p;
   const int64_t max_keys = is_varlen(args) ? args.max_seqlen_k : head_major_view(args.k, false).s;
   const int64_t keys = plan::fwd_keys_per_tile(max_keys, p.mask.window_left, p.mask.window_right,
@@ -464,8 +475,9 @@ void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
   }
   visit_config(dqk, dv, args.q.dtype(), [&](auto config) {
     using Traits = typename decltype(config)::type;
-    run_config<Traits>(
-        args, launch, make_params(args, opts, is_varlen(args), Traits::kBlockM, device), device, s);
+    run_config<Traits>(args, launch,
+                       make_params(args, opts, launch, is_varlen(args), Traits::kBlockM, device),
+                       device, s);
   });
 }
 

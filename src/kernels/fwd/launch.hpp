@@ -19,6 +19,12 @@ struct LaunchOptions {
   // instance or K/V are paged).
   enum class KVTiles { kAuto, kBase, kWide };
   KVTiles kv_tiles = KVTiles::kAuto;
+  // The order of the persistent walk over a dense call's tiles: kAuto the rule of
+  // plan/fwd_order.hpp, kPlain the longest-first walk, kPaired units of m-blocks n - 1 - k and k
+  // (any mask and m-block count; an odd count walks one empty m-block). Varlen and paged calls
+  // always walk plain (their lengths live on the device).
+  enum class Walk { kAuto, kPlain, kPaired };
+  Walk walk = Walk::kAuto;
 };
 
 // Throws hopattn::Error(kNotImplemented) naming the first feature of this call that the CUDA

@@ -437,15 +437,17 @@ std::optional<FwdParams> wide_params(const FwdArgs& args, const AttentionOptions
   const int row = fwd_wide_config_index(args.q.size(-1), args.v.size(-1));
   if (row < 0 || is_paged(args) || launch.kv_tiles == LaunchOptions::KVTiles::kBase) return {};
   const FwdWideConfig& c = kFwdWideConfigs[row];
-  FwdParams p =
-      make_params(args, opts, launch, is_varlen(args), c.consumers * kRowsPerConsumer, device);
-  if (launch.kv_tiles == LaunchOptions::KVTiles::kWide) return p;
+  const int block_m = c.consumers * kRowsPerConsumer;
+  const bool forced = launch.kv_tiles == LaunchOptions::KVTiles::kWide;
+  // The key floor first: below it the call needs no parameters of this instance (host time).
   const int64_t max_keys = is_varlen(args) ? args.max_seqlen_k : head_major_view(args.k, false).s;
-  const int64_t keys = plan::fwd_keys_per_tile(max_keys, p.mask.window_left, p.mask.window_right,
-                                               c.consumers * kRowsPerConsumer);
+  const int64_t window_right = opts.causal ? 0 : opts.window.right;  // make_params' mask
+  const int64_t keys = plan::fwd_keys_per_tile(max_keys, opts.window.left, window_right, block_m);
+  if (!forced && keys < c.min_keys) return {};
+  FwdParams p = make_params(args, opts, launch, is_varlen(args), block_m, device);
+  if (forced) return p;
   const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
-  if (!plan::fwd_wide_tiles(keys, c.min_keys, c.consumers * kRowsPerConsumer > kBlockM, growing,
-                            p.sched.paired)) {
+  if (!plan::fwd_wide_tiles(keys, c.min_keys, block_m > kBlockM, growing, p.sched.paired)) {
     return {};
   }
   return p;

@@ -28,6 +28,14 @@ FwdCase wide(FwdCase c, int d) {
   return c;
 }
 
+// This device's SM count (the walk's pairing depends on it).
+int sm_count() {
+  int device = 0, sms = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  return sms;
+}
+
 // ---------------------------------------------------------------------------- odd-shape grid
 class FwdWideTilesGrid : public ::testing::TestWithParam<OddShapeParam> {};
 
@@ -127,10 +135,7 @@ TEST(FwdWideTiles, PairedCausalWalk) {
   SKIP_WITHOUT_HOPPER();
   FwdCase c = dense_case(DType::kBF16, 132, 384, 384, 1, 1, true);
   c.d = 64;
-  int device = 0, sms = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  EXPECT_EQ(runs_wide_tiles(c), plan::fwd_pair_tiles(true, true, 2, 132, sms));
+  EXPECT_EQ(runs_wide_tiles(c), plan::fwd_pair_tiles(true, true, 2, 132, sm_count()));
   check_case(c, test_seed());
   FwdCase g = dense_case(DType::kFP16, 66, 384, 384, 2, 4, true);  // 2 x 4 GQA, unpacked rows
   g.d = 64;
@@ -176,13 +181,6 @@ TEST(FwdWideTiles, ForcedWalks) {
 // 192-row tiles pairs (the expectation asks plan::fwd_pair_tiles with this device's SM count);
 // head dim 128 from 16384 keys or a window's span; never for paged K/V or head dims without a
 // wide row, even when forced; kBase never.
-int sm_count() {
-  int device = 0, sms = 0;
-  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  return sms;
-}
-
 TEST(FwdWideTiles, AutomaticChoice) {
   SKIP_WITHOUT_HOPPER();
   FwdCase c = dense_case(DType::kBF16, 2, 100, 50, 1, 1, false);

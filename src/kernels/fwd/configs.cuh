@@ -20,27 +20,23 @@ namespace hopattn::kernels::fwd {
 
 class LptTileScheduler;
 
-// The traits of row kIndex of the configuration table in dtype Elt (kFp8KV: over an fp8 e4m3
-// paged cache, the batch family's rows only).
+// The traits of row kIndex of a configuration table (kFwdConfigs or kFwdWideConfigs) in dtype
+// Elt (kFp8KV: over an fp8 e4m3 paged cache, the batch family's rows only).
+template <class Elt, const FwdConfig* kTable, int kIndex, bool kFp8KV = false>
+using FwdRowTraits =
+    FwdTraits<Elt, kTable[kIndex].dqk, kTable[kIndex].dv, kTable[kIndex].block_n,
+              kTable[kIndex].stages, kTable[kIndex].o_in_q, kFp8KV, kTable[kIndex].consumers>;
+
 template <class Elt, int kIndex, bool kFp8KV = false>
-using FwdConfigTraits =
-    FwdTraits<Elt, kFwdConfigs[kIndex].dqk, kFwdConfigs[kIndex].dv, kFwdConfigs[kIndex].block_n,
-              kFwdConfigs[kIndex].stages, kFwdConfigs[kIndex].o_in_q, kFp8KV>;
+using FwdConfigTraits = FwdRowTraits<Elt, kFwdConfigs, kIndex, kFp8KV>;
 
 // The row (kDqk, kDv) in dtype Elt (a compile error when that pair is not in the table).
 template <class Elt, int kDqk, int kDv = kDqk, bool kFp8KV = false>
 using FwdBuilt = FwdConfigTraits<Elt, fwd_config_index(kDqk, kDv), kFp8KV>;
 
-// The traits of row kIndex of the wide-tile table (kFwdWideConfigs) in dtype Elt.
-template <class Elt, int kIndex>
-using FwdWideConfigTraits =
-    FwdTraits<Elt, kFwdWideConfigs[kIndex].dqk, kFwdWideConfigs[kIndex].dv,
-              kFwdWideConfigs[kIndex].block_n, kFwdWideConfigs[kIndex].stages,
-              kFwdWideConfigs[kIndex].o_in_q, false, kFwdWideConfigs[kIndex].consumers>;
-
 // The wide row (kDqk, kDv) in dtype Elt (a compile error when that pair has none).
 template <class Elt, int kDqk, int kDv = kDqk>
-using FwdWideBuilt = FwdWideConfigTraits<Elt, fwd_wide_config_index(kDqk, kDv)>;
+using FwdWideBuilt = FwdRowTraits<Elt, kFwdWideConfigs, fwd_wide_config_index(kDqk, kDv)>;
 
 // Launches the fwd kernel of configuration Traits walking the tiles of Scheduler; returns the
 // launch error (cudaSuccess when queued).
@@ -53,29 +49,31 @@ struct ConfigTag {
   using type = Traits;
 };
 
-// Calls f(ConfigTag<Traits>{}) with the traits of the row (dqk, dv) in bf16 (dtype kBF16) or
-// fp16 (any other dtype: check_supported has refused the rest); false, calling nothing, when
-// the pair is not built (kBatchOnly: not among the batch family's rows). fp8_kv (kBatchOnly
-// only): the instance over an fp8 e4m3 cache.
-template <bool kBatchOnly = false, int kIndex = 0, class F>
-bool visit_config(int64_t dqk, int64_t dv, DType dtype, F&& f, bool fp8_kv = false) {
-  if constexpr (kIndex == kNumFwdConfigs) {
+// Calls f(ConfigTag<Traits>{}) with the traits of row (dqk, dv) of kTable (kCount rows) in
+// bf16 (dtype kBF16) or fp16 (any other dtype: check_supported has refused the rest); false,
+// calling nothing, when the table has no such row (kBatchOnly: none among the batch family's
+// rows). fp8_kv (kBatchOnly only): the instance over an fp8 e4m3 cache.
+template <const FwdConfig* kTable, int kCount, bool kBatchOnly, int kIndex = 0, class F>
+bool visit_row(int64_t dqk, int64_t dv, DType dtype, F&& f, bool fp8_kv) {
+  if constexpr (kIndex == kCount) {
     return false;
-  } else if constexpr (kBatchOnly && !kFwdConfigs[kIndex].batch) {
-    return visit_config<kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f), fp8_kv);
+  } else if constexpr (kBatchOnly && !kTable[kIndex].batch) {
+    return visit_row<kTable, kCount, kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f),
+                                                             fp8_kv);
   } else {
-    if (kFwdConfigs[kIndex].dqk != dqk || kFwdConfigs[kIndex].dv != dv) {
-      return visit_config<kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f), fp8_kv);
+    if (kTable[kIndex].dqk != dqk || kTable[kIndex].dv != dv) {
+      return visit_row<kTable, kCount, kBatchOnly, kIndex + 1>(dqk, dv, dtype, std::forward<F>(f),
+                                                               fp8_kv);
     }
     const auto visit = [&](auto elt) {
       using Elt = decltype(elt);
       if constexpr (kBatchOnly) {
         if (fp8_kv) {
-          f(ConfigTag<FwdConfigTraits<Elt, kIndex, true>>{});
+          f(ConfigTag<FwdRowTraits<Elt, kTable, kIndex, true>>{});
           return;
         }
       }
-      f(ConfigTag<FwdConfigTraits<Elt, kIndex>>{});
+      f(ConfigTag<FwdRowTraits<Elt, kTable, kIndex>>{});
     };
     if (dtype == DType::kBF16) {
       visit(__nv_bfloat16{});
@@ -86,23 +84,18 @@ bool visit_config(int64_t dqk, int64_t dv, DType dtype, F&& f, bool fp8_kv = fal
   }
 }
 
-// Calls f(ConfigTag<Traits>{}) with the traits of the wide row (dqk, dv) in bf16 or fp16 as
-// visit_config does; false, calling nothing, when the pair has no wide instance.
-template <int kIndex = 0, class F>
+// visit_row over kFwdConfigs: the configurations every family builds.
+template <bool kBatchOnly = false, class F>
+bool visit_config(int64_t dqk, int64_t dv, DType dtype, F&& f, bool fp8_kv = false) {
+  return visit_row<kFwdConfigs, kNumFwdConfigs, kBatchOnly>(dqk, dv, dtype, std::forward<F>(f),
+                                                            fp8_kv);
+}
+
+// visit_row over kFwdWideConfigs: the fwd calls' second instances.
+template <class F>
 bool visit_wide_config(int64_t dqk, int64_t dv, DType dtype, F&& f) {
-  if constexpr (kIndex == kNumFwdWideConfigs) {
-    return false;
-  } else {
-    if (kFwdWideConfigs[kIndex].dqk != dqk || kFwdWideConfigs[kIndex].dv != dv) {
-      return visit_wide_config<kIndex + 1>(dqk, dv, dtype, std::forward<F>(f));
-    }
-    if (dtype == DType::kBF16) {
-      f(ConfigTag<FwdWideConfigTraits<__nv_bfloat16, kIndex>>{});
-    } else {
-      f(ConfigTag<FwdWideConfigTraits<__half, kIndex>>{});
-    }
-    return true;
-  }
+  return visit_row<kFwdWideConfigs, kNumFwdWideConfigs, false>(dqk, dv, dtype, std::forward<F>(f),
+                                                               false);
 }
 
 }  // namespace hopattn::kernels::fwd

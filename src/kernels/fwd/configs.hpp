@@ -21,6 +21,10 @@ struct FwdConfig {
   bool o_in_q;
   // Run by the batch family too (its work lists over the same kernel).
   bool batch;
+  // Consumer warpgroups of 64 query rows: 2, or 3 (192-row tiles; kFwdWideConfigs only).
+  int consumers = 2;
+  // kFwdWideConfigs: the fewest keys a tile must walk for the row to pay (plan/fwd_tiles.hpp).
+  int min_keys = 0;
 };
 
 inline constexpr FwdConfig kFwdConfigs[] = {
@@ -45,36 +49,29 @@ inline constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / siz
 //   keys the mask discards and O in Q delays the next tile's Q: H100, 16k-32k 1.02-1.03x, 8k
 //   0.98-1.00x, 4k 0.96-0.99x, 1k 0.81-0.97x. Hence a floor on the keys a tile walks (the longest
 //   request's, or the window's span where that is shorter).
-struct FwdWideConfig {
-  int dqk, dv;
-  int block_n;
-  int stages;
-  bool o_in_q;
-  int consumers;  // consumer warpgroups of 64 query rows: 2, or 3 (192-row tiles)
-  int min_keys;
-};
-
-inline constexpr FwdWideConfig kFwdWideConfigs[] = {
-    {64, 64, 128, 2, false, 3, 0},
-    {128, 128, 176, 2, true, 2, 16384},
+inline constexpr FwdConfig kFwdWideConfigs[] = {
+    {64, 64, 128, 2, false, false, 3, 0},
+    {128, 128, 176, 2, true, false, 2, 16384},
 };
 inline constexpr int kNumFwdWideConfigs =
-    static_cast<int>(sizeof(kFwdWideConfigs) / sizeof(FwdWideConfig));
+    static_cast<int>(sizeof(kFwdWideConfigs) / sizeof(FwdConfig));
 
-// Row of (dqk, dv) in kFwdWideConfigs, or -1 when that pair has no wide instance.
-constexpr int fwd_wide_config_index(int64_t dqk, int64_t dv) {
-  for (int i = 0; i < kNumFwdWideConfigs; ++i) {
-    if (kFwdWideConfigs[i].dqk == dqk && kFwdWideConfigs[i].dv == dv) return i;
+// Row of (dqk, dv) in a table of `count` rows, or -1 when the table has none.
+constexpr int config_index(const FwdConfig* table, int count, int64_t dqk, int64_t dv) {
+  for (int i = 0; i < count; ++i) {
+    if (table[i].dqk == dqk && table[i].dv == dv) return i;
   }
   return -1;
 }
 
 // Row of (dqk, dv) in kFwdConfigs, or -1 when that pair is not built.
 constexpr int fwd_config_index(int64_t dqk, int64_t dv) {
-  for (int i = 0; i < kNumFwdConfigs; ++i) {
-    if (kFwdConfigs[i].dqk == dqk && kFwdConfigs[i].dv == dv) return i;
-  }
-  return -1;
+  return config_index(kFwdConfigs, kNumFwdConfigs, dqk, dv);
+}
+
+// Row of (dqk, dv) in kFwdWideConfigs, or -1 when that pair has no wide instance.
+constexpr int fwd_wide_config_index(int64_t dqk, int64_t dv) {
+  return config_index(kFwdWideConfigs, kNumFwdWideConfigs, dqk, dv);
 }
 
 // Whether the fwd kernels are built for (dqk, dv) (the bwd kernels are built for the same pairs).

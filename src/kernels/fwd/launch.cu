@@ -436,7 +436,7 @@ std::optional<FwdParams> wide_params(const FwdArgs& args, const AttentionOptions
                                      const LaunchOptions& launch, int device) {
   const int row = fwd_wide_config_index(args.q.size(-1), args.v.size(-1));
   if (row < 0 || is_paged(args) || launch.kv_tiles == LaunchOptions::KVTiles::kBase) return {};
-  const FwdWideConfig& c = kFwdWideConfigs[row];
+  const FwdConfig& c = kFwdWideConfigs[row];
   const int block_m = c.consumers * kRowsPerConsumer;
   const bool forced = launch.kv_tiles == LaunchOptions::KVTiles::kWide;
   // The key floor first: below it the call needs no parameters of this instance (host time).
@@ -444,6 +444,8 @@ std::optional<FwdParams> wide_params(const FwdArgs& args, const AttentionOptions
   const int64_t window_right = opts.causal ? 0 : opts.window.right;  // make_params' mask
   const int64_t keys = plan::fwd_keys_per_tile(max_keys, opts.window.left, window_right, block_m);
   if (!forced && keys < c.min_keys) return {};
+  // Under a causal diagonal the walk's pairing decides, so the 192-row parameters are built;
+  // when they are refused, run() builds the base row's (host work twice for those calls only).
   FwdParams p = make_params(args, opts, launch, is_varlen(args), block_m, device);
   if (forced) return p;
   const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;

@@ -13,10 +13,10 @@ struct LaunchOptions {
   // Paged KV by TMA boxes where the page size allows them. false: the cp.async gather for every
   // page size, to time one loader against the other or to tell a TMA problem from anything else.
   bool paged_tma = true;
-  // Which KV tile the dense and varlen calls run (configs.hpp): kAuto the wide instance
-  // (kFwdWideConfigs) where a tile walks at least its min_keys keys, else the base row; kBase
-  // and kWide force one (kWide falls back to the base row where the head dims have no wide
-  // instance or K/V are paged).
+  // Which tile the dense and varlen calls run (configs.hpp): kAuto the wide instance
+  // (kFwdWideConfigs) where plan/fwd_tiles.hpp says (its key floor; 192-row tiles under a
+  // causal diagonal only on a paired walk), else the base row; kBase and kWide force one (kWide
+  // falls back to the base row where the head dims have no wide instance or K/V are paged).
   enum class KVTiles { kAuto, kBase, kWide };
   KVTiles kv_tiles = KVTiles::kAuto;
   // The order of the persistent walk over a dense call's tiles: kAuto the rule of

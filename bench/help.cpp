@@ -72,7 +72,8 @@ Launch variants of the GPU kernels (to time against the default; the library nev
   --fwd-walk W        fwd: auto (default: pairs dense causal tiles where plan/fwd_order.hpp
                       says, or at 192 rows where the walk's replay balances better) | plain |
                       paired (heavy + light m-blocks back to back; dense only)
-  --l2-section-kb N   fwd: K/V KiB of one L2 section of the walk (default: half the L2)
+  --l2-section-kb N   fwd: K/V KiB of one L2 section of the walk (default: half the L2 under
+                      a causal diagonal, a 32nd of it otherwise)
   --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
                       group (KV head, request) everywhere instead of in L2-sized sections
 Serving step (batch; takes --heads, --head-dim D, --page-size, --dtype, --causal/--no-causal,

@@ -140,15 +140,16 @@ void check_pool_layout(const TensorView& t, KVLayout layout, const char* name) {
   }
 }
 
-// (batch, head) pairs whose K/V fit in half the L2 (or section_kb KiB), rounded to whole GQA
-// groups.
-int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_total,
+// (batch, head) pairs whose K/V fit in one L2 section (plan::fwd_section_bytes, or section_kb
+// KiB), rounded to whole GQA groups.
+int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_total, bool growing,
                     int section_kb) {
   int l2 = 0;
   if (section_kb <= 0) {
     cuda_ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size query");
   }
-  const int64_t bytes = section_kb > 0 ? int64_t{section_kb} << 10 : static_cast<int64_t>(l2) / 2;
+  const int64_t bytes =
+      section_kb > 0 ? int64_t{section_kb} << 10 : plan::fwd_section_bytes(l2, growing);
   const int64_t kv_heads = std::max<int64_t>(1, bytes / std::max<int64_t>(1, kv_bytes_per_head));
   return static_cast<int>(std::min<int64_t>(kv_heads * group, bh_total));
 }
@@ -256,8 +257,9 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
   if (bh > 0 && m_blocks > 0) {
     const int64_t kv_bytes_per_head =
         static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
-    p.sched.section_bh = l2_section_size(device, kv_bytes_per_head, p.pack.pack > 1 ? 1 : p.group,
-                                         p.sched.num_heads * p.seq.batch, launch.l2_section_kb);
+    p.sched.section_bh =
+        l2_section_size(device, kv_bytes_per_head, p.pack.pack > 1 ? 1 : p.group,
+                        p.sched.num_heads * p.seq.batch, growing, launch.l2_section_kb);
   }
   switch (launch.walk) {
     case LaunchOptions::Walk::kAuto:

@@ -27,7 +27,7 @@ struct LaunchOptions {
   enum class Walk { kAuto, kPlain, kPaired };
   Walk walk = Walk::kAuto;
   // K/V bytes of one L2 section of the walk ((batch, head) pairs whose tiles run side by side,
-  // tile_scheduler.cuh), in KiB; 0: half the L2.
+  // tile_scheduler.cuh), in KiB; 0: plan::fwd_section_bytes (plan/fwd_order.hpp).
   int l2_section_kb = 0;
 };
 

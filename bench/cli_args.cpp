@@ -280,6 +280,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
                              {{"auto", W::kAuto}, {"plain", W::kPlain}, {"paired", W::kPaired}});
     return;
   }
+  if (name == "--l2-section-kb") {
+    f.l2_section_kb =
+        static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 20));
+    return;
+  }
   if (name == "--bwd-order") {
     f.bwd_order = parse_choice<plan::BwdOrder>(
         name, cur.value(name, inline_value),

@@ -53,6 +53,7 @@ struct BenchFlags {
   std::optional<bool> paged_tma;                                 // fwd: --paged-tma on | off
   std::optional<kernels::fwd::LaunchOptions::KVTiles> kv_tiles;  // fwd: --kv-tiles
   std::optional<kernels::fwd::LaunchOptions::Walk> walk;         // fwd: --fwd-walk
+  std::optional<int> l2_section_kb;                              // fwd: --l2-section-kb
   std::optional<int> splits;                  // decode, mla: --splits N (0 = the library's choice)
   std::optional<MlaSchedule> mla_schedule;    // mla: --mla-schedule M (auto, seesaw, ..., narrow)
   std::optional<DecodeKernel> decode_kernel;  // decode: --decode-kernel K (auto, tiles, small)

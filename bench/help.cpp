@@ -66,11 +66,14 @@ Launch variants of the GPU kernels (to time against the default; the library nev
   --paged-tma M       fwd: on (default) | off: off loads paged KV through the cp.async gather
                       for every page size
   --kv-tiles T        fwd: auto (default: D 64 as 192-row tiles of three consumer
-                      warpgroups, causal only where that walk pairs; D 128 as 176-key tiles
+                      warpgroups, causal on dense calls only; D 128 as 176-key tiles
                       from 16k keys) | base (128 x 128) | wide (either forced; dense and
                       varlen only)
   --fwd-walk W        fwd: auto (default: pairs dense causal tiles where plan/fwd_order.hpp
-                      says) | plain | paired (heavy + light m-blocks back to back; dense only)
+                      says, or at 192 rows where the walk's replay balances better) | plain |
+                      paired (heavy + light m-blocks back to back; dense only)
+  --l2-section-kb N   fwd: K/V KiB of one L2 section of the walk (default: half the L2 under
+                      a causal diagonal, a 32nd of it otherwise)
   --bwd-order O       bwd: sections (default) | heads: heads launches the CTAs group after
                       group (KV head, request) everywhere instead of in L2-sized sections
 Serving step (batch; takes --heads, --head-dim D, --page-size, --dtype, --causal/--no-causal,

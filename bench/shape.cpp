@@ -47,6 +47,7 @@ std::string Shape::describe() const {
     if (fwd_launch.kv_tiles == kernels::fwd::LaunchOptions::KVTiles::kWide) os << " wide-tiles";
     if (fwd_launch.walk == kernels::fwd::LaunchOptions::Walk::kPlain) os << " plain-walk";
     if (fwd_launch.walk == kernels::fwd::LaunchOptions::Walk::kPaired) os << " paired-walk";
+    if (fwd_launch.l2_section_kb > 0) os << " section-" << fwd_launch.l2_section_kb << "KiB";
     if (num_splits > 0) os << " splits=" << num_splits;
     if (mla_schedule == MlaSchedule::kSeesaw) os << " seesaw";
     if (mla_schedule == MlaSchedule::kOneConsumer) os << " one-consumer";
@@ -163,6 +164,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.paged_tma.has_value() && fam != Family::kFwd, fam, "--paged-tma");
   reject(f.kv_tiles.has_value() && fam != Family::kFwd, fam, "--kv-tiles");
   reject(f.walk.has_value() && fam != Family::kFwd, fam, "--fwd-walk");
+  reject(f.l2_section_kb.has_value() && fam != Family::kFwd, fam, "--l2-section-kb");
   reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
   reject(f.mla_schedule.has_value() && fam != Family::kMla, fam, "--mla-schedule");
   reject(f.decode_kernel.has_value() && fam != Family::kDecode, fam, "--decode-kernel");
@@ -200,6 +202,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.paged_tma) s.fwd_launch.paged_tma = *f.paged_tma;
   if (f.kv_tiles) s.fwd_launch.kv_tiles = *f.kv_tiles;
   if (f.walk) s.fwd_launch.walk = *f.walk;
+  if (f.l2_section_kb) s.fwd_launch.l2_section_kb = *f.l2_section_kb;
   if (f.splits) s.num_splits = *f.splits;
   if (f.mla_schedule) s.mla_schedule = *f.mla_schedule;
   if (f.decode_kernel) s.decode_kernel = *f.decode_kernel;

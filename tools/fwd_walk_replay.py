@@ -14,6 +14,9 @@ rule leaves varlen calls, whose lengths the host does not see, unpaired. The C++
     python3 tools/fwd_walk_replay.py 16384 8 1 256   # S, heads, batch, head dim
     python3 tools/fwd_walk_replay.py 16384 32 1 64 192  # ... and query rows a tile (the hd64
                                                      # instance of three consumers: 192)
+    python3 tools/fwd_walk_replay.py 8192 32 2 64 192 4  # ... and the GQA group (q heads a KV
+                                                     # head, unpacked: a section holds whole
+                                                     # groups, its K/V counted once a KV head)
     python3 tools/fwd_walk_replay.py varlen          # random varlen mixes, plain and paired
     python3 tools/fwd_walk_replay.py dynamic         # the same, each CTA taking the next unit
                                                      # when it finishes (an atomic tile counter)
@@ -27,6 +30,9 @@ GRID, L2_HALF = 132, 25 << 20
 # Query rows a tile (128; 192 for the hd64 instance of three consumer warpgroups). A KV block's
 # work grows with the rows, so the costs below count 128-row blocks.
 BLOCK_M = 128
+# q heads a KV head (GQA, rows unpacked): an L2 section counts KV heads, so it holds GROUP times
+# the (batch, q head) pairs (src/kernels/fwd/launch.cu, l2_section_size).
+GROUP = 1
 # (S, heads, batch, head dim) of the causal rows the notes name.
 ISSUE_ROWS = [(16384, 8, 1, 256), (4096, 8, 4, 256), (2048, 8, 8, 256), (16384, 16, 1, 128),
               (1024, 16, 16, 128), (16384, 32, 1, 64), (1024, 32, 16, 64)]
@@ -37,7 +43,7 @@ def block_n(d):
 
 
 def section_pairs(s, heads, batch, d):
-    return min(max(1, L2_HALF // (s * d * 4)), heads * batch)
+    return min(max(1, L2_HALF // (s * d * 4)) * GROUP, heads * batch)
 
 
 def walk_units(s, heads, batch, d, paired, lengths=None):
@@ -154,16 +160,18 @@ def varlen_mixes():
 
 
 def main():
-    global BLOCK_M
+    global BLOCK_M, GROUP
     if sys.argv[1:] == ["varlen"]:
         varlen_mixes()
         return
     if sys.argv[1:] == ["dynamic"]:
         dynamic_rows()
         return
-    if len(sys.argv) in (5, 6):
-        if len(sys.argv) == 6:
+    if len(sys.argv) in (5, 6, 7):
+        if len(sys.argv) >= 6:
             BLOCK_M = int(sys.argv[5])
+        if len(sys.argv) == 7:
+            GROUP = int(sys.argv[6])
         row(*map(int, sys.argv[1:5]))
         return
     for args in ISSUE_ROWS:

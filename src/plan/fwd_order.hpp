@@ -34,6 +34,19 @@ constexpr bool fwd_pair_tiles(bool diagonal, bool equal_lengths, int64_t m_block
   return units >= grid && rounds * grid * 25 <= units * 26;
 }
 
+// K/V bytes of the (batch, head) pairs one L2 section of the walk holds (kernels/fwd/
+// tile_scheduler.cuh runs a section's tiles side by side), on a card of `l2_bytes` of L2. Under
+// a growing diagonal the LPT order inside a section balances the CTAs, so sections stay large
+// (half the L2; the pairing rules above and plan/fwd_walk_replay.hpp were measured there).
+// With equal tiles the order only decides how many K/V a round of the grid streams at once:
+// H100, non-causal, sections of 1.5 MB (mostly one KV head: its m-blocks next to each other)
+// against half the L2: hd128 1k B=16 0.90x the time, 4k B=4 0.97x, 16k 1.00x; hd256 4k 0.98x;
+// hd64 4k 0.99x (at half the L2 a round spans 12-48 heads and reads each K/V ~3.5 times from
+// HBM at hd128 4k: ncu, docs/perf/NOTES.md run set w).
+constexpr int64_t fwd_section_bytes(int64_t l2_bytes, bool growing) {
+  return growing ? l2_bytes / 2 : l2_bytes / 32;
+}
+
 // m-blocks the walk covers: n, rounded up to even when paired (the extra one has no rows; the
 // rule above pairs even counts only, the walk takes any).
 constexpr int fwd_walk_m_blocks(int m_blocks, bool paired) {

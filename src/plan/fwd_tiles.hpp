@@ -19,14 +19,15 @@ constexpr int64_t fwd_keys_per_tile(int64_t max_seqlen_k, int64_t window_left, i
 // Whether the wide instance pays (configs.hpp states the measurements behind each row): a row of
 // wider KV tiles needs walks of at least min_keys keys (its per-block savings against its wider
 // diagonal and last blocks). A row of more query rows a tile (192: three consumers) halves
-// fewer, longer tiles' imbalance only when the walk pairs them: under a growing diagonal
-// (causal) the plain static walk of 192-row tiles put its busiest CTA at 1.21-1.35x the mean
-// (tools/fwd_walk_replay.py at 2k-16k, hd64) against 1.03-1.06x paired, and lost more than the
-// tiles gained (H100: 16k causal 1.05x slower unpaired, 4k 1.13x faster paired).
+// fewer, longer tiles' imbalance under a growing diagonal (causal) only where the host can
+// choose their walk: dense calls, whose walk plan/fwd_walk_replay.hpp picks (H100, hd64 causal
+// 512-16k, 32 heads and 32:8 GQA: 0.83-0.99x the base tiles' time with the replay's walk, 1.00-
+// 1.05x with the plain walk where pairing was the better one). Varlen calls (lengths the host
+// does not see) keep the base tiles.
 constexpr bool fwd_wide_tiles(int64_t keys_per_tile, int min_keys, bool more_rows, bool growing,
-                              bool paired) {
+                              bool dense) {
   if (keys_per_tile < min_keys) return false;
-  return !more_rows || !growing || paired;
+  return !more_rows || !growing || dense;
 }
 
 }  // namespace hopattn::plan

@@ -22,6 +22,13 @@ TEST(PlanFwdOrder, PairsDiagonalMasksWhoseUnitsFillTheRounds) {
   EXPECT_TRUE(fwd_pair_tiles(true, true, int64_t{1} << 20, 4096, 132));  // no overflow
 }
 
+TEST(PlanFwdOrder, SectionsSmallWhereTilesAreEqual) {
+  constexpr int64_t kL2 = 50 << 20;
+  EXPECT_EQ(fwd_section_bytes(kL2, true), 25 << 20);   // LPT balance under a growing diagonal
+  EXPECT_EQ(fwd_section_bytes(kL2, false), kL2 / 32);  // equal tiles: L2 locality only
+  EXPECT_EQ(fwd_section_bytes(0, false), 0);  // the launch still takes one KV head a section
+}
+
 TEST(PlanFwdOrder, WalkMBlocksEvenWhenPaired) {
   EXPECT_EQ(fwd_walk_m_blocks(127, true), 128);
   EXPECT_EQ(fwd_walk_m_blocks(128, true), 128);

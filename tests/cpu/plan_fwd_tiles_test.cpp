@@ -41,12 +41,12 @@ TEST(PlanFwdTiles, WideFromEachRowsFloor) {
   EXPECT_EQ(fwd_wide_config_index(192, 128), -1);
 }
 
-// 192-row tiles under a growing diagonal only where the walk pairs them; any other mask
-// (non-causal, a window bounded on the left) takes them from the row's floor on.
-TEST(PlanFwdTiles, MoreRowsWantAPairedWalkUnderADiagonal) {
-  EXPECT_TRUE(fwd_wide_tiles(512, 0, true, false, false));    // no diagonal growth
-  EXPECT_TRUE(fwd_wide_tiles(4096, 0, true, true, true));     // causal, paired
-  EXPECT_FALSE(fwd_wide_tiles(16384, 0, true, true, false));  // causal, plain walk
+// 192-row tiles under a growing diagonal only for dense calls (the host replays their walk);
+// any other mask (non-causal, a window bounded on the left) takes them from the row's floor on.
+TEST(PlanFwdTiles, MoreRowsUnderADiagonalWantADenseCall) {
+  EXPECT_TRUE(fwd_wide_tiles(512, 0, true, false, false));    // no diagonal growth, varlen
+  EXPECT_TRUE(fwd_wide_tiles(4096, 0, true, true, true));     // causal, dense
+  EXPECT_FALSE(fwd_wide_tiles(16384, 0, true, true, false));  // causal, varlen
   EXPECT_TRUE(fwd_wide_tiles(16384, 0, false, true, false));  // wider keys: the walk is the base's
 }
 

@@ -3,14 +3,12 @@
 // automatic rule runs them on long sequences only, so every case here forces them
 // (LaunchOptions::kv_tiles = kWide) on the odd shapes and around their block sizes; the rule's
 // choice itself is checked on the call's tensors at the end.
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "fwd_kernel_check.hpp"
 #include "odd_shape_grid.hpp"
-#include "plan/fwd_order.hpp"
 #include "support/host_tensor.hpp"
 
 namespace hopattn::testing::fwd_check {
@@ -26,14 +24,6 @@ FwdCase wide(FwdCase c, int d) {
   c.d = d;
   c.launch.kv_tiles = KVTiles::kWide;
   return c;
-}
-
-// This device's SM count (the walk's pairing depends on it).
-int sm_count() {
-  int device = 0, sms = 0;
-  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
-  return sms;
 }
 
 // ---------------------------------------------------------------------------- odd-shape grid
@@ -128,15 +118,20 @@ TEST(FwdWideTiles, MasksAndOptions) {
   }
 }
 
-// The automatic choice's causal case: 192-row tiles walked in pairs (132 requests x 2 m-blocks
-// fill one round of a 132-SM card), against the reference; the expectation says which walk the
-// device's SM count gives.
+// The automatic choice's causal cases: 192-row tiles on a dense call, walked as the host's replay
+// (plan/fwd_walk_replay.hpp) picks: 132 requests x 2 m-blocks (one round of pairs on a 132-SM
+// card), a long single request (16 heads, 6144: the replay pairs it), and 2 x 4 GQA unpacked,
+// against the reference.
 TEST(FwdWideTiles, PairedCausalWalk) {
   SKIP_WITHOUT_HOPPER();
   FwdCase c = dense_case(DType::kBF16, 132, 384, 384, 1, 1, true);
   c.d = 64;
-  EXPECT_EQ(runs_wide_tiles(c), plan::fwd_pair_tiles(true, true, 2, 132, sm_count()));
+  EXPECT_TRUE(runs_wide_tiles(c));
   check_case(c, test_seed());
+  FwdCase l = dense_case(DType::kBF16, 1, 6144, 6144, 16, 1, true);
+  l.d = 64;
+  EXPECT_TRUE(runs_wide_tiles(l));
+  check_case(l, test_seed());
   FwdCase g = dense_case(DType::kFP16, 66, 384, 384, 2, 4, true);  // 2 x 4 GQA, unpacked rows
   g.d = 64;
   g.opts.pack_gqa = false;
@@ -177,8 +172,8 @@ TEST(FwdWideTiles, ForcedWalks) {
 }
 
 // ---------------------------------------------------------------------------- the choice
-// kAuto (plan/fwd_tiles.hpp): head dim 64 from any length, causal only where the walk of its
-// 192-row tiles pairs (the expectation asks plan::fwd_pair_tiles with this device's SM count);
+// kAuto (plan/fwd_tiles.hpp): head dim 64 from any length, causal only for dense calls (varlen
+// lengths the host does not see keep the base tiles);
 // head dim 128 from 16384 keys or a window's span; never for paged K/V or head dims without a
 // wide row, even when forced; kBase never.
 TEST(FwdWideTiles, AutomaticChoice) {
@@ -190,16 +185,14 @@ TEST(FwdWideTiles, AutomaticChoice) {
   EXPECT_FALSE(runs_wide_tiles(c));
   c.launch.kv_tiles = KVTiles::kAuto;
   c.opts.causal = true;
-  EXPECT_FALSE(runs_wide_tiles(c));  // one m-block: nothing to pair
+  EXPECT_TRUE(runs_wide_tiles(c));  // dense causal: the replay picks the walk
   c.opts.window = {64, 0};
   EXPECT_TRUE(runs_wide_tiles(c));  // bounded on the left: no growth
-  // 132 requests x 2 m-blocks of 192 rows: one round of pairs on a 132-SM card.
-  FwdCase p = dense_case(DType::kBF16, 132, 384, 384, 1, 1, true);
-  p.d = 64;
-  EXPECT_EQ(runs_wide_tiles(p), plan::fwd_pair_tiles(true, true, 2, 132, sm_count()));
-  p.q_lens.assign(132, 576);  // three m-blocks: odd, never paired
-  p.kv_lens.assign(132, 576);
-  EXPECT_FALSE(runs_wide_tiles(p));
+  FwdCase vc = varlen_case(DType::kBF16, {300, 700}, {300, 700}, 1, 1, true);
+  vc.d = 64;
+  EXPECT_FALSE(runs_wide_tiles(vc));  // varlen causal: base tiles
+  vc.opts.causal = false;
+  EXPECT_TRUE(runs_wide_tiles(vc));
 
   FwdCase h = dense_case(DType::kBF16, 1, 128, 16384, 1, 1, true);
   EXPECT_TRUE(runs_wide_tiles(h));

@@ -41,8 +41,9 @@ inline constexpr int kNumFwdConfigs = static_cast<int>(sizeof(kFwdConfigs) / siz
 // - hd64: 192-row tiles of three consumer warpgroups (128 keys). At hd64 the softmax costs as
 //   much per key as at hd128 and the GEMMs half, so two consumers leave the tensor cores idle
 //   (ncu, run set v: 41% issue, 0.58 eligible warps a scheduler); a third hides it. H100 A/B
-//   against the base row: non-causal 512-16k 1.15-1.22x, causal paired 1k 1.01x, 4k 1.13x, 8k
-//   GQA 1.19x, causal window 1.05x; causal unpaired 2k 0.97x, 16k 0.96x (hence the walk rule).
+//   against the base row: non-causal 512-16k 1.15-1.22x, causal window 1.05x; causal 512-16k
+//   1.01-1.21x with the walk plan/fwd_walk_replay.hpp picks, 0.95-0.97x with the wrong one
+//   (run set w: paired at 2k-16k, plain for GQA and 512).
 // - hd128: 176-key tiles, O staged in Q (at 176 x 128 only that leaves two stages their 176
 //   KB). A wider block spreads each block's fixed cost (barriers, the softmax's reductions and
 //   rescale, the pipeline hand-offs) over more keys, but its diagonal and last blocks span more

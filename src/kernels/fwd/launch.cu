@@ -20,6 +20,7 @@
 #include "kernels/fwd/prepare.hpp"
 #include "plan/fwd_order.hpp"
 #include "plan/fwd_tiles.hpp"
+#include "plan/fwd_walk_replay.hpp"
 #include "ptx/tensor_map.hpp"
 
 namespace hopattn::kernels::fwd {
@@ -139,12 +140,17 @@ void check_pool_layout(const TensorView& t, KVLayout layout, const char* name) {
   }
 }
 
-// (batch, head) pairs whose K/V fit in half the L2, rounded to whole GQA groups.
-int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_total) {
+// (batch, head) pairs whose K/V fit in one L2 section (plan::fwd_section_bytes, or section_kb
+// KiB), rounded to whole GQA groups.
+int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_total, bool growing,
+                    int section_kb) {
   int l2 = 0;
-  cuda_ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size query");
-  const int64_t kv_heads = std::max<int64_t>(
-      1, (static_cast<int64_t>(l2) / 2) / std::max<int64_t>(1, kv_bytes_per_head));
+  if (section_kb <= 0) {
+    cuda_ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size query");
+  }
+  const int64_t bytes =
+      section_kb > 0 ? int64_t{section_kb} << 10 : plan::fwd_section_bytes(l2, growing);
+  const int64_t kv_heads = std::max<int64_t>(1, bytes / std::max<int64_t>(1, kv_bytes_per_head));
   return static_cast<int>(std::min<int64_t>(kv_heads * group, bh_total));
 }
 
@@ -160,9 +166,11 @@ void set_packing(const AttentionOptions& opts, int max_seqlen_q, int block_m, in
   p.kv_head_divisor = pack ? 1 : p.group;
 }
 
-// Fills everything but the tensor maps, which depend on the configuration's tile sizes.
+// Fills everything but the tensor maps, for tiles of block_m rows and block_n keys (the maps
+// take the configuration's tile sizes; block_n is the walk replay's block here).
 FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
-                      const LaunchOptions& launch, bool varlen, int block_m, int device) {
+                      const LaunchOptions& launch, bool varlen, int block_m, int block_n,
+                      int device) {
   FwdParams p{};
   const bool paged = is_paged(args);
   const HeadMajorView q = head_major_view(args.q, varlen);
@@ -246,9 +254,25 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
   // makes every tile past the first few equal: nothing to pair).
   const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
   const bool dense = !varlen && !paged;
+  if (bh > 0 && m_blocks > 0) {
+    const int64_t kv_bytes_per_head =
+        static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
+    p.sched.section_bh =
+        l2_section_size(device, kv_bytes_per_head, p.pack.pack > 1 ? 1 : p.group,
+                        p.sched.num_heads * p.seq.batch, growing, launch.l2_section_kb);
+  }
   switch (launch.walk) {
     case LaunchOptions::Walk::kAuto:
-      p.sched.paired = plan::fwd_pair_tiles(growing, dense, m_blocks, bh, sm_count(device, kWhere));
+      if (block_m > kBlockM) {  // 192-row tiles: the walk the replay balances better
+        p.sched.paired =
+            growing && dense &&
+            plan::fwd_pair_by_replay(plan::FwdWalkShape{
+                m_blocks, p.pack.positions, p.seq.seqlen_q, p.seq.seqlen_k, p.mask.window_right,
+                block_n, bh, p.sched.section_bh, sm_count(device, kWhere)});
+      } else {
+        p.sched.paired =
+            plan::fwd_pair_tiles(growing, dense, m_blocks, bh, sm_count(device, kWhere));
+      }
       break;
     case LaunchOptions::Walk::kPlain:
       p.sched.paired = false;
@@ -261,13 +285,7 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
   const int64_t total_tiles = static_cast<int64_t>(p.sched.num_m_blocks) * bh;
   if (total_tiles > INT32_MAX) unsupported("more than 2^31 work tiles");
   p.sched.total_tiles = static_cast<int>(total_tiles);
-  if (total_tiles > 0) {
-    const int64_t kv_bytes_per_head =
-        static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
-    p.sched.section_bh = l2_section_size(device, kv_bytes_per_head, p.pack.pack > 1 ? 1 : p.group,
-                                         p.sched.num_heads * p.seq.batch);
-    p.sched.set_divisors();
-  }
+  if (total_tiles > 0) p.sched.set_divisors();
   return p;
 }
 
@@ -354,7 +372,7 @@ int block_n_for(int64_t dqk, int64_t dv) { return kFwdConfigs[fwd_config_index(d
 
 FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
                          const LaunchOptions& launch, int device, int block_n, int block_m) {
-  FwdParams p = make_params(args, opts, launch, is_varlen(args), block_m, device);
+  FwdParams p = make_params(args, opts, launch, is_varlen(args), block_m, block_n, device);
   if (p.sched.total_tiles > 0) add_tensor_maps(args, launch, block_n, p);
   return p;
 }
@@ -430,29 +448,24 @@ void check_supported(const FwdArgs& args, const AttentionOptions& opts) {
 namespace {
 
 // The wide instance's parameters when the call runs it (LaunchOptions::kv_tiles, the row's key
-// floor and, for 192-row tiles under a growing diagonal, whether their walk pairs: plan/
-// fwd_tiles.hpp), else nothing.
+// floor and, for 192-row tiles under a growing diagonal, a dense call: plan/fwd_tiles.hpp), else
+// nothing.
 std::optional<FwdParams> wide_params(const FwdArgs& args, const AttentionOptions& opts,
                                      const LaunchOptions& launch, int device) {
   const int row = fwd_wide_config_index(args.q.size(-1), args.v.size(-1));
   if (row < 0 || is_paged(args) || launch.kv_tiles == LaunchOptions::KVTiles::kBase) return {};
   const FwdConfig& c = kFwdWideConfigs[row];
   const int block_m = c.consumers * kRowsPerConsumer;
-  const bool forced = launch.kv_tiles == LaunchOptions::KVTiles::kWide;
-  // The key floor first: below it the call needs no parameters of this instance (host time).
-  const int64_t max_keys = is_varlen(args) ? args.max_seqlen_k : head_major_view(args.k, false).s;
-  const int64_t window_right = opts.causal ? 0 : opts.window.right;  // make_params' mask
-  const int64_t keys = plan::fwd_keys_per_tile(max_keys, opts.window.left, window_right, block_m);
-  if (!forced && keys < c.min_keys) return {};
-  // Under a causal diagonal the walk's pairing decides, so the 192-row parameters are built;
-  // when they are refused, run() builds the base row's (host work twice for those calls only).
-  FwdParams p = make_params(args, opts, launch, is_varlen(args), block_m, device);
-  if (forced) return p;
-  const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
-  if (!plan::fwd_wide_tiles(keys, c.min_keys, block_m > kBlockM, growing, p.sched.paired)) {
-    return {};
+  const bool varlen = is_varlen(args);
+  if (launch.kv_tiles != LaunchOptions::KVTiles::kWide) {
+    // Decided before any parameters are built (host time).
+    const int64_t max_keys = varlen ? args.max_seqlen_k : head_major_view(args.k, false).s;
+    const int64_t window_right = opts.causal ? 0 : opts.window.right;  // make_params' mask
+    const int64_t keys = plan::fwd_keys_per_tile(max_keys, opts.window.left, window_right, block_m);
+    const bool growing = window_right >= 0 && opts.window.left < 0;
+    if (!plan::fwd_wide_tiles(keys, c.min_keys, block_m > kBlockM, growing, !varlen)) return {};
   }
-  return p;
+  return make_params(args, opts, launch, varlen, block_m, c.block_n, device);
 }
 
 }  // namespace
@@ -479,9 +492,10 @@ void run(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
   }
   visit_config(dqk, dv, args.q.dtype(), [&](auto config) {
     using Traits = typename decltype(config)::type;
-    run_config<Traits>(args, launch,
-                       make_params(args, opts, launch, is_varlen(args), Traits::kBlockM, device),
-                       device, s);
+    run_config<Traits>(
+        args, launch,
+        make_params(args, opts, launch, is_varlen(args), Traits::kBlockM, Traits::kBlockN, device),
+        device, s);
   });
 }
 

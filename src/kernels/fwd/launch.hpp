@@ -15,16 +15,20 @@ struct LaunchOptions {
   bool paged_tma = true;
   // Which tile the dense and varlen calls run (configs.hpp): kAuto the wide instance
   // (kFwdWideConfigs) where plan/fwd_tiles.hpp says (its key floor; 192-row tiles under a
-  // causal diagonal only on a paired walk), else the base row; kBase and kWide force one (kWide
+  // causal diagonal only on dense calls), else the base row; kBase and kWide force one (kWide
   // falls back to the base row where the head dims have no wide instance or K/V are paged).
   enum class KVTiles { kAuto, kBase, kWide };
   KVTiles kv_tiles = KVTiles::kAuto;
   // The order of the persistent walk over a dense call's tiles: kAuto the rule of
-  // plan/fwd_order.hpp, kPlain the longest-first walk, kPaired units of m-blocks n - 1 - k and k
-  // (any mask and m-block count; an odd count walks one empty m-block). Varlen and paged calls
-  // always walk plain (their lengths live on the device).
+  // plan/fwd_order.hpp (128-row tiles) or plan/fwd_walk_replay.hpp (192-row tiles), kPlain the
+  // longest-first walk, kPaired units of m-blocks n - 1 - k and k (any mask and m-block count; an
+  // odd count walks one empty m-block). Varlen and paged calls always walk plain (their lengths
+  // live on the device).
   enum class Walk { kAuto, kPlain, kPaired };
   Walk walk = Walk::kAuto;
+  // K/V bytes of one L2 section of the walk ((batch, head) pairs whose tiles run side by side,
+  // tile_scheduler.cuh), in KiB; 0: plan::fwd_section_bytes (plan/fwd_order.hpp).
+  int l2_section_kb = 0;
 };
 
 // Throws hopattn::Error(kNotImplemented) naming the first feature of this call that the CUDA

@@ -11,9 +11,10 @@
 //
 // Consumer schedule for KV blocks n_max-1 down to n_min (the masked blocks come first):
 //   S = Q K[n_max-1]^T; softmax; P = 16-bit(S)
-//   for each further block n:   S = Q K[n]^T  and  O += P V[n+1]   issued together, then
-//                               softmax(S) runs while O += P V is still on the tensor cores
-//   O += P V[n_min]
+//   for each further block n:   S = Q K[n]^T, O *= the last update's factors, O += P V[n+1]
+//                               issued in one turn (the rescale runs while S is on the tensor
+//                               cores), then softmax(S) runs while O += P V still is
+//   O *= the last factors; O += P V[n_min]
 // and each group of GEMM issues is one turn of the ring of consumer warpgroups (named barriers
 // kGemmTurn0 + c): while one warpgroup issues GEMMs the others do their softmax.
 // A warpgroup without a row of the tile takes its turns empty (compute_rows<kIdle>).
@@ -290,6 +291,17 @@ struct FwdMainloop {
     }
   }
 
+  // O *= the factors of the last softmax update (its new row maxima): O's last P V must have
+  // completed, and the next one is issued after. With the lazy base, skipped by a warp whose
+  // factors are all exactly 1 (the base rarely moves; a product by 1 is exact, so skipping it
+  // changes nothing).
+  __device__ static void rescale_o(OTile& o, const float (&correction)[2]) {
+    if (!kLazySoftmax || OnlineSoftmax<Traits::kSRegs>::must_rescale(correction)) {
+#pragma unroll
+      for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
+    }
+  }
+
   __device__ static void fence_all(STile& s, OTile& o, PFragments& pf) {
     ptx::fence_operands(s);
     ptx::fence_operands(o);
@@ -451,8 +463,9 @@ struct FwdMainloop {
     ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
     if constexpr (!kIdle) {
       transform_scores(p, t, s, rows, n, lane, softcap_scale);
-      update_softmax(softmax, s, correction);  // O is still zero: nothing to correct
+      update_softmax(softmax, s, correction);
       convert_p(s, pf);
+      correction[0] = correction[1] = 1.f;  // O is still zero: nothing to correct
     }
     if (p.kv.zero_v_tail) zero_v_tail(sm, t, st.kv, n, consumer);
     Pipeline prev = st.kv;
@@ -469,6 +482,11 @@ struct FwdMainloop {
         ptx::wgmma_fence();
         issue_qk(s, q_desc, k_desc(st.kv.stage()));
         ptx::wgmma_commit_group();
+        // The last update's rescale of O runs while S is on the tensor cores, off the path from
+        // the last P V's completion to this turn (FlashAttention-3's place for it).
+        rescale_o(o, correction);
+        ptx::fence_operands(o);
+        ptx::wgmma_fence();
         issue_pv(o, pf, v_desc(prev.stage()));
         ptx::wgmma_commit_group();
       }
@@ -484,20 +502,13 @@ struct FwdMainloop {
       ptx::wgmma_wait_group<0>();  // O and the P registers are free again
       ptx::fence_operands(o);
       ptx::mbarrier_arrive(sm.v_empty(prev.stage()));
-      if constexpr (!kIdle) {
-        // With the lazy base, skipped by a warp whose factors are all exactly 1 (the base rarely
-        // moves; a product by 1 is exact, so skipping it changes nothing).
-        if (!kLazySoftmax || OnlineSoftmax<Traits::kSRegs>::must_rescale(correction)) {
-#pragma unroll
-          for (int i = 0; i < Traits::kORegs; ++i) o[i] *= correction[(i >> 1) & 1];
-        }
-        convert_p(s, pf);
-      }
+      if constexpr (!kIdle) convert_p(s, pf);
       prev = st.kv;
       st.kv.advance();
     }
 
-    // Last block's O += P V.
+    // Last block's O += P V, after the last update's rescale (no S to hide it behind).
+    if constexpr (!kIdle) rescale_o(o, correction);
     wait_kv(p, sm.v_full(prev.stage()), prev.phase());
     turn_begin(consumer);
     if constexpr (!kIdle) {

@@ -81,6 +81,27 @@ TEST(FwdKernel, PairedCausalWalk) {
   check_case(w, test_seed());
 }
 
+// The walk's L2 sections forced small (LaunchOptions::l2_section_kb; plan::fwd_section_bytes
+// gives calls of equal tiles a 32nd of the L2): one KV group a section (1 KiB: no head's K/V
+// fits), and two (300 KiB: a head's K/V is 600 keys x 256 bytes; 9 groups make sections of 2, 2,
+// 2, 2 and 1), GQA 3 x 4 unpacked, full and causal, base and wide tiles, against the reference.
+TEST(FwdKernel, SmallL2Sections) {
+  SKIP_WITHOUT_HOPPER();
+  using KVTiles = kernels::fwd::LaunchOptions::KVTiles;
+  for (int kb : {1, 300}) {
+    for (bool causal : {false, true}) {
+      for (KVTiles tiles : {KVTiles::kBase, KVTiles::kWide}) {
+        FwdCase c = dense_case(DType::kBF16, 3, 450, 600, 3, 4, causal);
+        c.d = 64;
+        c.opts.pack_gqa = false;
+        c.launch.l2_section_kb = kb;
+        c.launch.kv_tiles = tiles;
+        check_case(c, test_seed());
+      }
+    }
+  }
+}
+
 TEST(FwdKernel, LargeLogits) {
   SKIP_WITHOUT_HOPPER();
   FwdCase c = dense_case(DType::kBF16, 1, 257, 515, 2, 2, true);

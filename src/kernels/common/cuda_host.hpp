@@ -53,4 +53,15 @@ inline int sm_count(int device, const char* where) {
   });
 }
 
+// L2 size of `device` in bytes, queried once per device like sm_count.
+inline int l2_cache_bytes(int device, const char* where) {
+  static PerDeviceCache<> cache;
+  return cache.get(device, [&] {
+    int n = 0;
+    throw_if_cuda_error(cudaDeviceGetAttribute(&n, cudaDevAttrL2CacheSize, device), where,
+                        "cudaDeviceGetAttribute(l2CacheSize)");
+    return n;
+  });
+}
+
 }  // namespace hopattn::kernels

@@ -20,15 +20,17 @@ int64_t tile_work(const FwdWalkShape& s, int64_t m) {
 }
 
 bool same_shape(const FwdWalkShape& a, const FwdWalkShape& b) {
-  return a.m_blocks == b.m_blocks && a.rows == b.rows && a.seqlen_q == b.seqlen_q &&
-         a.seqlen_k == b.seqlen_k && a.window_right == b.window_right && a.block_n == b.block_n &&
-         a.pairs == b.pairs && a.section == b.section && a.grid == b.grid;
+  return a.rows == b.rows && a.seqlen_q == b.seqlen_q && a.seqlen_k == b.seqlen_k &&
+         a.window_right == b.window_right && a.block_n == b.block_n && a.pairs == b.pairs &&
+         a.section == b.section && a.grid == b.grid;
 }
 
 }  // namespace
 
 double fwd_walk_busiest_over_mean(const FwdWalkShape& s, bool paired) {
-  const int64_t walk_m = fwd_walk_m_blocks(static_cast<int>(s.m_blocks), paired);
+  if (s.rows <= 0) return 1.0;
+  const int64_t m_blocks = (s.seqlen_q + s.rows - 1) / s.rows;  // of one (batch, head) pair
+  const int64_t walk_m = fwd_walk_m_blocks(static_cast<int>(m_blocks), paired);
   const int64_t ranks = paired ? walk_m / 2 : walk_m;
   const int64_t units = ranks * s.pairs;
   if (units <= 0 || s.grid <= 0 || s.section <= 0) return 1.0;

@@ -17,7 +17,6 @@ namespace hopattn::plan {
 
 // A dense call's walk: every (batch, head) pair has the same lengths.
 struct FwdWalkShape {
-  int64_t m_blocks = 0;  // m-blocks of one (batch, head) pair
   int64_t rows = 0;      // query positions a tile (its rows over the GQA pack)
   int64_t seqlen_q = 0;  // the diagonal is bottom-right aligned: q_len - 1 meets kv_len - 1
   int64_t seqlen_k = 0;

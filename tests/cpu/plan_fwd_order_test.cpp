@@ -22,6 +22,13 @@ TEST(PlanFwdOrder, PairsDiagonalMasksWhoseUnitsFillTheRounds) {
   EXPECT_TRUE(fwd_pair_tiles(true, true, int64_t{1} << 20, 4096, 132));  // no overflow
 }
 
+TEST(PlanFwdOrder, GrowingDiagonalHasNoLeftBound) {
+  EXPECT_TRUE(fwd_growing_diagonal(-1, 0));     // causal
+  EXPECT_TRUE(fwd_growing_diagonal(-1, 20));    // a window bounded on the right only
+  EXPECT_FALSE(fwd_growing_diagonal(-1, -1));   // full
+  EXPECT_FALSE(fwd_growing_diagonal(1024, 0));  // a causal window: equal tiles past the first
+}
+
 TEST(PlanFwdOrder, SectionsSmallWhereTilesAreEqual) {
   constexpr int64_t kL2 = 50 << 20;
   EXPECT_EQ(fwd_section_bytes(kL2, true), 25 << 20);   // LPT balance under a growing diagonal

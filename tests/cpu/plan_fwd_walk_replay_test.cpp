@@ -15,7 +15,6 @@ namespace {
 FwdWalkShape hd64_causal(int64_t s, int64_t heads, int64_t batch, int64_t group) {
   FwdWalkShape w;
   w.rows = 192;
-  w.m_blocks = (s + w.rows - 1) / w.rows;
   w.seqlen_q = w.seqlen_k = s;
   w.pairs = heads * batch;
   w.section = std::min<int64_t>(
@@ -82,8 +81,7 @@ TEST(PlanFwdWalkReplay, EdgeCases) {
   EXPECT_GE(fwd_walk_busiest_over_mean(w, false), 1.0);
   // A long walk (a step a run of equal units): 2^16 m-blocks over 256 pairs, paired units equal.
   w = hd64_causal(4096, 32, 4, 1);
-  w.m_blocks = int64_t{1} << 16;
-  w.seqlen_q = w.seqlen_k = w.m_blocks * w.rows;
+  w.seqlen_q = w.seqlen_k = (int64_t{1} << 16) * w.rows;
   w.pairs = 256;
   w.section = 16;
   EXPECT_LT(fwd_walk_busiest_over_mean(w, true), 1.01);

@@ -42,15 +42,27 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
-// SM count of `device`, queried once per device (an attribute read; no synchronization).
-inline int sm_count(int device, const char* where) {
+// Attribute kAttr of `device`, queried once per device (an attribute read; no synchronization).
+template <cudaDeviceAttr kAttr>
+int cached_device_attribute(int device, const char* where, const char* what) {
   static PerDeviceCache<> cache;
   return cache.get(device, [&] {
     int n = 0;
-    throw_if_cuda_error(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), where,
-                        "cudaDeviceGetAttribute(multiProcessorCount)");
+    throw_if_cuda_error(cudaDeviceGetAttribute(&n, kAttr, device), where, what);
     return n;
   });
+}
+
+// SM count of `device`.
+inline int sm_count(int device, const char* where) {
+  return cached_device_attribute<cudaDevAttrMultiProcessorCount>(
+      device, where, "cudaDeviceGetAttribute(multiProcessorCount)");
+}
+
+// L2 size of `device` in bytes.
+inline int l2_cache_bytes(int device, const char* where) {
+  return cached_device_attribute<cudaDevAttrL2CacheSize>(device, where,
+                                                         "cudaDeviceGetAttribute(l2CacheSize)");
 }
 
 }  // namespace hopattn::kernels

@@ -144,12 +144,9 @@ void check_pool_layout(const TensorView& t, KVLayout layout, const char* name) {
 // KiB), rounded to whole GQA groups.
 int l2_section_size(int device, int64_t kv_bytes_per_head, int group, int bh_total, bool growing,
                     int section_kb) {
-  int l2 = 0;
-  if (section_kb <= 0) {
-    cuda_ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size query");
-  }
-  const int64_t bytes =
-      section_kb > 0 ? int64_t{section_kb} << 10 : plan::fwd_section_bytes(l2, growing);
+  const int64_t bytes = section_kb > 0
+                            ? int64_t{section_kb} << 10
+                            : plan::fwd_section_bytes(l2_cache_bytes(device, kWhere), growing);
   const int64_t kv_heads = std::max<int64_t>(1, bytes / std::max<int64_t>(1, kv_bytes_per_head));
   return static_cast<int>(std::min<int64_t>(kv_heads * group, bh_total));
 }
@@ -165,6 +162,9 @@ void set_packing(const AttentionOptions& opts, int max_seqlen_q, int block_m, in
   p.pack.o_by_tma = packed_o_by_tma(p.pack.pack);
   p.kv_head_divisor = pack ? 1 : p.group;
 }
+
+// The mask's right bound: the diagonal for causal calls, else the window's (-1: none).
+int mask_window_right(const AttentionOptions& opts) { return opts.causal ? 0 : opts.window.right; }
 
 // Fills everything but the tensor maps, for tiles of block_m rows and block_n keys (the maps
 // take the configuration's tile sizes; block_n is the walk replay's block here).
@@ -216,7 +216,7 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
   }
 
   p.mask.window_left = opts.window.left;
-  p.mask.window_right = opts.causal ? 0 : opts.window.right;
+  p.mask.window_right = mask_window_right(opts);
 
   const float scale = opts.scale ? *opts.scale : 1.0f / std::sqrt(static_cast<float>(q.d));
   // A softcap is on where softcap_scale != 0: with scale 0 every logit is 0, softcap or not.
@@ -252,23 +252,21 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
   const int64_t bh = static_cast<int64_t>(p.sched.num_heads) * p.seq.batch;
   // A tile's work grows with its m-block only under a diagonal with no left bound (a left bound
   // makes every tile past the first few equal: nothing to pair).
-  const bool growing = p.mask.window_right >= 0 && p.mask.window_left < 0;
+  const bool growing = plan::fwd_growing_diagonal(p.mask.window_left, p.mask.window_right);
   const bool dense = !varlen && !paged;
   if (bh > 0 && m_blocks > 0) {
     const int64_t kv_bytes_per_head =
         static_cast<int64_t>(std::max(max_seqlen_k, 1)) * (args.k.size(-1) + args.v.size(-1)) * 2;
-    p.sched.section_bh =
-        l2_section_size(device, kv_bytes_per_head, p.pack.pack > 1 ? 1 : p.group,
-                        p.sched.num_heads * p.seq.batch, growing, launch.l2_section_kb);
+    p.sched.section_bh = l2_section_size(device, kv_bytes_per_head, p.pack.pack > 1 ? 1 : p.group,
+                                         static_cast<int>(bh), growing, launch.l2_section_kb);
   }
   switch (launch.walk) {
     case LaunchOptions::Walk::kAuto:
       if (block_m > kBlockM) {  // 192-row tiles: the walk the replay balances better
-        p.sched.paired =
-            growing && dense &&
-            plan::fwd_pair_by_replay(plan::FwdWalkShape{
-                m_blocks, p.pack.positions, p.seq.seqlen_q, p.seq.seqlen_k, p.mask.window_right,
-                block_n, bh, p.sched.section_bh, sm_count(device, kWhere)});
+        p.sched.paired = growing && dense &&
+                         plan::fwd_pair_by_replay(plan::FwdWalkShape{
+                             p.pack.positions, p.seq.seqlen_q, p.seq.seqlen_k, p.mask.window_right,
+                             block_n, bh, p.sched.section_bh, sm_count(device, kWhere)});
       } else {
         p.sched.paired =
             plan::fwd_pair_tiles(growing, dense, m_blocks, bh, sm_count(device, kWhere));
@@ -460,9 +458,9 @@ std::optional<FwdParams> wide_params(const FwdArgs& args, const AttentionOptions
   if (launch.kv_tiles != LaunchOptions::KVTiles::kWide) {
     // Decided before any parameters are built (host time).
     const int64_t max_keys = varlen ? args.max_seqlen_k : head_major_view(args.k, false).s;
-    const int64_t window_right = opts.causal ? 0 : opts.window.right;  // make_params' mask
+    const int window_right = mask_window_right(opts);
     const int64_t keys = plan::fwd_keys_per_tile(max_keys, opts.window.left, window_right, block_m);
-    const bool growing = window_right >= 0 && opts.window.left < 0;
+    const bool growing = plan::fwd_growing_diagonal(opts.window.left, window_right);
     if (!plan::fwd_wide_tiles(keys, c.min_keys, block_m > kBlockM, growing, !varlen)) return {};
   }
   return make_params(args, opts, launch, varlen, block_m, c.block_n, device);

@@ -17,9 +17,12 @@ int bwd_section_groups(int64_t group_bytes, int groups) {
 // block of a group is about as long, and group after group (sections of one group) keeps a group's
 // q rows hot in L2: measured on the H200 (2026-11-29, B=1 S=8192 16 heads hd128 non-causal) 623
 // TFLOP/s against 595 with sections, while the deterministic mode, whose CTAs wait on each other
-// per tile, ran 480 with sections and 415 without.
+// per tile, ran 480 with sections and 415 without. Deterministic and causal together walk group
+// after group again: H100 (2026-12-05, run set w), heads / sections time: hd128 B=16 1k 0.847,
+// B=4 4k 0.882, B=1 16k 0.980, hd64 B=4 4k 0.954 (MHA, sections of 10+ groups); Llama 32 / 8
+// B=2 8k 1.003 (sections of 2 groups: nearly the same walk).
 int bwd_launch_section(const BwdOrderShape& s, const AttentionOptions& opts, BwdOrder order) {
-  if (order == BwdOrder::kHeads || (!opts.causal && !opts.deterministic) || s.kv_heads < 1) {
+  if (order == BwdOrder::kHeads || opts.causal == opts.deterministic || s.kv_heads < 1) {
     return 1;
   }
   const int64_t group_bytes = int64_t{s.q_heads / s.kv_heads} * s.max_seqlen_q *

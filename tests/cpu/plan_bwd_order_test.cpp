@@ -38,13 +38,15 @@ TEST(PlanBwdOrder, SectionsOnlyWhereTheyPay) {
   s.batch = 2;
   s.max_seqlen_q = 4096;
   s.head_dim_qk = s.head_dim_v = 128;
-  AttentionOptions plain, causal, deterministic;
+  AttentionOptions plain, causal, deterministic, both;
   causal.causal = true;
   deterministic.deterministic = true;
+  both.causal = both.deterministic = true;
   EXPECT_EQ(bwd_launch_section(s, causal, BwdOrder::kSections), 2);
   EXPECT_EQ(bwd_launch_section(s, deterministic, BwdOrder::kSections), 2);
   EXPECT_EQ(bwd_launch_section(s, plain, BwdOrder::kSections), 1);  // group after group is faster
-  for (const AttentionOptions& o : {plain, causal, deterministic}) {
+  EXPECT_EQ(bwd_launch_section(s, both, BwdOrder::kSections), 1);   // likewise
+  for (const AttentionOptions& o : {plain, causal, deterministic, both}) {
     EXPECT_EQ(bwd_launch_section(s, o, BwdOrder::kHeads), 1);
   }
   s.max_seqlen_q = 512;  // 2 MiB a group: all 16 in one section

@@ -319,7 +319,13 @@ struct FwdMainloop {
 #pragma unroll
       for (int i = 0; i < Traits::kSRegs; ++i) s[i] = ptx::tanh_approx(s[i] * softcap_scale);
     }
-    if (block_needs_mask<Traits>(p, t, n_block)) apply_mask<Traits>(s, rows, n_block, lane);
+    if (block_needs_mask<Traits>(p, t, n_block)) {
+      if (mask_has_left<Traits>(p, t, n_block)) {
+        apply_mask<Traits, true>(s, rows, n_block, lane);
+      } else {
+        apply_mask<Traits, false>(s, rows, n_block, lane);
+      }
+    }
   }
 
   // A K or V stage is ready. Gathered stages were written by cp.async (generic proxy) and are

@@ -185,16 +185,30 @@ __device__ __forceinline__ bool block_needs_mask(const FwdParams& p, const TileI
 
 // Sets hidden elements of a consumer thread's S registers to -inf. Register i holds row half
 // (i >> 1) & 1 and column 8 * (i >> 2) + 2 * (lane % 4) + (i & 1) of the 64 x kBlockN tile.
-template <class Traits>
+// The bounds are taken relative to the thread's first column, so that each test compares a row's
+// register with the register's constant column offset (one ISETP with an immediate, no column
+// arithmetic). kLeft: some row's left bound may fall inside the block (a window's left edge or
+// a KV split's start); without it, as on every causal block, only the right bound is tested:
+// one compare and one select an element instead of two compares and a select.
+template <class Traits, bool kLeft>
 __device__ __forceinline__ void apply_mask(float (&s)[Traits::kSRegs], const RowLimits (&rows)[2],
                                            int n_block, int lane) {
   const int col0 = n_block * Traits::kBlockN + 2 * (lane % 4);
+  const int hi[2] = {rows[0].col_hi - col0, rows[1].col_hi - col0};
+  const int lo[2] = {rows[0].col_lo - col0, rows[1].col_lo - col0};
 #pragma unroll
   for (int i = 0; i < Traits::kSRegs; ++i) {
-    const int col = col0 + 8 * (i >> 2) + (i & 1);
-    const RowLimits& r = rows[(i >> 1) & 1];
-    if (col >= r.col_hi || col < r.col_lo) s[i] = -INFINITY;
+    const int c = 8 * (i >> 2) + (i & 1);
+    const int h = (i >> 1) & 1;
+    if (c >= hi[h] || (kLeft && c < lo[h])) s[i] = -INFINITY;
   }
+}
+
+// Whether block n_block needs apply_mask's left test: a window's left edge, or a KV split whose
+// start lies past the block's first key (row_limits raises col_lo to kv_lo).
+template <class Traits>
+__device__ __forceinline__ bool mask_has_left(const FwdParams& p, const TileInfo& t, int n_block) {
+  return p.mask.window_left >= 0 || t.kv_lo > n_block * Traits::kBlockN;
 }
 
 }  // namespace hopattn::kernels::fwd

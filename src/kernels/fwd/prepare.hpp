@@ -12,9 +12,9 @@ namespace hopattn::kernels::fwd {
 
 // Sequence, mask, softmax, output, GQA-packing and scheduler parameters, and (when the call has
 // a tile at all, p.sched.total_tiles > 0) the tensor maps of q, out, K and V and the KV source
-// for a configuration of `block_n` keys per KV tile and `block_m` query rows per tile (128, or
-// 192 with three consumers). `args` must have passed check_supported.
+// for a configuration of `block_n` keys per KV tile and `block_m` query rows per tile (its
+// Traits::kBlockN and kBlockM). `args` must have passed check_supported.
 FwdParams prepare_params(const FwdArgs& args, const AttentionOptions& opts,
-                         const LaunchOptions& launch, int device, int block_n, int block_m = 128);
+                         const LaunchOptions& launch, int device, int block_n, int block_m);
 
 }  // namespace hopattn::kernels::fwd

@@ -297,6 +297,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.step = std::string(v);
     return;
   }
+  if (name == "--batch-ctas") {
+    f.batch_ctas = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));
+    return;
+  }
   if (name == "--batch-impl") {
     f.batch_impls = parse_batch_impls(cur.value(name, inline_value));
     return;

@@ -120,6 +120,7 @@ class BatchWorkload final : public Workload {
     set_mask(c, s_);
     c.max_batch = std::max<int>(1, static_cast<int>(kv_.size()));
     c.max_tokens = std::max(1, cu_.back());
+    c.num_ctas = s_.batch_ctas;
     if (device) c.device = {DeviceType::kCUDA, 0};
     attn_ = std::make_unique<BatchAttention>(c);
     if (device) {

@@ -96,6 +96,8 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       call per decode q_len), varlen (one paged varlen attention_fwd over the
                       whole step). One row each, on the same inputs; the lines under the table
                       give each alternative's time over the first row's.
+  --batch-ctas N      batch: the persistent grid, N CTAs (BatchAttentionConfig::num_ctas;
+                      default: the largest Hopper part's), e.g. to read one SM's rate
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
                       a second row times deterministic mode)

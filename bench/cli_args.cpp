@@ -297,6 +297,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.step = std::string(v);
     return;
   }
+  if (name == "--batch-order") {
+    f.batch_spread =
+        parse_choice<bool>(name, cur.value(name, inline_value), {{"lpt", false}, {"spread", true}});
+    return;
+  }
   if (name == "--batch-ctas") {
     f.batch_ctas = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));
     return;

@@ -60,7 +60,8 @@ struct BenchFlags {
   std::optional<plan::BwdOrder> bwd_order;    // bwd: --bwd-order sections | heads
   std::optional<std::string> step;            // batch: --step (validated by the parser)
   std::vector<BatchImpl> batch_impls;         // batch: --batch-impl (empty: all three)
-  std::optional<int> batch_ctas;  // batch: --batch-ctas N (BatchAttentionConfig::num_ctas)
+  std::optional<int> batch_ctas;     // batch: --batch-ctas N (BatchAttentionConfig::num_ctas)
+  std::optional<bool> batch_spread;  // batch: --batch-order lpt | spread
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <set>
 
+#include "api/launch_variants.hpp"
 #include "common/element_access.hpp"
 #include "device.hpp"
 #include "family_util.hpp"
@@ -123,6 +124,7 @@ class BatchWorkload final : public Workload {
     c.num_ctas = s_.batch_ctas;
     if (device) c.device = {DeviceType::kCUDA, 0};
     attn_ = std::make_unique<BatchAttention>(c);
+    internal::BatchAttentionVariants::spread_decodes(*attn_, s_.batch_spread);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.
       workspace_ = DeviceMemory(attn_->workspace_size());

@@ -98,6 +98,8 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       give each alternative's time over the first row's.
   --batch-ctas N      batch: the persistent grid, N CTAs (BatchAttentionConfig::num_ctas;
                       default: the largest Hopper part's), e.g. to read one SM's rate
+  --batch-order O     batch: lpt (default: each CTA's items largest first, so its decodes
+                      last) | spread (each CTA's decodes spread between its prefill items)
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
                       a second row times deterministic mode)

@@ -30,6 +30,7 @@ std::string Shape::describe() const {
     }
     if (softcap > 0) os << " cap=" << softcap;
     if (batch_ctas > 0) os << " ctas=" << batch_ctas;
+    if (batch_spread) os << " spread";
   } else {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
     if (family != Family::kMla) os << "/" << kv_heads;
@@ -149,6 +150,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.step.has_value() && !batch, fam, "--step");
   reject(!f.batch_impls.empty() && !batch, fam, "--batch-impl");
   reject(f.batch_ctas.has_value() && !batch, fam, "--batch-ctas");
+  reject(f.batch_spread.has_value() && !batch, fam, "--batch-order");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
   if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
     throw UsageError(std::string("--head-dim: ") + family_name(fam) +
@@ -211,6 +213,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (f.step) s.step = parse_step(*f.step);
   if (f.batch_ctas) s.batch_ctas = *f.batch_ctas;
+  if (f.batch_spread) s.batch_spread = *f.batch_spread;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }

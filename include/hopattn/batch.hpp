@@ -28,6 +28,10 @@
 
 namespace hopattn {
 
+namespace internal {
+struct BatchAttentionVariants;  // the benchmark's launch variants (src/api/launch_variants.hpp)
+}  // namespace internal
+
 struct BatchAttentionConfig {
   int num_qo_heads = 0;
   int num_kv_heads = 0;
@@ -128,6 +132,7 @@ class BatchAttention {
 
   struct Impl;  // src/api/batch_state.hpp
   std::unique_ptr<Impl> impl_;
+  friend struct internal::BatchAttentionVariants;
 };
 
 }  // namespace hopattn

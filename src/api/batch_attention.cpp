@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "api/batch_state.hpp"
+#include "api/launch_variants.hpp"
 #include "api/validate.hpp"
 #include "hopattn/error.hpp"
 #include "plan/batch_workspace.hpp"
@@ -252,4 +253,14 @@ void BatchAttention::plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv
   std::copy(kv_lens, kv_lens + batch, s.staged.kv_lens.begin());
 }
 
+namespace internal {
+
+void BatchAttentionVariants::spread_decodes(BatchAttention& attention, bool on) {
+  BatchAttention::Impl& impl = *attention.impl_;
+  if (impl.limits.spread_decodes == on) return;
+  impl.limits.spread_decodes = on;
+  impl.planner = plan::BatchPlanner(impl.limits);
+}
+
+}  // namespace internal
 }  // namespace hopattn

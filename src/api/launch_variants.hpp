@@ -1,9 +1,11 @@
-// fwd and bwd entry points with the kernels' launch variants explicit: what the benchmark calls to
-// time a variant against the default (hopattn bench fwd --paged-tma off, bench bwd --bwd-order
-// heads). The public attention_fwd / attention_bwd are these with default LaunchOptions: the
-// library never picks a variant itself and reads no environment. CPU tensors ignore the options.
+// fwd and bwd entry points with the kernels' launch variants explicit, and BatchAttention's
+// planner variants: what the benchmark calls to time a variant against the default (hopattn bench
+// fwd --paged-tma off, bench bwd --bwd-order heads, bench batch --batch-order spread). The public
+// attention_fwd / attention_bwd are these with default LaunchOptions: the library never picks a
+// variant itself and reads no environment. CPU tensors ignore the options.
 #pragma once
 
+#include "hopattn/batch.hpp"
 #include "hopattn/options.hpp"
 #include "kernels/bwd/launch.hpp"
 #include "kernels/fwd/launch.hpp"
@@ -14,5 +16,11 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::fwd::LaunchOptions& launch);
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream stream,
                    const kernels::bwd::LaunchOptions& launch);
+
+// BatchAttention's planner variants (hopattn bench batch --batch-order spread): the object's
+// planner remade with plan::BatchPlanLimits::spread_decodes, before its first plan().
+struct BatchAttentionVariants {
+  static void spread_decodes(BatchAttention& attention, bool on);
+};
 
 }  // namespace hopattn::internal

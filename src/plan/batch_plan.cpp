@@ -191,6 +191,10 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   place_cta_.resize(placements);
   place_rank_.resize(placements);
   slot_place_.resize(placements);
+  if (limits_.spread_decodes) {
+    spread_prefill_.resize(placements);
+    spread_decode_.resize(placements);
+  }
   cta_bits_ = ceil_log2(group_ctas_);
   tree_leaves_ = 1 << cta_bits_;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
@@ -456,6 +460,9 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
                                                static_cast<uint32_t>(p);
     }
   }
+  if (limits_.spread_decodes && prefill_works_ > 0 && prefill_works_ < num_works_) {
+    spread_decodes(place_bits);
+  }
   // Locals, so that the stores to the plan are not taken to alias them.
   const int groups = num_groups_;
   const uint32_t* const slots = slot_place_.data();
@@ -489,6 +496,51 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
     }
   }
   return prefill_works_ * limits_.num_kv_heads;
+}
+
+// BatchPlanLimits::spread_decodes: in the lists LPT built, every CTA runs its prefill items first
+// and its decodes last, so for most of a mixed step no SM streams KV and at the end all of them
+// do, at the HBM's shared rate. Here each CTA's list keeps its items (the balance is assign()'s)
+// and the order within each kind, and decode j of its d goes where the load before it comes
+// nearest to (j + phase) / d of the CTA's load: at the boundary between two prefill items
+// nearest that point. The phase, the fractional part of the CTA's number times the golden ratio,
+// staggers the CTAs, so that at any time about the decodes' share of them streams.
+void BatchPlanner::spread_decodes(int place_bits) {
+  constexpr double kGolden = 0.6180339887498949;
+  const BatchWorkItem* const records = work_items_.data();
+  const int64_t* const cost = work_cost_.data();
+  uint32_t* const prefill = spread_prefill_.data();
+  uint32_t* const decode = spread_decode_.data();
+  const auto load = [&](uint32_t word) { return static_cast<double>(cost[word >> place_bits]); };
+  for (int c = 0; c < group_ctas_; ++c) {
+    uint32_t* const list = slot_place_.data() + cta_first_[static_cast<size_t>(c)];
+    const int n = cta_count_[static_cast<size_t>(c)];
+    int prefills = 0, decodes = 0;
+    double total = 0;
+    for (int k = 0; k < n; ++k) {
+      const uint32_t word = list[k];
+      total += load(word);
+      if (records[word >> place_bits].kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) {
+        prefill[prefills++] = word;
+      } else {
+        decode[decodes++] = word;
+      }
+    }
+    if (decodes == 0 || prefills == 0) continue;  // one kind: the list stays as it is
+    const double spread = static_cast<double>(c) * kGolden;
+    const double phase = spread - std::floor(spread);
+    // Decode j goes before prefill item k when its target start is nearer the boundary before k
+    // (the load placed so far) than the one after it.
+    double placed = 0;
+    for (int out = 0, j = 0, k = 0; out < n; ++out) {
+      const double target = (j + phase) / decodes * total;
+      const bool take_decode =
+          j < decodes && (k == prefills || target <= placed + load(prefill[k]) / 2);
+      const uint32_t word = take_decode ? decode[j++] : prefill[k++];
+      list[out] = word;
+      placed += load(word);
+    }
+  }
 }
 
 // Merge records: tile by tile, KV head by KV head (the order make_works numbered them), each from

@@ -59,6 +59,10 @@ struct BatchPlanLimits {
   bool causal = true;  // bottom-right aligned
   Window window{};     // (left, right), -1 = unbounded, same alignment
   int num_ctas = 0;    // the persistent grid: SMs x CTAs per SM
+  // Each CTA's decode items spread between its prefill items by load (spread_decodes() in
+  // batch_plan.cpp) instead of all after them: a launch variant (hopattn bench batch
+  // --batch-order spread), off by default.
+  bool spread_decodes = false;
 };
 
 // ------------------------------------------------------------------------------- cost model
@@ -169,6 +173,7 @@ class BatchPlanner {
   void write_cta_offsets(unsigned char* dst, size_t bytes);
   int write_items(unsigned char* dst, BatchPlanInfo& info);
   void write_merges(unsigned char* dst);
+  void spread_decodes(int place_bits);
 
   BatchPlanLimits limits_;
   BatchPlanCapacity capacity_;
@@ -209,6 +214,7 @@ class BatchPlanner {
   std::vector<int32_t> place_cta_;    // group 0's CTA of each placement, in assignment order
   std::vector<int32_t> place_rank_;   // its place in its CTA's list
   std::vector<uint32_t> slot_place_;  // group 0's lists, CTA by CTA: work << bits | placement
+  std::vector<uint32_t> spread_prefill_, spread_decode_;  // spread_decodes(): one CTA's items
   // Group 0's winner tree of 2 * tree_leaves_ nodes, leaf tree_leaves_ + i for its CTA i. A node
   // is one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
   // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses limits

@@ -8,7 +8,7 @@
 //   - each item's keys are clipped to what its rows see, split points are chunk-aligned, and no
 //     work is scheduled that no row needs;
 //   - the busiest CTA costs at most the mean plus the largest item (LPT's bound), and every CTA
-//     runs its items largest first;
+//     runs its items largest first (with BatchPlanLimits::spread_decodes: within each kind);
 //   - the plan fits the static workspace query, and a guard region after it stays untouched.
 #pragma once
 

@@ -125,11 +125,13 @@ TEST(BatchPlanVisibility, ClosedFormMatchesRule) {
   }
 }
 
-TEST(BatchPlanRandom, InvariantsOverSeededSteps) {
-  constexpr int kSeeds = 2000;
-  for (int seed = 0; seed < kSeeds; ++seed) {
-    std::mt19937_64 rng(0xba7c4 + seed);
-    const BatchPlanLimits l = random_limits(rng);
+// Seeds base .. base + seeds - 1: random limits (with spread_decodes as given) and a random step
+// each, planned and verified.
+void check_seeded_steps(uint64_t base, int seeds, bool spread_decodes) {
+  for (int seed = 0; seed < seeds; ++seed) {
+    std::mt19937_64 rng(base + seed);
+    BatchPlanLimits l = random_limits(rng);
+    l.spread_decodes = spread_decodes;
     const Step s = random_step(rng, l);
     BatchPlanner planner(l);
     Buffer buf(BatchPlanner::workspace_bytes(l));
@@ -138,6 +140,8 @@ TEST(BatchPlanRandom, InvariantsOverSeededSteps) {
                              << describe(s);
   }
 }
+
+TEST(BatchPlanRandom, InvariantsOverSeededSteps) { check_seeded_steps(0xba7c4, 2000, false); }
 
 // One planner made for the limits serves every smaller step with the same buffer, and what it
 // writes does not depend on the steps before (byte-identical to a fresh planner's plan).
@@ -246,6 +250,50 @@ TEST(BatchPlanShapes, IssueSteps) {
   EXPECT_EQ(h.num_decode_items, 124 * 8);
   EXPECT_EQ(a.num_merges, 0);
   EXPECT_LE(double(a.max_cta_cost) * l.num_ctas, 1.01 * double(a.total_cost));
+}
+
+// BatchPlanLimits::spread_decodes: the same invariants over seeded steps (each CTA largest first
+// within each kind), and on step (a) decodes between prefill items: with plain LPT every CTA runs
+// its decodes after its prefill items, spread the first decode of a CTA starts on average well
+// before the decodes' share of the load from the end, and CTAs stream decodes at staggered times.
+TEST(BatchPlanSpread, InvariantsAndIssueStep) {
+  check_seeded_steps(0x59ead, 400, true);
+  std::vector<int32_t> q = {2048, 2048, 2048, 2048}, kv = {2048, 2048, 6144, 10240};
+  q.resize(128, 1);
+  kv.resize(128, 4097);
+  const Step a = step_of(q, kv);
+  // Per CTA: the load before its first decode, over its whole load.
+  auto first_decode_at = [&](bool spread) {
+    BatchPlanLimits l = llama8b(132);
+    l.spread_decodes = spread;
+    BatchPlanner planner(l);
+    Buffer buf(BatchPlanner::workspace_bytes(l));
+    EXPECT_EQ(plan_and_verify(planner, a, buf), "");
+    const check::Plan p = read_plan(buf.data());
+    std::vector<double> at;
+    for (int c = 0; c < p.header.num_ctas; ++c) {
+      int64_t before = 0, total = 0, first = -1;
+      for (int i = p.cta_offsets[c]; i < p.cta_offsets[c + 1]; ++i) {
+        if (p.items[i].kind != 0 && first < 0) first = before;
+        before += batch_item_cost(p.items[i]);
+      }
+      total = before;
+      if (first >= 0 && total > 0) at.push_back(double(first) / double(total));
+    }
+    return at;
+  };
+  const std::vector<double> plain = first_decode_at(false), spread = first_decode_at(true);
+  ASSERT_FALSE(plain.empty());
+  ASSERT_EQ(plain.size(), spread.size());  // the same items on the same CTAs
+  const double plain_min = *std::min_element(plain.begin(), plain.end());
+  double spread_mean = 0, spread_max = 0;
+  for (double f : spread) {
+    spread_mean += f / double(spread.size());
+    spread_max = std::max(spread_max, f);
+  }
+  EXPECT_GT(plain_min, 0.4);  // plain LPT: after the prefill items (the decodes are ~36% of (a))
+  EXPECT_LT(spread_mean, 0.25) << "max " << spread_max;
+  EXPECT_LT(spread_max, 0.5) << "mean " << spread_mean;
 }
 
 // Tile shapes at the GQA extremes: 128 q heads on one KV head make a single decode token 128

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 11's next device call: split-row tiles (fwd_split_rows.patch) and the spread decode order
+# (main: hopattn bench batch --batch-order spread), correctness first, then the A/B.
+#
+#   tools/experiments/next_device_run_batch.sh MAIN_DIR SPLIT_DIR OUT_DIR
+#
+# MAIN_DIR holds main's `hopattn` CLI; SPLIT_DIR the CLI and `hopattn_gpu_tests` of main with
+# fwd_split_rows.patch applied. Logs under OUT_DIR:
+#   tests.txt, race*.txt, sync.txt  the split build's fwd / batch / Determinism GPU tests and the
+#                                   sanitizers on the split-row tests and a batch case
+#   ab_batch.txt                    steps a-d, lpt and spread orders: main against split
+#   ab_fwd.txt                      fwd tiles of <= 64 rows over long caches: main against split
+#   ctas.txt                        step c on 16 / 33 CTAs (one CTA's decode rate): both builds
+set -u
+H=$1 S=$2 R=$3
+mkdir -p "$R"
+(cd /tmp && timeout 240 "$S/hopattn_gpu_tests" --gtest_filter='*Fwd*:*Batch*:Determinism.*' \
+  > "$R/tests.txt" 2>&1; echo "rc=$?" >> "$R/tests.txt")
+grep -E "FAILED|PASSED|rc=" "$R/tests.txt" | tail -12
+(cd /tmp && timeout 90 compute-sanitizer --tool racecheck "$S/hopattn_gpu_tests" \
+  --gtest_filter='FwdSplitRows.VarlenShortRowsPoisonedNeighbours:*BatchKernelFeatures.MatchesCpuReference/baseline' \
+  > "$R/race.txt" 2>&1; echo "rc=$?" >> "$R/race.txt")
+(cd /tmp && timeout 60 compute-sanitizer --tool synccheck "$S/hopattn_gpu_tests" \
+  --gtest_filter='FwdSplitRows.VarlenShortRowsPoisonedNeighbours' > "$R/sync.txt" 2>&1
+  echo "rc=$?" >> "$R/sync.txt")
+(cd /tmp && timeout 60 compute-sanitizer --tool memcheck "$S/hopattn_gpu_tests" \
+  --gtest_filter='*BatchKernelFeatures.MatchesCpuReference/baseline' > "$R/memcheck.txt" 2>&1
+  echo "rc=$?" >> "$R/memcheck.txt")
+tail -2 "$R/race.txt" "$R/sync.txt" "$R/memcheck.txt"
+
+bash tools/ab_bench.sh "$H/hopattn" "$S/hopattn" 3 batch \
+  "--step a --batch-impl batch" "--step a --batch-impl batch --batch-order spread" \
+  "--step b --batch-impl batch" "--step b --batch-impl batch --batch-order spread" \
+  "--step c --batch-impl batch" "--step d --batch-impl batch" > "$R/ab_batch.txt" 2>&1
+bash tools/ab_bench.sh "$H/hopattn" "$S/hopattn" 3 fwd \
+  "--batch 64 --q-len 16 --kv-len 4096 --heads 32:8 --head-dim 128" \
+  "--batch 64 --q-len 4 --kv-len 8192 --heads 32:8 --head-dim 128 --page-size 16" \
+  "--batch 32 --q-len 48 --kv-len 2048 --heads 16 --head-dim 64 --no-causal" > "$R/ab_fwd.txt" 2>&1
+for n in 16 33; do
+  bash tools/ab_bench.sh "$H/hopattn" "$S/hopattn" 2 batch "--step c --batch-impl batch --batch-ctas $n"
+done > "$R/ctas.txt" 2>&1
+cat "$R/ab_batch.txt" "$R/ab_fwd.txt" "$R/ctas.txt"

@@ -56,9 +56,10 @@ std::vector<Case> cases() {
   return out;
 }
 
-void print_plan_times(int num_ctas) {
+void print_plan_times(int num_ctas, bool spread_decodes = false) {
   // Llama-3.1-8B attention on an H200 (132 SMs, num_ctas CTAs).
-  const BatchPlanLimits l = check::llama8b(num_ctas);
+  BatchPlanLimits l = check::llama8b(num_ctas);
+  l.spread_decodes = spread_decodes;
   BatchPlanner planner(l);
   check::Buffer buf(BatchPlanner::workspace_bytes(l));
   constexpr int kRepeats = 300;
@@ -75,16 +76,19 @@ void print_plan_times(int num_ctas) {
     std::sort(us.begin(), us.end());
     const double mean_cta = static_cast<double>(info.total_cost) / l.num_ctas;
     std::printf(
-        "[ BatchPlanTiming ] %d CTAs, %s: B %zu, %d items, %d merges, busiest CTA %.3f x mean; "
+        "[ BatchPlanTiming ] %d CTAs%s, %s: B %zu, %d items, %d merges, busiest CTA %.3f x mean; "
         "plan() min %.1f us, median %.1f us\n",
-        num_ctas, c.name.c_str(), c.q.size(), info.num_items, info.num_merges,
-        static_cast<double>(info.max_cta_cost) / mean_cta, us.front(), us[kRepeats / 2]);
+        num_ctas, spread_decodes ? " (decodes spread)" : "", c.name.c_str(), c.q.size(),
+        info.num_items, info.num_merges, static_cast<double>(info.max_cta_cost) / mean_cta,
+        us.front(), us[kRepeats / 2]);
   }
 }
 
-// The launch's grid today (kBatchCtasPerSm = 1) and the two-CTAs-per-SM one the planner allows.
+// The launch's grid today (kBatchCtasPerSm = 1) and the two-CTAs-per-SM one the planner allows;
+// the spread decode order (BatchPlanLimits::spread_decodes) on the first.
 TEST(BatchPlanTiming, PrintsPlanHostTime) {
   print_plan_times(132);
+  print_plan_times(132, true);
   print_plan_times(264);
 }
 

@@ -2,8 +2,9 @@
 # Issue 11's next device call: split-row tiles (fwd_split_rows.patch) and the spread decode order
 # (main: hopattn bench batch --batch-order spread), correctness first, then the A/B.
 #
-#   tools/experiments/next_device_run_batch.sh MAIN_DIR SPLIT_DIR OUT_DIR
+#   tools/experiments/next_device_run_batch.sh MAIN_DIR SPLIT_DIR OUT_DIR [tests|ab|all]
 #
+# Each part fits one device call (tests and sanitizers ~7 minutes, the A/B ~5); default all.
 # MAIN_DIR holds main's `hopattn` CLI; SPLIT_DIR the CLI and `hopattn_gpu_tests` of main with
 # fwd_split_rows.patch applied. Logs under OUT_DIR:
 #   tests.txt, race*.txt, sync.txt  the split build's fwd / batch / Determinism GPU tests and the
@@ -11,9 +12,11 @@
 #   ab_batch.txt                    steps a-d, lpt and spread orders: main against split
 #   ab_fwd.txt                      fwd tiles of <= 64 rows over long caches: main against split
 #   ctas.txt                        step c on 16 / 33 CTAs (one CTA's decode rate): both builds
+#   c33_{main,split}.{stalls,waits}.txt  ncu source-page summaries of step c on 33 CTAs
 set -u
-H=$1 S=$2 R=$3
+H=$1 S=$2 R=$3 PART=${4:-all}
 mkdir -p "$R"
+if [[ $PART != ab ]]; then
 (cd /tmp && timeout 240 "$S/hopattn_gpu_tests" --gtest_filter='*Fwd*:*Batch*:Determinism.*' \
   > "$R/tests.txt" 2>&1; echo "rc=$?" >> "$R/tests.txt")
 grep -E "FAILED|PASSED|rc=" "$R/tests.txt" | tail -12
@@ -27,6 +30,8 @@ grep -E "FAILED|PASSED|rc=" "$R/tests.txt" | tail -12
   --gtest_filter='*BatchKernelFeatures.MatchesCpuReference/baseline' > "$R/memcheck.txt" 2>&1
   echo "rc=$?" >> "$R/memcheck.txt")
 tail -2 "$R/race.txt" "$R/sync.txt" "$R/memcheck.txt"
+fi
+[[ $PART == tests ]] && exit 0
 
 bash tools/ab_bench.sh "$H/hopattn" "$S/hopattn" 3 batch \
   "--step a --batch-impl batch" "--step a --batch-impl batch --batch-order spread" \
@@ -40,3 +45,16 @@ for n in 16 33; do
   bash tools/ab_bench.sh "$H/hopattn" "$S/hopattn" 2 batch "--step c --batch-impl batch --batch-ctas $n"
 done > "$R/ctas.txt" 2>&1
 cat "$R/ab_batch.txt" "$R/ab_fwd.txt" "$R/ctas.txt"
+# Where a decode item waits on 33 CTAs (step c): the consumers' full-barrier waits (the ring) or
+# their wgmma waits (the GEMM rate), in each build.
+for n in main split; do
+  b=$H
+  [[ $n == split ]] && b=$S
+  timeout 120 ncu --clock-control none --set full -k regex:fwd_kernel -c 1 -o "$R/c33_$n" \
+    "$b/hopattn" bench batch --step c --batch-impl batch --batch-ctas 33 --impl kernel --no-check \
+    --iters 1 --warmup 0 > "$R/c33_$n.log" 2>&1
+  ncu --import "$R/c33_$n.ncu-rep" --page source --csv --print-source sass > "$R/c33_$n.src.csv" 2>&1
+  python3 tools/ncu_source.py stalls "$R/c33_$n.src.csv" > "$R/c33_$n.stalls.txt" 2>&1
+  python3 tools/ncu_source.py waits "$R/c33_$n.src.csv" > "$R/c33_$n.waits.txt" 2>&1
+  rm -f "$R/c33_$n.ncu-rep" "$R/c33_$n.src.csv"
+done

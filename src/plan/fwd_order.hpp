@@ -7,6 +7,12 @@
 
 namespace hopattn::plan {
 
+// Whether a tile's work grows with its m-block: a diagonal (right bound, causal 0) and no left
+// bound.
+constexpr bool fwd_growing_diagonal(int64_t window_left, int64_t window_right) {
+  return window_right >= 0 && window_left < 0;
+}
+
 // With a diagonal in the mask and no left bound (causal, or a window bounded on the right only:
 // `diagonal`) a tile's work grows with its m-block: m-block m of n sees about (m + 1) / n of
 // the keys. (A left bound makes every tile past the first few equal.) The LPT order then runs
@@ -23,12 +29,6 @@ namespace hopattn::plan {
 // Dense calls only (`equal_lengths`): with varlen sequences of unequal lengths (which the host
 // does not see) a pair's two tiles no longer add up to the same work, and over 200 random
 // mixes of 2-32 sequences of 64..8192 tokens the replay put pairing at 1.225 against 1.193.
-// Whether a tile's work grows with its m-block: a diagonal (right bound, causal 0) and no left
-// bound.
-constexpr bool fwd_growing_diagonal(int64_t window_left, int64_t window_right) {
-  return window_right >= 0 && window_left < 0;
-}
-
 constexpr bool fwd_pair_tiles(bool diagonal, bool equal_lengths, int64_t m_blocks, int64_t pairs,
                               int grid) {
   if (!diagonal || !equal_lengths || grid <= 0 || m_blocks <= 0 || m_blocks % 2 != 0 ||

@@ -162,7 +162,8 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
                                      std::numeric_limits<int64_t>::max()};
     for (int i = p.cta_offsets[c]; i < p.cta_offsets[c + 1]; ++i) {
       const int64_t cost = batch_item_cost(p.items[i]);
-      const int kind = l.spread_decodes && p.items[i].kind != 0 ? 1 : 0;
+      const int kind =
+          l.spread_decodes && p.items[i].kind != uint16_t(BatchTileKind::kPrefill) ? 1 : 0;
       f.expect(cost <= previous[kind], "CTA ", c, " does not run its items largest first");
       previous[kind] = cost;
       load += cost;

@@ -274,7 +274,7 @@ TEST(BatchPlanSpread, InvariantsAndIssueStep) {
     for (int c = 0; c < p.header.num_ctas; ++c) {
       int64_t before = 0, total = 0, first = -1;
       for (int i = p.cta_offsets[c]; i < p.cta_offsets[c + 1]; ++i) {
-        if (p.items[i].kind != 0 && first < 0) first = before;
+        if (p.items[i].kind != uint16_t(BatchTileKind::kPrefill) && first < 0) first = before;
         before += batch_item_cost(p.items[i]);
       }
       total = before;

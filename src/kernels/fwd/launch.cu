@@ -250,8 +250,8 @@ FwdParams make_params(const FwdArgs& args, const AttentionOptions& opts,
   p.sched.num_heads = p.pack.pack > 1 ? p.heads_kv : p.heads_q;
   p.sched.batch = p.seq.batch;
   const int64_t bh = static_cast<int64_t>(p.sched.num_heads) * p.seq.batch;
-  // A tile's work grows with its m-block only under a diagonal with no left bound (a left bound
-  // makes every tile past the first few equal: nothing to pair).
+  // Without a growing diagonal (a left bound makes every tile past the first few equal) there is
+  // nothing to pair.
   const bool growing = plan::fwd_growing_diagonal(p.mask.window_left, p.mask.window_right);
   const bool dense = !varlen && !paged;
   if (bh > 0 && m_blocks > 0) {

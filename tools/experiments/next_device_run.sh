@@ -14,6 +14,7 @@
 #                   one CTA's decode rate when HBM is not the limit (issue 11: can decode items
 #                   spread between prefill tiles run faster than their share of HBM?)
 set -u
+source "$(dirname "$0")/logged.sh"
 H=$1 Q=$2 R=$3
 mkdir -p "$R"
 us_of() { python3 -c 'import csv,sys; print(float(next(csv.DictReader(sys.stdin))["time_ms"])*1000)'; }
@@ -28,9 +29,8 @@ python3 tools/ncu_source.py stalls $R/bwddet.src.csv > $R/bwddet.stalls.txt 2>&1
 python3 tools/ncu_source.py waits $R/bwddet.src.csv > $R/bwddet.waits.txt 2>&1
 rm -f $R/bwddet.ncu-rep
 
-(cd /tmp && timeout 60 compute-sanitizer --tool racecheck $Q/hopattn_gpu_tests \
-  --gtest_filter='*BatchKernelFeatures.MatchesCpuReference/baseline:*BatchKernelFeatures.MatchesCpuReference/ctas1' \
-  > $R/race_batch.txt 2>&1; echo "rc=$?" >> $R/race_batch.txt)
+logged $R/race_batch.txt 60 compute-sanitizer --tool racecheck $Q/hopattn_gpu_tests \
+  --gtest_filter='*BatchKernelFeatures.MatchesCpuReference/baseline:*BatchKernelFeatures.MatchesCpuReference/ctas1'
 
 bash tools/ab_bench.sh $H/hopattn $Q/hopattn 3 fwd \
   "--batch 32 --q-len 512 --kv-len 512 --heads 32 --head-dim 64" \

@@ -14,21 +14,18 @@
 #   ctas.txt                        step c on 16 / 33 CTAs (one CTA's decode rate): both builds
 #   c33_{main,split}.{stalls,waits}.txt  ncu source-page summaries of step c on 33 CTAs
 set -u
+source "$(dirname "$0")/logged.sh"
 H=$1 S=$2 R=$3 PART=${4:-all}
 mkdir -p "$R"
 if [[ $PART != ab ]]; then
-(cd /tmp && timeout 240 "$S/hopattn_gpu_tests" --gtest_filter='*Fwd*:*Batch*:Determinism.*' \
-  > "$R/tests.txt" 2>&1; echo "rc=$?" >> "$R/tests.txt")
+logged "$R/tests.txt" 240 "$S/hopattn_gpu_tests" --gtest_filter='*Fwd*:*Batch*:Determinism.*'
 grep -E "FAILED|PASSED|rc=" "$R/tests.txt" | tail -12
-(cd /tmp && timeout 90 compute-sanitizer --tool racecheck "$S/hopattn_gpu_tests" \
-  --gtest_filter='FwdSplitRows.VarlenShortRowsPoisonedNeighbours:*BatchKernelFeatures.MatchesCpuReference/baseline' \
-  > "$R/race.txt" 2>&1; echo "rc=$?" >> "$R/race.txt")
-(cd /tmp && timeout 60 compute-sanitizer --tool synccheck "$S/hopattn_gpu_tests" \
-  --gtest_filter='FwdSplitRows.VarlenShortRowsPoisonedNeighbours' > "$R/sync.txt" 2>&1
-  echo "rc=$?" >> "$R/sync.txt")
-(cd /tmp && timeout 60 compute-sanitizer --tool memcheck "$S/hopattn_gpu_tests" \
-  --gtest_filter='*BatchKernelFeatures.MatchesCpuReference/baseline' > "$R/memcheck.txt" 2>&1
-  echo "rc=$?" >> "$R/memcheck.txt")
+logged "$R/race.txt" 90 compute-sanitizer --tool racecheck "$S/hopattn_gpu_tests" \
+  --gtest_filter='FwdSplitRows.VarlenShortRowsPoisonedNeighbours:*BatchKernelFeatures.MatchesCpuReference/baseline'
+logged "$R/sync.txt" 60 compute-sanitizer --tool synccheck "$S/hopattn_gpu_tests" \
+  --gtest_filter='FwdSplitRows.VarlenShortRowsPoisonedNeighbours'
+logged "$R/memcheck.txt" 60 compute-sanitizer --tool memcheck "$S/hopattn_gpu_tests" \
+  --gtest_filter='*BatchKernelFeatures.MatchesCpuReference/baseline'
 tail -2 "$R/race.txt" "$R/sync.txt" "$R/memcheck.txt"
 fi
 [[ $PART == tests ]] && exit 0

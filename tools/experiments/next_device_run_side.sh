@@ -13,16 +13,15 @@
 #                 plain kernel's scheduler became a template and the pools are always set
 #   sep.txt       steps a, b with the side lane and the separate launches, ratios in one row each
 set -u
+source "$(dirname "$0")/logged.sh"
 H=$1 S=$2 R=$3 PART=${4:-all}
 mkdir -p "$R"
 if [[ $PART != ab ]]; then
-(cd /tmp && timeout 240 "$S/hopattn_gpu_tests" --gtest_filter='*Batch*' \
-  > "$R/tests.txt" 2>&1; echo "rc=$?" >> "$R/tests.txt")
+logged "$R/tests.txt" 240 "$S/hopattn_gpu_tests" --gtest_filter='*Batch*'
 grep -E "FAILED|PASSED|rc=" "$R/tests.txt" | tail -12
 for tool in racecheck synccheck memcheck; do
-  (cd /tmp && timeout 100 compute-sanitizer --tool $tool "$S/hopattn_gpu_tests" \
-    --gtest_filter='BatchKernelSide.DecodesBesidePrefillBf16:BatchKernelSide.Hd64Gqa8' \
-    > "$R/$tool.txt" 2>&1; echo "rc=$?" >> "$R/$tool.txt")
+  logged "$R/$tool.txt" 100 compute-sanitizer --tool $tool "$S/hopattn_gpu_tests" \
+    --gtest_filter='BatchKernelSide.DecodesBesidePrefillBf16:BatchKernelSide.Hd64Gqa8'
   tail -2 "$R/$tool.txt"
 done
 fi

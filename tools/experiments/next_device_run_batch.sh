@@ -18,8 +18,7 @@ source "$(dirname "$0")/logged.sh"
 H=$1 S=$2 R=$3 PART=${4:-all}
 mkdir -p "$R"
 if [[ $PART != ab ]]; then
-logged "$R/tests.txt" 240 "$S/hopattn_gpu_tests" --gtest_filter='*Fwd*:*Batch*:Determinism.*'
-grep -E "FAILED|PASSED|rc=" "$R/tests.txt" | tail -12
+gpu_tests "$R/tests.txt" "$S/hopattn_gpu_tests" '*Fwd*:*Batch*:Determinism.*'
 logged "$R/race.txt" 90 compute-sanitizer --tool racecheck "$S/hopattn_gpu_tests" \
   --gtest_filter='FwdSplitRows.VarlenShortRowsPoisonedNeighbours:*BatchKernelFeatures.MatchesCpuReference/baseline'
 logged "$R/sync.txt" 60 compute-sanitizer --tool synccheck "$S/hopattn_gpu_tests" \

@@ -17,8 +17,7 @@ source "$(dirname "$0")/logged.sh"
 H=$1 S=$2 R=$3 PART=${4:-all}
 mkdir -p "$R"
 if [[ $PART != ab ]]; then
-logged "$R/tests.txt" 240 "$S/hopattn_gpu_tests" --gtest_filter='*Batch*'
-grep -E "FAILED|PASSED|rc=" "$R/tests.txt" | tail -12
+gpu_tests "$R/tests.txt" "$S/hopattn_gpu_tests" '*Batch*'
 for tool in racecheck synccheck memcheck; do
   logged "$R/$tool.txt" 100 compute-sanitizer --tool $tool "$S/hopattn_gpu_tests" \
     --gtest_filter='BatchKernelSide.DecodesBesidePrefillBf16:BatchKernelSide.Hd64Gqa8'

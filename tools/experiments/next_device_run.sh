@@ -14,10 +14,9 @@
 #                   one CTA's decode rate when HBM is not the limit (issue 11: can decode items
 #                   spread between prefill tiles run faster than their share of HBM?)
 set -u
-source "$(dirname "$0")/logged.sh"
+source "$(dirname "$0")/helpers.sh"
 H=$1 Q=$2 R=$3
 mkdir -p "$R"
-us_of() { python3 -c 'import csv,sys; print(float(next(csv.DictReader(sys.stdin))["time_ms"])*1000)'; }
 
 BW="bench bwd --batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64 --impl kernel --no-check --iters 1 --warmup 0"
 timeout 60 ncu --clock-control none --section SpeedOfLight -k regex:bwd_kernel -c 4 $H/hopattn $BW > $R/bwd_order.txt 2>&1

@@ -14,7 +14,7 @@
 #   ctas.txt                        step c on 16 / 33 CTAs (one CTA's decode rate): both builds
 #   c33_{main,split}.{stalls,waits}.txt  ncu source-page summaries of step c on 33 CTAs
 set -u
-source "$(dirname "$0")/logged.sh"
+source "$(dirname "$0")/helpers.sh"
 H=$1 S=$2 R=$3 PART=${4:-all}
 mkdir -p "$R"
 if [[ $PART != ab ]]; then

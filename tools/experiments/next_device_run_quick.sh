@@ -14,26 +14,24 @@
 #   ab_split.txt                           steps (a) and (b), lpt and spread orders: main / split
 #   ctas.txt                               step (c) on 8..132 CTAs, both builds (a CTA's decode rate)
 set -u
-source "$(dirname "$0")/logged.sh"
+source "$(dirname "$0")/helpers.sh"
 [[ $# -eq 5 ]] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-H=$1 R=$5
-declare -A dir=([2]=$2 [3]=$3)
-S=$4
+H=$1 S=$4 R=$5
 mkdir -p "$R"
-us_of() { python3 -c 'import csv,sys; print(float(next(csv.DictReader(sys.stdin))["time_ms"])*1000)'; }
 
-for v in 2 3; do
-  d=${dir[$v]}
+# side_form V DIR: side lane form V's tests, then its (a), (a) on 33 CTAs and (b) off against on.
+side_form() {
+  local v=$1 d=$2
   gpu_tests "$R/side${v}_tests.txt" "$d/hopattn_gpu_tests" 'BatchKernelSide.*'
-  grep -q 'rc=0' "$R/side${v}_tests.txt" || continue
-  on=$R/side${v}_on.sh  # the same binary with the side lane on, as ab_bench's CLI B
-  printf '#!/usr/bin/env bash\nexec %q "$@" --batch-side on\n' "$d/hopattn" > "$on"
-  chmod +x "$on"
-  bash tools/ab_bench.sh "$d/hopattn" "$on" 2 batch "--step a --batch-impl batch" \
+  grep -q 'rc=0' "$R/side${v}_tests.txt" || return 0
+  side_on_cli "$d/hopattn" "$R/side${v}_on.sh"
+  bash tools/ab_bench.sh "$d/hopattn" "$R/side${v}_on.sh" 2 batch "--step a --batch-impl batch" \
     "--step a --batch-impl batch --batch-ctas 33" "--step b --batch-impl batch" \
     > "$R/ab_side$v.txt" 2>&1
   cat "$R/ab_side$v.txt"
-done
+}
+side_form 2 "$2"
+side_form 3 "$3"
 
 gpu_tests "$R/split_tests.txt" "$S/hopattn_gpu_tests" 'FwdSplitRows.*:*BatchKernel*'
 logged "$R/split_race.txt" 60 compute-sanitizer --tool racecheck "$S/hopattn_gpu_tests" \

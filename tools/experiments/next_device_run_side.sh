@@ -13,7 +13,7 @@
 #                 plain kernel's scheduler became a template and the pools are always set
 #   sep.txt       steps a, b with the side lane and the separate launches, ratios in one row each
 set -u
-source "$(dirname "$0")/logged.sh"
+source "$(dirname "$0")/helpers.sh"
 H=$1 S=$2 R=$3 PART=${4:-all}
 mkdir -p "$R"
 if [[ $PART != ab ]]; then
@@ -27,8 +27,7 @@ fi
 [[ $PART == tests ]] && exit 0
 
 on=$R/side_on.sh
-printf '#!/usr/bin/env bash\nexec %q "$@" --batch-side on\n' "$S/hopattn" > "$on"
-chmod +x "$on"
+side_on_cli "$S/hopattn" "$on"
 steps=("--step a --batch-impl batch" "--step b --batch-impl batch" "--step c --batch-impl batch"
   "--step d --batch-impl batch" "--step a --batch-impl batch --batch-ctas 33")
 bash tools/ab_bench.sh "$S/hopattn" "$on" 3 batch "${steps[@]}" > "$R/ab_mode.txt" 2>&1

@@ -83,11 +83,10 @@ inline constexpr int64_t kDecodeKeyLoadCost = 150;
 // tree walks); shorter runs the group's tree.
 inline constexpr int64_t kAssignRunItemsMin = 64;
 inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
-// The side lane's time for a decode item of cost c, in the same units: about kSideLaneCost * c
-// (its two warps keep two 16-key blocks of a 3-stage ring in flight at head dim 128, ~16 KB an SM
-// against the ~32 KB an SM's share of HBM takes at the full rate). A first estimate, to be
-// replaced by the measured rate.
-inline constexpr int64_t kSideLaneCost = 2;
+// The side lane's time for a decode item of cost c, in the same units: about kSideLaneCost * c.
+// Measured 2026-12-05 (H100, step (a) on 33 CTAs, NOTES.md "Run set z"): the side lane streams
+// ~3-4 GB/s an SM against ~30 GB/s an SM's share of HBM gives the consumers' decode tiles.
+inline constexpr int64_t kSideLaneCost = 8;
 
 constexpr int64_t batch_key_cost(BatchTileKind kind, int tile_rows) {
   if (kind == BatchTileKind::kPrefill) return kPrefillRowKeyCost * kPrefillTileRows;

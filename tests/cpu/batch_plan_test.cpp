@@ -299,7 +299,7 @@ TEST(BatchPlanSpread, InvariantsAndIssueStep) {
 
 // BatchPlanLimits::side_decodes: the invariants over seeded steps (check_plan also holds each
 // CTA's side lane within its prefill load), with the spread order too; on step (a) every decode
-// but a few runs on the side lane of its CTA and the lists are LPT's item for item; a pure
+// part runs on the side lanes and the lists are LPT's item for item; a pure
 // decode step and limits without a side-lane kernel (head dim 256, pages of 1) plan none.
 TEST(BatchPlanSide, InvariantsAndIssueStep) {
   check_seeded_steps(0x51de, 400, false, true);
@@ -334,8 +334,10 @@ TEST(BatchPlanSide, InvariantsAndIssueStep) {
     EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "item " << i;
   }
   EXPECT_EQ(decodes, 124 * 8);
-  // At kSideLaneCost 2 a CTA hides decodes of up to half its prefill load: 792 of the 992.
-  EXPECT_GT(moved, decodes * 3 / 4) << "decodes moved to the side lane";
+  // Each CTA hides decodes of up to 1 / kSideLaneCost of its prefill load (at 8, about one of
+  // its ~7.5 decodes), the rest stay on the consumers.
+  EXPECT_GT(moved, 0);
+  EXPECT_LT(moved, decodes);
   // Pure decodes: no CTA has prefill to hide them under.
   EXPECT_EQ(side_items(
                 plan_of(l, step_of(std::vector<int32_t>(128, 1), std::vector<int32_t>(128, 8192)))),

@@ -42,11 +42,11 @@
 #include <tuple>
 #include <vector>
 
+#include "api/launch_variants.hpp"
 #include "batch_kernel_check.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/batch.hpp"
 #include "hopattn/error.hpp"
-#include "api/launch_variants.hpp"
 #include "plan/batch_plan_layout.hpp"
 
 namespace hopattn::testing::batch_check {
@@ -357,6 +357,7 @@ TEST_F(BatchKernelSide, NonCausalWindowPerHeadScales) {
   check_side_step(side_step("side_noncausal_window20_5_kv_scales", [](StepSpec& s) {
     s.causal = false, s.window = {20, 5}, s.per_head_scales = true;
     s.k_scale = 0.5f, s.v_scale = 2.f;
+    s.sample_rows = 0;  // a window right of the diagonal: every row is checked
   }));
 }
 TEST_F(BatchKernelSide, Hd64Gqa8) {  // 8 rows a decode: every column of the side lane's MMAs

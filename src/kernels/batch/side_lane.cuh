@@ -202,7 +202,7 @@ struct SideLane {
 
     fwd::WorkTile w;
     w.head = k.kv_head;
-    const float softcap_scale = fwd::tile_scales<true>(p, w).softcap_scale;
+    const fwd::TileScales scales = fwd::tile_scales<true>(p, w);
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
     float o[G::kWarpTiles][4];
 #pragma unroll
@@ -229,8 +229,8 @@ struct SideLane {
         issue(p, ring + issue_stage * G::kStageBytes, cur, k, b + kStages - 1, t, note_at);
       }
       ptx::cp_async_commit();
-      attend(p, i, k, ring + stage * G::kStageBytes, q_smem, k.key0 + b * G::kKeys, softcap_scale,
-             warp, lane, row_max, row_sum, o);
+      attend(p, i, k, ring + stage * G::kStageBytes, q_smem, k.key0 + b * G::kKeys, scales, warp,
+             lane, row_max, row_sum, o);
       stage = stage + 1 == kStages ? 0 : stage + 1;
     }
     ptx::cp_async_wait<0>();
@@ -268,14 +268,14 @@ struct SideLane {
     }
     fwd::WorkTile w;
     w.head = item.kv_head;
-    const float v_scale = fwd::tile_scales<true>(p, w).v;
-    fwd::OnlineSoftmax<4> softmax(p.softmax.scale_log2);
+    const fwd::TileScales scales = fwd::tile_scales<true>(p, w);
+    fwd::OnlineSoftmax<4> softmax(scales.scale_log2);
     softmax.row_max[0] = row_max[0];
     softmax.row_max[1] = row_max[1];
     float out_scale[2], lse[2];
     softmax.finalize_sums(sums, sink_log2, out_scale, lse);
-    out_scale[0] *= v_scale;
-    out_scale[1] *= v_scale;
+    out_scale[0] *= scales.v;
+    out_scale[1] *= scales.v;
     if (split) {
       store_partial(p, item, rows, warp, lane, o, out_scale, lse);
     } else {
@@ -285,11 +285,12 @@ struct SideLane {
 
   // One 16-key block from the stage at `stage` (K rows, then V rows): S^T = K q^T, the mask and
   // softcap, the online softmax, O^T += V^T P^T over this warp's feature tiles.
+  // `scales`: the item's (tile_scales: a per-head k scale is in the logits' scale).
   __device__ static void attend(const FwdParams& p, int i, const Keys& k, uint32_t stage,
-                                uint32_t q_smem, int key0, float softcap_scale, int warp, int lane,
-                                float (&row_max)[2], float (&row_sum)[2],
+                                uint32_t q_smem, int key0, const fwd::TileScales& scales, int warp,
+                                int lane, float (&row_max)[2], float (&row_sum)[2],
                                 float (&o)[G::kWarpTiles][4]) {
-    const float scale_log2 = p.softmax.scale_log2;
+    const float scale_log2 = scales.scale_log2, softcap_scale = scales.softcap_scale;
     const int g = lane / 4;
     // s[e]: key g + 8 (e >> 1), row 2 qd + (e & 1).
     float s[4] = {0.f, 0.f, 0.f, 0.f};

@@ -11,18 +11,20 @@
 // tile. Each warp owns half of the features of O (16 registers at head dim 128; the producer
 // warpgroup has 56) and both compute the block's S^T (8 + 8 cheap MMAs), which needs no exchange.
 //
-// Pipeline: both warps copy K and V rows of 16-key blocks by cp.async (16 bytes a thread, any
-// page size; rows padded by 16 bytes, so ldmatrix reads are conflict free) into a ring of
-// kSideStages stages behind the fwd kernel's shared memory; the page ids of a block are read one
-// block ahead by lanes 0..15 (one id a key) and shuffled to the copying lanes. One named barrier of
-// the 64 threads a block: after it every thread's copies of the block are visible and both warps
-// are done with the stage the next copies overwrite.
+// Pipeline: a ring of kSideStages stages of 16-key blocks behind the fwd kernel's shared memory
+// (rows padded by 16 bytes, so ldmatrix reads are conflict free with one address register a
+// lane). Each of a block's 16 K rows (warp 2) and V rows (warp 3) is one bulk copy (cp.async.bulk,
+// any page size) by the lane of its key, which read the key's page id one block ahead; the copies
+// complete on the stage's full barrier. One named barrier of the 64 threads a block: both warps
+// are then done with the stage the next copies overwrite. (A first version gathered 16-byte
+// pieces by cp.async, 16 a thread a block, each with its own address chain: ~557 instructions a
+// warp a block and 3-4 GB/s an SM, docs/perf/NOTES.md run set z.)
 //
 // Semantics are the consumers': the mask of kernels/fwd/mask.cuh (the item's key range, the
 // window, bottom-right alignment), the softcap, the lazy running max of OnlineSoftmax, per-head
 // KV scales (tile_scales), sinks on unsplit items, NaN propagation, fp32 partial rows for split
-// items (batch_plan_layout.hpp). Keys outside the item's range and past kv_len are copied as
-// zeros, as the gather does.
+// items (batch_plan_layout.hpp). Rows of keys outside the item's range or past kv_len, and rows
+// behind a bad page id, are zeros, as the gather writes them.
 #pragma once
 
 #include <cmath>
@@ -36,9 +38,11 @@
 #include "kernels/fwd/softmax.cuh"
 #include "plan/batch_plan_layout.hpp"
 #include "plan/batch_tiles.hpp"
+#include "ptx/bulk_copy.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/fast_math.cuh"
 #include "ptx/ldmatrix.cuh"
+#include "ptx/mbarrier.cuh"
 #include "ptx/mma_sync.cuh"
 #include "ptx/named_barrier.cuh"
 #include "ptx/pack.cuh"
@@ -78,36 +82,39 @@ struct SideLane {
     return r;
   }
 
-  // Block b's K and V rows into `stage`: thread t copies chunk t % kChunks of rows t / kChunks +
-  // j kRowsPerPass, each from the page its key's lane fetched. A bad page id is noted in the
-  // warp's note (shared address note_at) and copied as zeros (KVLoader::piece_source).
-  __device__ static void issue(const FwdParams& p, uint32_t stage, const PageRef& ref,
-                               const Keys& k, int b, int t, uint32_t note_at) {
-    using Loader = fwd::KVLoader<Traits>;
-    int2* const note = static_cast<int2*>(__cvta_shared_to_generic(note_at));
-    const int c = t % G::kChunks;
-    const Elt* k_base = static_cast<const Elt*>(p.kv.k_pool.base);
-    const Elt* v_base = static_cast<const Elt*>(p.kv.v_pool.base);
-    // One row at a time: unrolled, the passes' addresses outgrew the 56 registers.
-#pragma unroll 1
-    for (int j = 0; j < G::kPasses; ++j) {
-      const int r = t / G::kChunks + j * G::kRowsPerPass;
-      const int page = __shfl_sync(0xffffffffu, ref.page, r);
-      const int index = __shfl_sync(0xffffffffu, ref.index, r);
-      const uint32_t token = static_cast<uint32_t>(k.key0 + b * G::kKeys + r);
-      const Elt* k_src = k_base;
-      const Elt* v_src = v_base;
-      uint32_t k_bytes = 0, v_bytes = 0;
-      if (page >= 0) {
-        k_bytes = Loader::piece_source(
-            p, p.kv.k_pool, k_base, static_cast<uint32_t>(page), static_cast<uint32_t>(index),
-            token, k.kv_head * p.kv.k_pool.head_stride + c * 8, k.request, note, k_src);
-        v_bytes = Loader::piece_source(
-            p, p.kv.v_pool, v_base, static_cast<uint32_t>(page), static_cast<uint32_t>(index),
-            token, k.kv_head * p.kv.v_pool.head_stride + c * 8, k.request, note, v_src);
-      }
-      ptx::cp_async_16(G::at(stage, r, c), k_src, static_cast<int>(k_bytes));
-      ptx::cp_async_16(G::at(stage + G::kBlockBytes, r, c), v_src, static_cast<int>(v_bytes));
+  // Block n of the lane's sequence (an item's block b) into stage n % kStages: warp 2's lanes
+  // 0..15 copy K rows, warp 3's V rows, one bulk copy (cp.async.bulk) a row from the page the
+  // lane fetched, completing on the stage's full barrier (each warp's lane 0 arrives with its
+  // rows' bytes). A row without a key (past the item's range) or behind a bad page id (noted in
+  // the warp's note) is written as zeros by its lane before that arrival.
+  __device__ static void issue(const FwdParams& p, uint32_t ring, uint64_t* bars, uint32_t n,
+                               const PageRef& ref, const Keys& k, int b, int warp, int lane,
+                               uint32_t note_at) {
+    const uint32_t stage = n % kStages;
+    uint64_t* const bar = bars + stage;
+    const uint32_t dst = ring + stage * G::kStageBytes + warp * G::kBlockBytes +
+                         static_cast<uint32_t>(lane) * G::kRowStride;
+    const bool row = lane < G::kKeys;
+    const bool bad = row && ref.page >= p.kv.num_pages;
+    const bool valid = row && ref.page >= 0 && !bad;
+    if (bad) {
+      fwd::KVLoader<Traits>::note_bad_page(static_cast<int2*>(__cvta_shared_to_generic(note_at)),
+                                           k.request, ref.page);
+    }
+    if (row && !valid) {
+#pragma unroll
+      for (int c = 0; c < G::kChunks; ++c) ptx::st_shared_v4(dst + 16 * c, make_uint4(0, 0, 0, 0));
+    }
+    const uint32_t rows = __popc(__ballot_sync(0xffffffffu, valid));
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(bar, rows * G::kRowBytes);
+    if (valid) {
+      const fwd::PoolParams& pool = warp == 0 ? p.kv.k_pool : p.kv.v_pool;
+      const uint32_t slot =
+          static_cast<uint32_t>(k.key0 + b * G::kKeys + lane - ref.index * p.kv.page_size);
+      const Elt* src = static_cast<const Elt*>(pool.base) +
+                       static_cast<uint64_t>(ref.page) * pool.page_stride +
+                       (slot * pool.slot_stride + k.kv_head * pool.head_stride);
+      ptx::bulk_load(__cvta_shared_to_generic(dst), src, G::kRowBytes, bar);
     }
   }
 
@@ -141,12 +148,19 @@ struct SideLane {
     const int t = static_cast<int>(threadIdx.x) - 64;
     const uint32_t note_at = ptx::smem_address(sm.bad_page_note(2 + t / 32));
     const uint32_t side = ptx::smem_address(sm.base + Traits::kSideOffset);
+    uint64_t* const bars = reinterpret_cast<uint64_t*>(sm.base + Traits::kSideBarOffset);
+    if (t == 0) {
+      for (int s = 0; s < kStages; ++s) ptx::mbarrier_init(bars + s, 2);  // a warp's arrival each
+      ptx::fence_mbarrier_init();
+    }
+    ptx::named_barrier_sync(fwd::kSideLane, G::kThreads);
     const int cta = static_cast<int>(blockIdx.x);
     const int end = p.batch.cta_offsets[cta + 1];
+    uint32_t seq = 0;  // blocks run so far: block n is in stage n % kStages, phase n / kStages
 #pragma unroll 1
     for (int i = p.batch.cta_offsets[cta]; i < end; ++i) {
       if (p.batch.items[i].kind == static_cast<uint16_t>(plan::BatchTileKind::kDecodeSide)) {
-        run_item(p, i, side, t, note_at);
+        seq = run_item(p, i, side, bars, seq, t, note_at);
       }
     }
     __syncwarp();
@@ -173,15 +187,18 @@ struct SideLane {
   }
 
   // One item: q rows, the KV blocks of [kv_begin, kv_end), the output rows.
-  __device__ static void run_item(const FwdParams& p, int i, uint32_t side, int t,
-                                  uint32_t note_at) {
+  // Returns seq advanced by the item's blocks.
+  __device__ static uint32_t run_item(const FwdParams& p, int i, uint32_t side, uint64_t* bars,
+                                      uint32_t seq, int t, uint32_t note_at) {
     const int warp = t / 32, lane = t % 32, qd = lane % 4;
     const uint32_t q_smem = side;
     const uint32_t ring = side + G::kQBytes;
     Keys k;
     {
       const plan::BatchWorkItem& item = p.batch.items[i];
-      load_q(p, item, q_smem, t);  // committed with block 0's copies
+      load_q(p, item, q_smem, t);  // every thread's own pieces waited for here; the loop's
+      ptx::cp_async_commit();      // first barrier shows them to the other warp
+      ptx::cp_async_wait<0>();
       k.request = item.request;
       k.kv_head = item.kv_head;
       k.lo = item.kv_begin;
@@ -213,29 +230,25 @@ struct SideLane {
     for (int s = 0; s < kStages - 1; ++s) {
       const PageRef cur = next;
       next = fetch(p, k, s + 1, lane);
-      if (s < k.blocks) issue(p, ring + s * G::kStageBytes, cur, k, s, t, note_at);
-      ptx::cp_async_commit();
+      if (s < k.blocks) issue(p, ring, bars, seq + s, cur, k, s, warp, lane, note_at);
     }
-    int stage = 0;
 #pragma unroll 1
     for (int b = 0; b < k.blocks; ++b) {
-      ptx::cp_async_wait<kStages - 2>();
+      const uint32_t n = seq + b;
+      ptx::mbarrier_wait_parity(bars + n % kStages, (n / kStages) & 1u);
+      // Both warps are past block b - 1, whose stage the next copies overwrite.
       ptx::named_barrier_sync(fwd::kSideLane, G::kThreads);
       const PageRef cur = next;
       next = fetch(p, k, b + kStages, lane);
       if (b + kStages - 1 < k.blocks) {
-        // The stage block b - 1 used: every thread is past it (the barrier above).
-        const int issue_stage = stage == 0 ? kStages - 1 : stage - 1;
-        issue(p, ring + issue_stage * G::kStageBytes, cur, k, b + kStages - 1, t, note_at);
+        issue(p, ring, bars, n + kStages - 1, cur, k, b + kStages - 1, warp, lane, note_at);
       }
-      ptx::cp_async_commit();
-      attend(p, i, k, ring + stage * G::kStageBytes, q_smem, k.key0 + b * G::kKeys, scales, warp,
-             lane, row_max, row_sum, o);
-      stage = stage + 1 == kStages ? 0 : stage + 1;
+      attend(p, i, k, ring + (n % kStages) * G::kStageBytes, q_smem, k.key0 + b * G::kKeys, scales,
+             warp, lane, row_max, row_sum, o);
     }
-    ptx::cp_async_wait<0>();
     ptx::named_barrier_sync(fwd::kSideLane, G::kThreads);  // q and the ring are read: reusable
     finish_item(p, p.batch.items[i], q_smem, t, row_max, row_sum, o);
+    return seq + static_cast<uint32_t>(k.blocks);
   }
 
   // The item's rows (OnlineSoftmax's rule: the sink counted on unsplit items, NaN kept), to
@@ -298,15 +311,20 @@ struct SideLane {
       // ldmatrix matrix j = lane / 8 takes its rows from lanes 8j .. 8j + 7.
       const uint32_t q_at = G::at(q_smem, lane & 7, lane >> 3);
       const uint32_t k_at = G::at(stage, ((lane >> 3) & 1) * 8 + (lane & 7), lane >> 4);
+      // Two accumulators (even and odd k-steps), so that the MMAs form two chains of half the
+      // length.
+      float s1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int m = 0; m < G::kKSteps / 2; ++m) {
-        uint32_t bq[4], a[4];
+        uint32_t bq[4], a[4], a1[4];
         ptx::ldmatrix_x4(bq, q_at + 64 * m);  // chunks 4m .. 4m + 3: two k-steps' b0, b1
         ptx::ldmatrix_x4(a, k_at + 64 * m);   // keys 0-7 | 8-15 x chunks 4m | 4m + 1
+        ptx::ldmatrix_x4(a1, k_at + 64 * m + 32);
         ptx::mma_m16n8k16<Elt>(s, a, bq[0], bq[1]);
-        ptx::ldmatrix_x4(a, k_at + 64 * m + 32);
-        ptx::mma_m16n8k16<Elt>(s, a, bq[2], bq[3]);
+        ptx::mma_m16n8k16<Elt>(s1, a1, bq[2], bq[3]);
       }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] += s1[e];
     }
     if (softcap_scale != 0.f) {
 #pragma unroll

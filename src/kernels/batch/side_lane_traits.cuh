@@ -20,7 +20,8 @@ struct SideGeometry {
   // ldmatrix matrix (consecutive rows, one 16-byte column) start in 8 different bank groups and
   // every address is a lane's row plus a constant column (a swizzle would take a register per
   // column a lane reads: ptxas spilled them).
-  static constexpr uint32_t kRowStride = kD * 2 + 16;
+  static constexpr uint32_t kRowBytes = kD * 2;  // the values: one bulk copy
+  static constexpr uint32_t kRowStride = kRowBytes + 16;
   static constexpr uint32_t kBlockBytes = kKeys * kRowStride;
   static constexpr uint32_t kStageBytes = 2 * kBlockBytes;  // K rows, then V rows
   static constexpr uint32_t kQBytes = kRows * kRowStride;
@@ -58,11 +59,13 @@ struct SideLaneTraits : Base {
   static constexpr uint32_t kSideRingOffset = kSideOffset + Side::kQBytes;
   static constexpr uint32_t kSmemLimit = 227 * 1024 - 1024;  // kSmemAlloc's alignment slack
   static constexpr int kSideStagesFit =
-      static_cast<int>((kSmemLimit - kSideRingOffset) / Side::kStageBytes);
+      static_cast<int>((kSmemLimit - kSideRingOffset) / (Side::kStageBytes + 8));
   static constexpr int kSideStages = kSideStagesFit > 8 ? 8 : kSideStagesFit;
   static_assert(kSideRingOffset <= kSmemLimit && kSideStages >= 3,
                 "side lane: two blocks in flight while one is read");
-  static constexpr uint32_t kSmemBytes = kSideRingOffset + kSideStages * Side::kStageBytes;
+  // A full barrier a stage (its bulk copies' bytes), after the ring.
+  static constexpr uint32_t kSideBarOffset = kSideRingOffset + kSideStages * Side::kStageBytes;
+  static constexpr uint32_t kSmemBytes = kSideBarOffset + kSideStages * 8;
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
   static_assert(kSmemAlloc <= 227 * 1024, "side lane: shared-memory plan exceeds 227 KB");
 };

@@ -105,6 +105,7 @@ struct SideLane {
 #pragma unroll
       for (int c = 0; c < G::kChunks; ++c) ptx::st_shared_v4(dst + 16 * c, make_uint4(0, 0, 0, 0));
     }
+    __syncwarp();  // the zeros before lane 0's arrival (release) below
     const uint32_t rows = __popc(__ballot_sync(0xffffffffu, valid));
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(bar, rows * G::kRowBytes);
     if (valid) {

@@ -119,12 +119,15 @@ struct SideLane {
     }
   }
 
-  // The q position and q head of the item's row n (packed row row_begin + n).
-  __device__ static void row_place(const FwdParams& p, const plan::BatchWorkItem& item, int n,
-                                   int& pos, int& head) {
-    const int packed = item.row_begin + n;
-    pos = static_cast<int>(p.pack.pack_div.divide(static_cast<uint32_t>(packed)));
-    head = item.kv_head * p.pack.pack + packed - pos * p.pack.pack;
+  // Where the item's row n lives in q / out (mask.cuh row_address, the item seen as a tile whose
+  // first position is row_begin / group: row_begin is a multiple of the group).
+  __device__ static fwd::RowAddress row_at(const FwdParams& p, const plan::BatchWorkItem& item,
+                                           int n) {
+    fwd::WorkTile w;
+    w.head = item.kv_head;
+    fwd::TileInfo t;
+    t.q_start = static_cast<int>(p.pack.pack_div.divide(static_cast<uint32_t>(item.row_begin)));
+    return fwd::row_address(p, w, t, n);
   }
 
   // The keys [col_lo, col_hi) the item's rows 2 qd and 2 qd + 1 see (mask.cuh row_limits, within
@@ -133,9 +136,7 @@ struct SideLane {
                                     const Keys& k, int qd, int (&col_lo)[2], int (&col_hi)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int pos, head;
-      row_place(p, item, 2 * qd + h, pos, head);
-      const int diag = pos + item.kv_len - item.q_len;
+      const int diag = row_at(p, item, 2 * qd + h).q_pos + item.kv_len - item.q_len;
       const bool valid = 2 * qd + h < item.row_end - item.row_begin;
       col_hi[h] = k.hi;
       if (valid && p.mask.window_right >= 0) col_hi[h] = min(k.hi, diag + p.mask.window_right + 1);
@@ -178,10 +179,9 @@ struct SideLane {
       const int r = k / G::kChunks, c = k % G::kChunks;
       const Elt* src = q;
       if (r < rows) {
-        int pos, head;
-        row_place(p, item, r, pos, head);
-        src =
-            q + (item.q_start + pos) * p.batch.q_row_stride + head * p.batch.q_head_stride + c * 8;
+        const fwd::RowAddress a = row_at(p, item, r);
+        src = q + (item.q_start + a.q_pos) * p.batch.q_row_stride + a.head * p.batch.q_head_stride +
+              c * 8;
       }
       ptx::cp_async_16(G::at(q_smem, r, c), src, r < rows ? 16 : 0);
     }
@@ -274,9 +274,8 @@ struct SideLane {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (2 * qd + h < rows) {
-          int pos, head;
-          row_place(p, item, 2 * qd + h, pos, head);
-          sink_log2[h] = p.softmax.sinks[head * p.softmax.sinks_stride] * kLog2e;
+          sink_log2[h] =
+              p.softmax.sinks[row_at(p, item, 2 * qd + h).head * p.softmax.sinks_stride] * kLog2e;
         }
       }
     }
@@ -395,17 +394,14 @@ struct SideLane {
       }
     }
     ptx::named_barrier_sync(fwd::kSideLane, G::kThreads);
-    const int group = p.pack.pack;
     Elt* out = static_cast<Elt*>(p.out.o);
 #pragma unroll 1
     for (int k = t; k < rows * G::kChunks; k += G::kThreads) {
       const int r = k / G::kChunks, c = k % G::kChunks;
-      const int packed = item.row_begin + r;
-      const int pos = static_cast<int>(p.pack.pack_div.divide(static_cast<uint32_t>(packed)));
-      const int head = item.kv_head * group + packed - pos * group;
+      const fwd::RowAddress a = row_at(p, item, r);
       Elt* dst = out + item.request * p.out.o_batch_stride +
-                 static_cast<int64_t>(item.q_start + pos) * p.out.o_row_stride +
-                 head * p.out.o_head_stride + c * 8;
+                 static_cast<int64_t>(item.q_start + a.q_pos) * p.out.o_row_stride +
+                 a.head * p.out.o_head_stride + c * 8;
       *reinterpret_cast<uint4*>(dst) = ptx::ld_shared_v4(G::at(q_smem, r, c));
     }
     if (warp == 0 && g == 0) {
@@ -413,12 +409,10 @@ struct SideLane {
       for (int h = 0; h < 2; ++h) {
         const int n = 2 * qd + h;
         if (n < rows) {
-          const int packed = item.row_begin + n;
-          const int pos = static_cast<int>(p.pack.pack_div.divide(static_cast<uint32_t>(packed)));
-          const int head = item.kv_head * group + packed - pos * group;
+          const fwd::RowAddress a = row_at(p, item, n);
           p.out.lse[item.request * p.out.lse_batch_stride +
-                    static_cast<int64_t>(item.q_start + pos) * p.out.lse_row_stride +
-                    head * p.out.lse_head_stride] = lse[h];
+                    static_cast<int64_t>(item.q_start + a.q_pos) * p.out.lse_row_stride +
+                    a.head * p.out.lse_head_stride] = lse[h];
         }
       }
     }

@@ -302,6 +302,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
         parse_choice<bool>(name, cur.value(name, inline_value), {{"lpt", false}, {"spread", true}});
     return;
   }
+  if (name == "--batch-side") {
+    f.batch_side =
+        parse_choice<bool>(name, cur.value(name, inline_value), {{"off", false}, {"on", true}});
+    return;
+  }
   if (name == "--batch-ctas") {
     f.batch_ctas = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));
     return;

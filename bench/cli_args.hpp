@@ -62,6 +62,7 @@ struct BenchFlags {
   std::vector<BatchImpl> batch_impls;         // batch: --batch-impl (empty: all three)
   std::optional<int> batch_ctas;     // batch: --batch-ctas N (BatchAttentionConfig::num_ctas)
   std::optional<bool> batch_spread;  // batch: --batch-order lpt | spread
+  std::optional<bool> batch_side;    // batch: --batch-side off | on
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

@@ -125,6 +125,7 @@ class BatchWorkload final : public Workload {
     if (device) c.device = {DeviceType::kCUDA, 0};
     attn_ = std::make_unique<BatchAttention>(c);
     internal::BatchAttentionVariants::spread_decodes(*attn_, s_.batch_spread);
+    internal::BatchAttentionVariants::side_decodes(*attn_, s_.batch_side);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.
       workspace_ = DeviceMemory(attn_->workspace_size());

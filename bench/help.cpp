@@ -100,6 +100,8 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       default: the largest Hopper part's), e.g. to read one SM's rate
   --batch-order O     batch: lpt (default: each CTA's items largest first, so its decodes
                       last) | spread (each CTA's decodes spread between its prefill items)
+  --batch-side S      batch: off (default) | on (decodes of <= 8 rows on two producer warps
+                      beside the prefill tiles: the side-lane kernel; 16-bit caches, D 64/128)
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
                       a second row times deterministic mode)

@@ -31,6 +31,7 @@ std::string Shape::describe() const {
     if (softcap > 0) os << " cap=" << softcap;
     if (batch_ctas > 0) os << " ctas=" << batch_ctas;
     if (batch_spread) os << " spread";
+    if (batch_side) os << " side";
   } else {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
     if (family != Family::kMla) os << "/" << kv_heads;
@@ -151,6 +152,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(!f.batch_impls.empty() && !batch, fam, "--batch-impl");
   reject(f.batch_ctas.has_value() && !batch, fam, "--batch-ctas");
   reject(f.batch_spread.has_value() && !batch, fam, "--batch-order");
+  reject(f.batch_side.has_value() && !batch, fam, "--batch-side");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
   if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
     throw UsageError(std::string("--head-dim: ") + family_name(fam) +
@@ -214,6 +216,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.step) s.step = parse_step(*f.step);
   if (f.batch_ctas) s.batch_ctas = *f.batch_ctas;
   if (f.batch_spread) s.batch_spread = *f.batch_spread;
+  if (f.batch_side) s.batch_side = *f.batch_side;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }

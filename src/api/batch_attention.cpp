@@ -255,11 +255,21 @@ void BatchAttention::plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv
 
 namespace internal {
 
-void BatchAttentionVariants::spread_decodes(BatchAttention& attention, bool on) {
+// The object's planner remade with one of the planner's variant switches set to `on`.
+void BatchAttentionVariants::set_limit(BatchAttention& attention,
+                                       bool plan::BatchPlanLimits::*field, bool on) {
   BatchAttention::Impl& impl = *attention.impl_;
-  if (impl.limits.spread_decodes == on) return;
-  impl.limits.spread_decodes = on;
+  if (impl.limits.*field == on) return;
+  impl.limits.*field = on;
   impl.planner = plan::BatchPlanner(impl.limits);
+}
+
+void BatchAttentionVariants::spread_decodes(BatchAttention& attention, bool on) {
+  set_limit(attention, &plan::BatchPlanLimits::spread_decodes, on);
+}
+
+void BatchAttentionVariants::side_decodes(BatchAttention& attention, bool on) {
+  set_limit(attention, &plan::BatchPlanLimits::side_decodes, on);
 }
 
 }  // namespace internal

@@ -9,6 +9,7 @@
 #include "hopattn/options.hpp"
 #include "kernels/bwd/launch.hpp"
 #include "kernels/fwd/launch.hpp"
+#include "plan/batch_plan.hpp"
 
 namespace hopattn::internal {
 
@@ -21,6 +22,12 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
 // planner remade with plan::BatchPlanLimits::spread_decodes, before its first plan().
 struct BatchAttentionVariants {
   static void spread_decodes(BatchAttention& attention, bool on);
+  // plan::BatchPlanLimits::side_decodes, and run() launches the side-lane kernel
+  // (hopattn bench batch --batch-side on).
+  static void side_decodes(BatchAttention& attention, bool on);
+
+ private:
+  static void set_limit(BatchAttention& attention, bool plan::BatchPlanLimits::*field, bool on);
 };
 
 }  // namespace hopattn::internal

@@ -195,6 +195,11 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
     spread_prefill_.resize(placements);
     spread_decode_.resize(placements);
   }
+  const int dv = limits_.head_dim_v != 0 ? limits_.head_dim_v : limits_.head_dim;
+  side_ok_ = limits_.side_decodes && limits_.head_dim == dv &&
+             limits_.head_dim <= kSideMaxHeadDim &&
+             std::gcd(limits_.page_size, kPrefillKvBlock) % 8 == 0;
+  if (side_ok_) side_slot_.resize(placements);
   cta_bits_ = ceil_log2(group_ctas_);
   tree_leaves_ = 1 << cta_bits_;
   tree_.resize(2 * static_cast<size_t>(tree_leaves_));
@@ -463,6 +468,9 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   if (limits_.spread_decodes && prefill_works_ > 0 && prefill_works_ < num_works_) {
     spread_decodes(place_bits);
   }
+  const bool side = side_ok_ && prefill_works_ > 0 && prefill_works_ < num_works_;
+  if (side) side_decodes(place_bits);
+  const uint8_t* const side_slots = side ? side_slot_.data() : nullptr;
   // Locals, so that the stores to the plan are not taken to alias them.
   const int groups = num_groups_;
   const uint32_t* const slots = slot_place_.data();
@@ -485,7 +493,9 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
     const int32_t partial_step = partial_steps[i], merge_step = records[i].merge >= 0 ? 1 : 0;
     const v4si head_step = {0, 1, 0, 0}, split_step = {0, 0, partial_step, merge_step};
     first += v4si{0, p, 0, 0};
-    last += v4si{0, 0, p * partial_step, p * merge_step};
+    // kind (the low half of the third word's second lane): kDecode + 1 = kDecodeSide.
+    const int32_t side_step = side_slots != nullptr ? side_slots[slot] : 0;
+    last += v4si{0, side_step, p * partial_step, p * merge_step};
     unsigned char* to = dst;
     for (int g = 0; g < groups; ++g, to += group_bytes) {
       std::memcpy(to, &first, sizeof(v4si));
@@ -539,6 +549,43 @@ void BatchPlanner::spread_decodes(int place_bits) {
       const uint32_t word = take_decode ? decode[j++] : prefill[k++];
       list[out] = word;
       placed += load(word);
+    }
+  }
+}
+
+// BatchPlanLimits::side_decodes: on a CTA that has prefill items, its decode items of at most
+// kSideMaxRows rows move to the side lane, largest first, each while the side lane's time
+// (kSideLaneCost per unit of cost) stays within the CTA's prefill cost, so the side lane finishes
+// under the prefill tiles it runs beside and the CTA's time never grows. The lists keep their
+// order (the side lane walks the same list); a CTA without prefill keeps every decode on the
+// consumers, whose decode rate is the HBM's.
+void BatchPlanner::side_decodes(int place_bits) {
+  static_assert(
+      static_cast<int>(BatchTileKind::kDecodeSide) == static_cast<int>(BatchTileKind::kDecode) + 1,
+      "write_items marks a side item by adding 1 to its kind");
+  const BatchWorkItem* const records = work_items_.data();
+  const int64_t* const cost = work_cost_.data();
+  uint8_t* const side = side_slot_.data();
+  for (int c = 0; c < group_ctas_; ++c) {
+    const int first = cta_first_[static_cast<size_t>(c)];
+    const uint32_t* const list = slot_place_.data() + first;
+    const int n = cta_count_[static_cast<size_t>(c)];
+    int64_t prefill = 0;
+    for (int k = 0; k < n; ++k) {
+      const uint32_t work = list[k] >> place_bits;
+      if (records[work].kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) {
+        prefill += cost[work];
+      }
+    }
+    int64_t taken = 0;
+    for (int k = 0; k < n; ++k) {
+      const uint32_t work = list[k] >> place_bits;
+      const BatchWorkItem& r = records[work];
+      const bool fits = r.kind == static_cast<uint16_t>(BatchTileKind::kDecode) &&
+                        r.row_end - r.row_begin <= kSideMaxRows &&
+                        kSideLaneCost * (taken + cost[work]) <= prefill;
+      side[first + k] = fits ? 1 : 0;
+      if (fits) taken += cost[work];
     }
   }
 }

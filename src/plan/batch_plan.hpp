@@ -63,6 +63,13 @@ struct BatchPlanLimits {
   // batch_plan.cpp) instead of all after them: a launch variant (hopattn bench batch
   // --batch-order spread), off by default.
   bool spread_decodes = false;
+  // Decode items of at most kSideMaxRows rows become kDecodeSide items, which the side-lane
+  // kernel runs on two producer warps beside the CTA's prefill tiles (side_decodes() in
+  // batch_plan.cpp; kernels/batch/side_lane.cuh): a launch variant (hopattn bench batch
+  // --batch-side on), off by default. Planned only where that kernel exists: head dims (64, 64)
+  // and (128, 128), page sizes whose TMA boxes are whole (a multiple of 8 slots in common with
+  // 128 keys).
+  bool side_decodes = false;
 };
 
 // ------------------------------------------------------------------------------- cost model
@@ -76,6 +83,10 @@ inline constexpr int64_t kDecodeKeyLoadCost = 150;
 // tree walks); shorter runs the group's tree.
 inline constexpr int64_t kAssignRunItemsMin = 64;
 inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
+// The side lane's time for a decode item of cost c, in the same units: about kSideLaneCost * c.
+// Measured 2026-12-05 (H100, step (a) on 33 CTAs, NOTES.md "Run set z"): the side lane streams
+// ~3-4 GB/s an SM against ~30 GB/s an SM's share of HBM gives the consumers' decode tiles.
+inline constexpr int64_t kSideLaneCost = 8;
 
 constexpr int64_t batch_key_cost(BatchTileKind kind, int tile_rows) {
   if (kind == BatchTileKind::kPrefill) return kPrefillRowKeyCost * kPrefillTileRows;
@@ -174,6 +185,7 @@ class BatchPlanner {
   int write_items(unsigned char* dst, BatchPlanInfo& info);
   void write_merges(unsigned char* dst);
   void spread_decodes(int place_bits);
+  void side_decodes(int place_bits);
 
   BatchPlanLimits limits_;
   BatchPlanCapacity capacity_;
@@ -215,6 +227,8 @@ class BatchPlanner {
   std::vector<int32_t> place_rank_;   // its place in its CTA's list
   std::vector<uint32_t> slot_place_;  // group 0's lists, CTA by CTA: work << bits | placement
   std::vector<uint32_t> spread_prefill_, spread_decode_;  // spread_decodes(): one CTA's items
+  bool side_ok_ = false;            // side_decodes planned (the limits admit the side lane)
+  std::vector<uint8_t> side_slot_;  // side_decodes(): group 0's slots that run on the side lane
   // Group 0's winner tree of 2 * tree_leaves_ nodes, leaf tree_leaves_ + i for its CTA i. A node
   // is one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
   // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses limits

@@ -17,6 +17,10 @@ namespace hopattn::plan {
 enum class BatchTileKind : uint16_t {
   kPrefill = 0,  // 128-row wgmma tile (two consumer warpgroups of 64 rows), the fwd mainloop
   kDecode = 1,   // 16, 32 or 64 rows of mma.sync (one m16 tile per warp), the decode mainloop
+  // A decode tile of at most kSideMaxRows rows that the side-lane kernel runs on producer warp 2
+  // while the consumers run the CTA's other items (kernels/batch/side_lane.cuh); the plain
+  // kernel runs it as kDecode. Planned only with BatchPlanLimits::side_decodes.
+  kDecodeSide = 2,
 };
 
 // GQA ratios the batch family serves (DESIGN.md: any Hq % Hkv == 0, ratios 1..128). A prefill tile
@@ -51,6 +55,11 @@ constexpr int decode_tile_rows(int64_t rows) {
   if (rows <= 16) return 16;
   return rows <= 32 ? 32 : 64;
 }
+
+// The side lane: rows are the N of one mma.sync m16n8k16 (keys are its M), so up to 8 rows; head
+// dims up to 128 (O of 8 rows in 32 registers of a 64-register producer warp).
+inline constexpr int kSideMaxRows = 8;
+inline constexpr int kSideMaxHeadDim = 128;
 
 // ---------------------------------------------------------------------- KV split
 // A (request, KV head, row tile) whose keys are split across CTAs is cut at absolute key indices

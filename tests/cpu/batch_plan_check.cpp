@@ -160,8 +160,11 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
     // Largest first; with spread decodes, within each kind (prefill, decode).
     int64_t load = 0, previous[2] = {std::numeric_limits<int64_t>::max(),
                                      std::numeric_limits<int64_t>::max()};
+    int64_t prefill = 0, side = 0;  // side_decodes: the side lane's load within the prefill's
     for (int i = p.cta_offsets[c]; i < p.cta_offsets[c + 1]; ++i) {
       const int64_t cost = batch_item_cost(p.items[i]);
+      if (p.items[i].kind == uint16_t(BatchTileKind::kPrefill)) prefill += cost;
+      if (p.items[i].kind == uint16_t(BatchTileKind::kDecodeSide)) side += cost;
       const int kind =
           l.spread_decodes && p.items[i].kind != uint16_t(BatchTileKind::kPrefill) ? 1 : 0;
       f.expect(cost <= previous[kind], "CTA ", c, " does not run its items largest first");
@@ -171,6 +174,8 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
     }
     total += load;
     busiest = std::max(busiest, load);
+    f.expect(kSideLaneCost * side <= prefill, "CTA ", c, ": side lane load ", side, " x ",
+             kSideLaneCost, " exceeds its prefill load ", prefill);
   }
   f.expect(
       info.total_cost == total && info.max_cta_cost == busiest && info.max_item_cost == largest,
@@ -197,7 +202,10 @@ void check_item(const BatchPlanLimits& l, const Step& s, const Plan& p, const Ba
   f.expect(it.row_end - it.row_begin <= it.tile_rows, "rows exceed the tile: ", Show{it});
   const int decode_rows = decode_tile_rows(q * group);
   if (decode_rows > 0) {
-    f.expect(it.kind == uint16_t(BatchTileKind::kDecode) && it.tile_rows == decode_rows &&
+    // side_decodes: a decode tile of at most kSideMaxRows rows may run on the side lane.
+    const bool side = it.kind == uint16_t(BatchTileKind::kDecodeSide) && l.side_decodes &&
+                      it.row_end - it.row_begin <= kSideMaxRows;
+    f.expect((it.kind == uint16_t(BatchTileKind::kDecode) || side) && it.tile_rows == decode_rows &&
                  it.row_begin == 0 && it.row_end == q * group,
              "a short request is one decode tile: ", Show{it});
   } else {

@@ -127,11 +127,12 @@ TEST(BatchPlanVisibility, ClosedFormMatchesRule) {
 
 // Seeds base .. base + seeds - 1: random limits (with spread_decodes as given) and a random step
 // each, planned and verified.
-void check_seeded_steps(uint64_t base, int seeds, bool spread_decodes) {
+void check_seeded_steps(uint64_t base, int seeds, bool spread_decodes, bool side_decodes = false) {
   for (int seed = 0; seed < seeds; ++seed) {
     std::mt19937_64 rng(base + seed);
     BatchPlanLimits l = random_limits(rng);
     l.spread_decodes = spread_decodes;
+    l.side_decodes = side_decodes;
     const Step s = random_step(rng, l);
     BatchPlanner planner(l);
     Buffer buf(BatchPlanner::workspace_bytes(l));
@@ -294,6 +295,59 @@ TEST(BatchPlanSpread, InvariantsAndIssueStep) {
   EXPECT_GT(plain_min, 0.4);  // plain LPT: after the prefill items (the decodes are ~36% of (a))
   EXPECT_LT(spread_mean, 0.25) << "max " << spread_max;
   EXPECT_LT(spread_max, 0.5) << "mean " << spread_mean;
+}
+
+// BatchPlanLimits::side_decodes: the invariants over seeded steps (check_plan also holds each
+// CTA's side lane within its prefill load), with the spread order too; on step (a) every decode
+// part runs on the side lanes and the lists are LPT's item for item; a pure
+// decode step and limits without a side-lane kernel (head dim 256, pages of 1) plan none.
+TEST(BatchPlanSide, InvariantsAndIssueStep) {
+  check_seeded_steps(0x51de, 400, false, true);
+  check_seeded_steps(0x51df, 100, true, true);
+  std::vector<int32_t> q = {2048, 2048, 2048, 2048}, kv = {2048, 2048, 6144, 10240};
+  q.resize(128, 1);
+  kv.resize(128, 4097);
+  const auto plan_of = [](BatchPlanLimits l, const Step& s) {
+    BatchPlanner planner(l);
+    Buffer buf(BatchPlanner::workspace_bytes(l));
+    EXPECT_EQ(plan_and_verify(planner, s, buf), "");
+    return read_plan(buf.data());
+  };
+  const auto side_items = [](const check::Plan& p) {
+    int n = 0;
+    for (const BatchWorkItem& it : p.items) {
+      n += it.kind == uint16_t(BatchTileKind::kDecodeSide) ? 1 : 0;
+    }
+    return n;
+  };
+  BatchPlanLimits l = llama8b(132);
+  const check::Plan plain = plan_of(l, step_of(q, kv));
+  l.side_decodes = true;
+  const check::Plan side = plan_of(l, step_of(q, kv));
+  ASSERT_EQ(plain.items.size(), side.items.size());
+  int moved = 0, decodes = 0;
+  for (size_t i = 0; i < side.items.size(); ++i) {
+    BatchWorkItem a = plain.items[i], b = side.items[i];
+    decodes += a.kind == uint16_t(BatchTileKind::kDecode) ? 1 : 0;
+    moved += b.kind == uint16_t(BatchTileKind::kDecodeSide) ? 1 : 0;
+    b.kind = a.kind;  // otherwise the same item in the same place
+    EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "item " << i;
+  }
+  EXPECT_EQ(decodes, 124 * 8);
+  // Each CTA hides decodes of up to 1 / kSideLaneCost of its prefill load (at 8, about one of
+  // its ~7.5 decodes), the rest stay on the consumers.
+  EXPECT_GT(moved, 0);
+  EXPECT_LT(moved, decodes);
+  // Pure decodes: no CTA has prefill to hide them under.
+  EXPECT_EQ(side_items(
+                plan_of(l, step_of(std::vector<int32_t>(128, 1), std::vector<int32_t>(128, 8192)))),
+            0);
+  BatchPlanLimits big = l;
+  big.head_dim = 256;
+  EXPECT_EQ(side_items(plan_of(big, step_of(q, kv))), 0);
+  BatchPlanLimits pages_of_one = l;
+  pages_of_one.page_size = 1;
+  EXPECT_EQ(side_items(plan_of(pages_of_one, step_of(q, kv))), 0);
 }
 
 // Tile shapes at the GQA extremes: 128 q heads on one KV head make a single decode token 128

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/launch_variants.hpp"
 #include "common/numeric.hpp"
 
 namespace hopattn::testing::batch_check {
@@ -171,7 +172,7 @@ std::string describe(const StepSpec& s) {
      << (s.sinks ? " sinks" : "") << " k_scale " << s.k_scale << " v_scale " << s.v_scale
      << (s.per_head_scales ? " (bases of per-head scales)" : "")
      << (s.fp8_all_codes ? " all fp8 codes" : "") << " ctas " << s.num_ctas << " B " << s.batch()
-     << " total_q " << s.total_q();
+     << " total_q " << s.total_q() << (s.side_lane ? " side lane" : "");
   if (s.batch() <= 24) {
     os << " step (q/kv):";
     for (int b = 0; b < s.batch(); ++b) os << ' ' << s.q_lens[b] << '/' << s.kv_lens[b];
@@ -592,6 +593,7 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
   const Reference ref = cpu_reference(*h, rng);
 
   BatchAttention ba(config_of(s, cuda_device()));
+  internal::BatchAttentionVariants::side_decodes(ba, s.side_lane);
   DeviceStep dev(*h);
   const DeviceWorkspace ws(ba.workspace_size());
   const CudaStream stream;

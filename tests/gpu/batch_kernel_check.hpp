@@ -61,6 +61,9 @@ struct StepSpec {
   // The K/V pools at the start of their device allocations (the kernel then gathers them);
   // else 1 MB of the allocation precedes them and the paged TMA path runs.
   bool pool_at_allocation_start = false;
+  // The side-lane kernel (BatchAttentionVariants::side_decodes): decodes of <= 8 rows on the
+  // producer's warps 2 and 3 beside the prefill tiles.
+  bool side_lane = false;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

@@ -42,10 +42,12 @@
 #include <tuple>
 #include <vector>
 
+#include "api/launch_variants.hpp"
 #include "batch_kernel_check.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/batch.hpp"
 #include "hopattn/error.hpp"
+#include "plan/batch_plan_layout.hpp"
 
 namespace hopattn::testing::batch_check {
 namespace {
@@ -285,6 +287,94 @@ StepSpec mixed_step(std::string name, int prefills, int decodes, uint64_t shape_
   }
   s.sample_rows = 40;
   return s;
+}
+
+// ---------------------------------------------------------------------------- side lane
+// The side-lane kernel (BatchPlanLimits::side_decodes, kernels/batch/side_lane.cuh): decodes of
+// at most 8 rows run on producer warps 2 and 3 while the consumers run the CTA's prefill tiles.
+// Each case first plans its step on the host and requires decodes on the side lane (a case whose
+// plan had none would pass without running it), then checks the run against the CPU reference.
+int side_items(const StepSpec& s) {
+  BatchAttention ba(config_of(s, cuda_device()));
+  internal::BatchAttentionVariants::side_decodes(ba, true);
+  std::vector<uint64_t> buf(ba.plan_buffer_size() / 8 + 1);
+  std::vector<int32_t> cu(1, 0);
+  for (int32_t q : s.q_lens) cu.push_back(cu.back() + q);
+  ba.plan(cu.data(), s.kv_lens.data(), s.batch(), buf.data(), buf.size() * 8);
+  const auto* base = reinterpret_cast<const unsigned char*>(buf.data());
+  plan::BatchPlanHeader h;
+  std::memcpy(&h, base, sizeof h);
+  int n = 0;
+  for (int i = 0; i < h.num_items; ++i) {
+    plan::BatchWorkItem it;
+    std::memcpy(&it, base + h.items_offset + i * sizeof it, sizeof it);
+    n += it.kind == uint16_t(plan::BatchTileKind::kDecodeSide) ? 1 : 0;
+  }
+  return n;
+}
+
+void check_side_step(StepSpec s, PlanMode mode = PlanMode::kUploadArrays) {
+  s.side_lane = true;
+  ASSERT_GT(side_items(s), 0) << "no decode on the side lane: " << describe(s);
+  check_step(s, mode);
+}
+
+// Two long prefill chunks (one split over several CTAs by the small grid) among decodes of 1..2
+// tokens (rows group x q_len <= 8), over kv 0..3000; `edit` sets the features.
+template <class Edit>
+StepSpec side_step(std::string name, Edit&& edit) {
+  StepSpec s;
+  s.name = std::move(name);
+  s.kv_heads = 2;
+  s.group = 4;
+  s.num_ctas = 8;
+  s.q_lens = {1500, 1, 1, 2, 1, 0, 1, 700, 1, 2, 1, 1};
+  s.kv_lens = {1500, 1, 113, 2000, 3000, 40, 17, 1800, 2049, 239, 16, 1023};
+  s.sample_rows = 32;
+  edit(s);
+  return s;
+}
+
+class BatchKernelSide : public BatchKernel {};
+
+TEST_F(BatchKernelSide, DecodesBesidePrefillBf16) {
+  check_side_step(side_step("side_bf16", [](StepSpec&) {}));
+}
+TEST_F(BatchKernelSide, Fp16HndPages64) {
+  check_side_step(side_step("side_fp16_hnd_ps64",
+                            [](StepSpec& s) {
+                              s.dtype = s.cache_dtype = DType::kFP16, s.layout = KVLayout::kHND;
+                              s.page_size = 64;
+                            }),
+                  PlanMode::kPlain);
+}
+TEST_F(BatchKernelSide, WindowSoftcapSinks) {
+  check_side_step(side_step("side_window100_softcap30_sinks", [](StepSpec& s) {
+    s.window = {100, 0}, s.softcap = 30.f, s.sinks = true;
+  }));
+}
+TEST_F(BatchKernelSide, NonCausalWindowPerHeadScales) {
+  check_side_step(side_step("side_noncausal_window20_5_kv_scales", [](StepSpec& s) {
+    s.causal = false, s.window = {20, 5}, s.per_head_scales = true;
+    s.k_scale = 0.5f, s.v_scale = 2.f;
+    s.sample_rows = 0;  // a window right of the diagonal: every row is checked
+  }));
+}
+TEST_F(BatchKernelSide, Hd64Gqa8) {  // 8 rows a decode: every column of the side lane's MMAs
+  check_side_step(side_step("side_hd64_gqa8", [](StepSpec& s) {
+    s.head_dim = 64, s.kv_heads = 1, s.group = 8;
+    for (int32_t& q : s.q_lens) q = q == 2 ? 1 : q;
+  }));
+}
+TEST_F(BatchKernelSide, Gqa5Mha) {
+  check_side_step(side_step("side_gqa5", [](StepSpec& s) { s.kv_heads = 1, s.group = 5; }));
+  check_side_step(side_step("side_mha_hkv8", [](StepSpec& s) { s.kv_heads = 8, s.group = 1; }),
+                  PlanMode::kUploadTensors);
+}
+TEST_F(BatchKernelSide, OneCtaAndMixedStep) {
+  check_side_step(side_step("side_ctas1", [](StepSpec& s) { s.num_ctas = 1; }));
+  StepSpec m = mixed_step("side_mixed_4_prefill_60_decode", 4, 60, 17);
+  check_side_step(m);
 }
 
 TEST_F(BatchKernel, MixedPrefillAndDecodesBf16) {

@@ -9,6 +9,11 @@
 // not from cu_seqlens_q / kv_lens, so the kernel reads nothing of the step but the plan and the
 // page table. Decode items (16..64 rows) run as 128-row tiles whose rows past the request's end
 // are neither loaded from the request nor stored.
+//
+// kSkipSide: the side-lane instance (side_lane.cuh): items of kind kDecodeSide run on producer
+// warp 2 beside the consumers' tiles, so the producer, the page audit and the consumers walk the
+// list without them. The plain instance runs every item, kDecodeSide ones as decode tiles, so a
+// plan made for the side lane is still complete there.
 #pragma once
 
 #include <cstdint>
@@ -24,19 +29,27 @@ using fwd::FwdParams;
 using fwd::TileInfo;
 using fwd::WorkTile;
 
-class WorkListScheduler {
+template <bool kSkipSide>
+class WorkListSchedulerT {
  public:
   // The batch family's calls may carry per-tensor or per-head KV scales (fwd/kernel.cuh,
   // tile_scales).
   static constexpr bool kKVScales = true;
+  // Whether the kernel runs a side lane (fwd/kernel.cuh calls run_side_lane on producer warp 2).
+  static constexpr bool kSideLane = kSkipSide;
 
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters); the end of the
   // CTA's list is re-read rather than kept, for the producer's register budget.
-  __device__ explicit WorkListScheduler(const FwdParams& p)
-      : p_(p), index_(p.batch.cta_offsets[cta()]) {}
+  __device__ explicit WorkListSchedulerT(const FwdParams& p)
+      : p_(p), index_(p.batch.cta_offsets[cta()]) {
+    skip_side();
+  }
 
   __device__ bool valid() const { return index_ < p_.batch.cta_offsets[cta() + 1]; }
-  __device__ void advance() { ++index_; }
+  __device__ void advance() {
+    ++index_;
+    skip_side();
+  }
 
   __device__ WorkTile tile() const {
     const plan::BatchWorkItem& item = p_.batch.items[index_];
@@ -67,6 +80,16 @@ class WorkListScheduler {
   }
 
  private:
+  __device__ void skip_side() {
+    if constexpr (kSkipSide) {
+      const int end = p_.batch.cta_offsets[cta() + 1];
+      while (index_ < end && p_.batch.items[index_].kind ==
+                                 static_cast<uint16_t>(plan::BatchTileKind::kDecodeSide)) {
+        ++index_;
+      }
+    }
+  }
+
   // Read afresh (a volatile read of %ctaid.x), as LptTileScheduler does, so no register holds it.
   __device__ static int cta() {
     uint32_t c;
@@ -77,5 +100,7 @@ class WorkListScheduler {
   const FwdParams& p_;
   int index_;
 };
+
+using WorkListScheduler = WorkListSchedulerT<false>;
 
 }  // namespace hopattn::kernels::batch

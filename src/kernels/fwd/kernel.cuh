@@ -207,6 +207,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       FwdMainloop<Traits>::gather_jobs(p, sm, static_cast<uint32_t>(tid - 32));
     } else if (p.kv.source == KVSource::kPagedTma && tid < 64) {
       run_page_audit<Traits, Scheduler>(p, sm);
+    } else if (tid >= 64) {
+      // Producer warps 2 and 3: the batch family's side lane, where the scheduler has one.
+      if constexpr (Scheduler::kSideLane) Scheduler::template run_side_lane<Traits>(p, sm);
     }
   } else {
     ptx::setmaxnreg_inc<Traits::kConsumerRegisters>();

@@ -315,6 +315,9 @@ void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& lau
   const int box = std::gcd(static_cast<int>(k.page_size), block_n);
   const bool codes = dtype_size(args.k.dtype()) == 1;
   const bool rows_fit = !codes || (args.k.size(-1) >= 128 && args.v.size(-1) >= 128);
+  // The gather's addressing, also read by the batch family's side lane on the TMA path.
+  p.kv.k_pool = pool_params(args.k, layout);
+  p.kv.v_pool = pool_params(args.v, layout);
   if (box % 8 == 0 && k.pages > 0 && launch.paged_tma && rows_fit) {
     try {
       p.tm_k = ptx::encode_tensor_map(paged_spec(args.k, layout, static_cast<uint32_t>(box)));
@@ -327,8 +330,6 @@ void set_paged_source(const FwdArgs& args, int block_n, const LaunchOptions& lau
     }
   }
   p.kv.source = KVSource::kPagedGather;
-  p.kv.k_pool = pool_params(args.k, layout);
-  p.kv.v_pool = pool_params(args.v, layout);
   p.tm_k = p.tm_q;  // never used by the gather: valid maps all the same
   p.tm_v = p.tm_q;
 }

@@ -36,6 +36,8 @@ class LptTileScheduler {
  public:
   // The fwd family's calls carry no KV scales: its kernels leave tile_scales out (kernel.cuh).
   static constexpr bool kKVScales = false;
+  // No side lane (the batch family's side-lane scheduler has one: batch/side_lane.cuh).
+  static constexpr bool kSideLane = false;
 
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters): its fields are
   // read where needed rather than copied into registers, which the producer thread has few of.

@@ -24,6 +24,7 @@ enum NamedBarrier : uint32_t {
   kGemmTurn0 = 1,
   kEpilogue0 = kGemmTurn0 + kMaxConsumers,
   kVTail = kEpilogue0 + kMaxConsumers,  // every consumer, once its zeros over a V tail are written
+  kSideLane = kVTail + 1,  // the batch side lane's two warps, once a block (batch/side_lane.cuh)
 };
 
 // Elt: __nv_bfloat16 or __half (q, k, v, o). kHeadDim = Dqk, kHeadDimV = Dv, multiples of 64
@@ -315,6 +316,10 @@ struct BatchWorkParams {
   const plan::BatchWorkItem* items = nullptr;
   float* partial_o = nullptr;    // fp32 [rows][Dv]
   float* partial_lse = nullptr;  // fp32 [rows]
+  // q as plain rows for the side lane (batch/side_lane.cuh), which loads its few rows without
+  // TMA: element (row, head, d) at q + row * q_row_stride + head * q_head_stride + d.
+  const void* q = nullptr;
+  int64_t q_row_stride = 0, q_head_stride = 0;
 };
 
 struct FwdParams {

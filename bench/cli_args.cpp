@@ -298,13 +298,17 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--batch-order") {
-    f.batch_spread =
-        parse_choice<bool>(name, cur.value(name, inline_value), {{"lpt", false}, {"spread", true}});
+    f.batch_spread = parse_choice<plan::BatchOverlap>(name, cur.value(name, inline_value),
+                                                      {{"auto", plan::BatchOverlap::kAuto},
+                                                       {"lpt", plan::BatchOverlap::kOff},
+                                                       {"spread", plan::BatchOverlap::kOn}});
     return;
   }
   if (name == "--batch-side") {
-    f.batch_side =
-        parse_choice<bool>(name, cur.value(name, inline_value), {{"off", false}, {"on", true}});
+    f.batch_side = parse_choice<plan::BatchOverlap>(name, cur.value(name, inline_value),
+                                                    {{"auto", plan::BatchOverlap::kAuto},
+                                                     {"off", plan::BatchOverlap::kOff},
+                                                     {"on", plan::BatchOverlap::kOn}});
     return;
   }
   if (name == "--batch-ctas") {

@@ -12,6 +12,7 @@
 #include "hopattn/dtype.hpp"
 #include "hopattn/options.hpp"
 #include "kernels/fwd/launch.hpp"
+#include "plan/batch_plan.hpp"
 #include "plan/bwd_order.hpp"
 
 namespace hopattn::cli {
@@ -60,9 +61,9 @@ struct BenchFlags {
   std::optional<plan::BwdOrder> bwd_order;    // bwd: --bwd-order sections | heads
   std::optional<std::string> step;            // batch: --step (validated by the parser)
   std::vector<BatchImpl> batch_impls;         // batch: --batch-impl (empty: all three)
-  std::optional<int> batch_ctas;     // batch: --batch-ctas N (BatchAttentionConfig::num_ctas)
-  std::optional<bool> batch_spread;  // batch: --batch-order lpt | spread
-  std::optional<bool> batch_side;    // batch: --batch-side off | on
+  std::optional<int> batch_ctas;  // batch: --batch-ctas N (BatchAttentionConfig::num_ctas)
+  std::optional<plan::BatchOverlap> batch_spread;  // batch: --batch-order auto | lpt | spread
+  std::optional<plan::BatchOverlap> batch_side;    // batch: --batch-side auto | off | on
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

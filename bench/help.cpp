@@ -98,10 +98,12 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       give each alternative's time over the first row's.
   --batch-ctas N      batch: the persistent grid, N CTAs (BatchAttentionConfig::num_ctas;
                       default: the largest Hopper part's), e.g. to read one SM's rate
-  --batch-order O     batch: lpt (default: each CTA's items largest first, so its decodes
-                      last) | spread (each CTA's decodes spread between its prefill items)
-  --batch-side S      batch: off (default) | on (decodes of <= 8 rows on two producer warps
-                      beside the prefill tiles: the side-lane kernel; 16-bit caches, D 64/128)
+  --batch-order O     batch: auto (default: spread where a mixed step's decodes cost no more
+                      than its prefill, else lpt) | lpt (each CTA's items largest first, so
+                      its decodes last) | spread (each CTA's decodes between its prefill items)
+  --batch-side S      batch: auto (default: on where the order's auto picks spread) | off | on
+                      (decodes of <= 8 rows on two producer warps beside the prefill tiles: the
+                      side-lane kernel; 16-bit caches, D 64/128, TMA page boxes)
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:
                       a second row times deterministic mode)

@@ -30,8 +30,12 @@ std::string Shape::describe() const {
     }
     if (softcap > 0) os << " cap=" << softcap;
     if (batch_ctas > 0) os << " ctas=" << batch_ctas;
-    if (batch_spread) os << " spread";
-    if (batch_side) os << " side";
+    if (batch_spread != plan::BatchOverlap::kAuto) {
+      os << (batch_spread == plan::BatchOverlap::kOn ? " spread" : " lpt");
+    }
+    if (batch_side != plan::BatchOverlap::kAuto) {
+      os << (batch_side == plan::BatchOverlap::kOn ? " side" : " no-side");
+    }
   } else {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
     if (family != Family::kMla) os << "/" << kv_heads;

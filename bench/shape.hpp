@@ -41,9 +41,11 @@ struct Shape {
   // batch: the step (its requests replace batch, q_len and kv_len) and who computes it.
   Step step;
   BatchImpl batch_impl = BatchImpl::kBatch;
-  int batch_ctas = 0;         // batch: the persistent grid (--batch-ctas; 0 = the library's)
-  bool batch_spread = false;  // batch: decodes spread between prefill items (--batch-order)
-  bool batch_side = false;    // batch: small decodes on the side lane (--batch-side)
+  int batch_ctas = 0;  // batch: the persistent grid (--batch-ctas; 0 = the library's)
+  // batch: decodes spread between prefill items (--batch-order), small decodes on the side lane
+  // (--batch-side); kAuto: the planner's choice per step.
+  plan::BatchOverlap batch_spread = plan::BatchOverlap::kAuto;
+  plan::BatchOverlap batch_side = plan::BatchOverlap::kAuto;
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"; Dqk != Dv prints "D=192/128".

@@ -72,6 +72,9 @@ struct BatchPlanSummary {
   int num_merges = 0;      // split (row tile, KV head) pairs merged after their chunks
   int num_splits_max = 1;  // most KV chunks of one pair
   size_t plan_bytes = 0;   // bytes of the plan buffer written
+  // How the step's decodes overlap its prefill tiles (chosen per step; plan::BatchOverlap):
+  bool decodes_spread = false;  // each CTA's decodes placed between its prefill items
+  int num_side_items = 0;       // decode items run by two producer warps beside prefill tiles
 };
 
 class BatchAttention {

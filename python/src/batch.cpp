@@ -189,6 +189,8 @@ void bind_batch(nb::module_& m) {
         d["num_merges"] = s.num_merges;
         d["num_splits_max"] = s.num_splits_max;
         d["plan_bytes"] = s.plan_bytes;
+        d["decodes_spread"] = s.decodes_spread;
+        d["num_side_items"] = s.num_side_items;
         return d;
       });
 }

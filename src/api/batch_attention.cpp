@@ -86,6 +86,8 @@ void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   summary.num_merges = info.num_merges;
   summary.num_splits_max = info.num_splits_max;
   summary.plan_bytes = info.used_bytes;
+  summary.decodes_spread = info.decodes_spread;
+  summary.num_side_items = info.num_side_items;
 }
 
 // Made on first use, so that making a CUDA BatchAttention (and every pure host call on it:
@@ -255,21 +257,22 @@ void BatchAttention::plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv
 
 namespace internal {
 
-// The object's planner remade with one of the planner's variant switches set to `on`.
+// The object's planner remade with one of the planner's variant switches set to `mode`.
 void BatchAttentionVariants::set_limit(BatchAttention& attention,
-                                       bool plan::BatchPlanLimits::*field, bool on) {
+                                       plan::BatchOverlap plan::BatchPlanLimits::*field,
+                                       plan::BatchOverlap mode) {
   BatchAttention::Impl& impl = *attention.impl_;
-  if (impl.limits.*field == on) return;
-  impl.limits.*field = on;
+  if (impl.limits.*field == mode) return;
+  impl.limits.*field = mode;
   impl.planner = plan::BatchPlanner(impl.limits);
 }
 
-void BatchAttentionVariants::spread_decodes(BatchAttention& attention, bool on) {
-  set_limit(attention, &plan::BatchPlanLimits::spread_decodes, on);
+void BatchAttentionVariants::spread_decodes(BatchAttention& attention, plan::BatchOverlap mode) {
+  set_limit(attention, &plan::BatchPlanLimits::spread_decodes, mode);
 }
 
-void BatchAttentionVariants::side_decodes(BatchAttention& attention, bool on) {
-  set_limit(attention, &plan::BatchPlanLimits::side_decodes, on);
+void BatchAttentionVariants::side_decodes(BatchAttention& attention, plan::BatchOverlap mode) {
+  set_limit(attention, &plan::BatchPlanLimits::side_decodes, mode);
 }
 
 }  // namespace internal

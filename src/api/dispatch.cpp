@@ -166,7 +166,7 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     step.max_q_len = s.max_q_len;
     step.max_kv_len = s.max_kv_len;
     step.total_q = s.summary.total_q;
-    step.side_lane = s.limits.side_decodes;
+    step.side_lane = s.summary.num_side_items > 0;
     step.has_merges = s.summary.num_merges > 0;
     kernels::batch::run(args, s.config, step, stream);
     return;

@@ -18,16 +18,16 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream stream,
                    const kernels::bwd::LaunchOptions& launch);
 
-// BatchAttention's planner variants (hopattn bench batch --batch-order spread): the object's
-// planner remade with plan::BatchPlanLimits::spread_decodes, before its first plan().
+// BatchAttention's planner variants (hopattn bench batch --batch-order, --batch-side): the
+// object's planner remade with plan::BatchPlanLimits::spread_decodes or side_decodes set, before
+// its first plan() (both kAuto by default).
 struct BatchAttentionVariants {
-  static void spread_decodes(BatchAttention& attention, bool on);
-  // plan::BatchPlanLimits::side_decodes, and run() launches the side-lane kernel
-  // (hopattn bench batch --batch-side on).
-  static void side_decodes(BatchAttention& attention, bool on);
+  static void spread_decodes(BatchAttention& attention, plan::BatchOverlap mode);
+  static void side_decodes(BatchAttention& attention, plan::BatchOverlap mode);
 
  private:
-  static void set_limit(BatchAttention& attention, bool plan::BatchPlanLimits::*field, bool on);
+  static void set_limit(BatchAttention& attention, plan::BatchOverlap plan::BatchPlanLimits::*field,
+                        plan::BatchOverlap mode);
 };
 
 }  // namespace hopattn::internal

@@ -191,12 +191,12 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   place_cta_.resize(placements);
   place_rank_.resize(placements);
   slot_place_.resize(placements);
-  if (limits_.spread_decodes) {
+  if (limits_.spread_decodes != BatchOverlap::kOff) {
     spread_prefill_.resize(placements);
     spread_decode_.resize(placements);
   }
   const int dv = limits_.head_dim_v != 0 ? limits_.head_dim_v : limits_.head_dim;
-  side_ok_ = limits_.side_decodes && limits_.head_dim == dv &&
+  side_ok_ = limits_.side_decodes != BatchOverlap::kOff && limits_.head_dim == dv &&
              limits_.head_dim <= kSideMaxHeadDim &&
              std::gcd(limits_.page_size, kPrefillKvBlock) % 8 == 0;
   if (side_ok_) side_slot_.resize(placements);
@@ -465,12 +465,17 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
                                                static_cast<uint32_t>(p);
     }
   }
-  if (limits_.spread_decodes && prefill_works_ > 0 && prefill_works_ < num_works_) {
-    spread_decodes(place_bits);
-  }
-  const bool side = side_ok_ && prefill_works_ > 0 && prefill_works_ < num_works_;
-  if (side) side_decodes(place_bits);
-  const uint8_t* const side_slots = side ? side_slot_.data() : nullptr;
+  const bool mixed = prefill_works_ > 0 && prefill_works_ < num_works_;
+  const bool overlap = mixed && overlap_decodes();
+  const auto wanted = [&](BatchOverlap s) {
+    return s == BatchOverlap::kOn ? mixed : s == BatchOverlap::kAuto && overlap;
+  };
+  info.decodes_spread = wanted(limits_.spread_decodes);
+  if (info.decodes_spread) spread_decodes(place_bits);
+  const int side_slots_taken =
+      side_ok_ && wanted(limits_.side_decodes) ? side_decodes(place_bits) : 0;
+  info.num_side_items = side_slots_taken * num_groups_;
+  const uint8_t* const side_slots = side_slots_taken > 0 ? side_slot_.data() : nullptr;
   // Locals, so that the stores to the plan are not taken to alias them.
   const int groups = num_groups_;
   const uint32_t* const slots = slot_place_.data();
@@ -506,6 +511,19 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
     }
   }
   return prefill_works_ * limits_.num_kv_heads;
+}
+
+// BatchOverlap::kAuto: whether the step's decode items cost no more than its prefill items, so
+// that spread between the prefill tiles (and on the side lane) they can stream under the math.
+bool BatchPlanner::overlap_decodes() const {
+  const BatchWorkItem* const records = work_items_.data();
+  const int64_t* const cost = work_cost_.data();
+  int64_t prefill = 0, decode = 0;
+  for (int i = 0; i < num_works_; ++i) {
+    const bool is_prefill = records[i].kind == static_cast<uint16_t>(BatchTileKind::kPrefill);
+    (is_prefill ? prefill : decode) += cost[i];
+  }
+  return decode <= prefill;
 }
 
 // BatchPlanLimits::spread_decodes: in the lists LPT built, every CTA runs its prefill items first
@@ -558,14 +576,15 @@ void BatchPlanner::spread_decodes(int place_bits) {
 // (kSideLaneCost per unit of cost) stays within the CTA's prefill cost, so the side lane finishes
 // under the prefill tiles it runs beside and the CTA's time never grows. The lists keep their
 // order (the side lane walks the same list); a CTA without prefill keeps every decode on the
-// consumers, whose decode rate is the HBM's.
-void BatchPlanner::side_decodes(int place_bits) {
+// consumers, whose decode rate is the HBM's. Returns the slots of group 0 it moved.
+int BatchPlanner::side_decodes(int place_bits) {
   static_assert(
       static_cast<int>(BatchTileKind::kDecodeSide) == static_cast<int>(BatchTileKind::kDecode) + 1,
       "write_items marks a side item by adding 1 to its kind");
   const BatchWorkItem* const records = work_items_.data();
   const int64_t* const cost = work_cost_.data();
   uint8_t* const side = side_slot_.data();
+  int moved = 0;
   for (int c = 0; c < group_ctas_; ++c) {
     const int first = cta_first_[static_cast<size_t>(c)];
     const uint32_t* const list = slot_place_.data() + first;
@@ -585,9 +604,13 @@ void BatchPlanner::side_decodes(int place_bits) {
                         r.row_end - r.row_begin <= kSideMaxRows &&
                         kSideLaneCost * (taken + cost[work]) <= prefill;
       side[first + k] = fits ? 1 : 0;
-      if (fits) taken += cost[work];
+      if (fits) {
+        taken += cost[work];
+        ++moved;
+      }
     }
   }
+  return moved;
 }
 
 // Merge records: tile by tile, KV head by KV head (the order make_works numbered them), each from

@@ -46,6 +46,13 @@
 
 namespace hopattn::plan {
 
+// Whether a mixed step's decodes overlap its prefill tiles (BatchPlanLimits::spread_decodes and
+// side_decodes). kAuto: where the step's decode items cost no more than its prefill items in the
+// cost model below, i.e. where the decodes can stream under the prefill math (steps like the
+// issue's (a): 1.16x faster with both on; decode-heavy steps like (b) run 1-2% slower with either,
+// so they keep the plain order: docs/perf/batch.md). kOn: in every mixed step; kOff: never.
+enum class BatchOverlap : uint8_t { kAuto, kOff, kOn };
+
 // What one planner (and the buffers sized from it) serves: every step with B <= max_batch
 // requests and at most max_tokens q tokens in all.
 struct BatchPlanLimits {
@@ -60,16 +67,15 @@ struct BatchPlanLimits {
   Window window{};     // (left, right), -1 = unbounded, same alignment
   int num_ctas = 0;    // the persistent grid: SMs x CTAs per SM
   // Each CTA's decode items spread between its prefill items by load (spread_decodes() in
-  // batch_plan.cpp) instead of all after them: a launch variant (hopattn bench batch
-  // --batch-order spread), off by default.
-  bool spread_decodes = false;
+  // batch_plan.cpp) instead of all after them. kAuto: in the steps that overlap_decodes() picks.
+  BatchOverlap spread_decodes = BatchOverlap::kAuto;
   // Decode items of at most kSideMaxRows rows become kDecodeSide items, which the side-lane
   // kernel runs on two producer warps beside the CTA's prefill tiles (side_decodes() in
-  // batch_plan.cpp; kernels/batch/side_lane.cuh): a launch variant (hopattn bench batch
-  // --batch-side on), off by default. Planned only where that kernel exists: head dims (64, 64)
-  // and (128, 128), page sizes whose TMA boxes are whole (a multiple of 8 slots in common with
-  // 128 keys).
-  bool side_decodes = false;
+  // batch_plan.cpp; kernels/batch/side_lane.cuh). kAuto: in the steps that overlap_decodes()
+  // picks. Planned only where that kernel exists: head dims (64, 64) and (128, 128), page sizes
+  // whose TMA boxes are whole (a multiple of 8 slots in common with 128 keys); the plain kernel
+  // runs a kDecodeSide item as a decode tile, so every plan is complete for both kernels.
+  BatchOverlap side_decodes = BatchOverlap::kAuto;
 };
 
 // ------------------------------------------------------------------------------- cost model
@@ -121,10 +127,12 @@ struct BatchPlanInfo {
   int num_items = 0;
   int num_merges = 0;
   int num_partial_rows = 0;
-  int num_splits_max = 1;     // most KV chunks of one (request, KV head, row tile)
-  int64_t total_cost = 0;     // sum of the items' batch_item_cost
-  int64_t max_cta_cost = 0;   // the busiest CTA
-  int64_t max_item_cost = 0;  // the largest item
+  int num_splits_max = 1;       // most KV chunks of one (request, KV head, row tile)
+  int64_t total_cost = 0;       // sum of the items' batch_item_cost
+  int64_t max_cta_cost = 0;     // the busiest CTA
+  int64_t max_item_cost = 0;    // the largest item
+  bool decodes_spread = false;  // spread_decodes() ordered the lists
+  int num_side_items = 0;       // kDecodeSide items (the side-lane kernel runs them)
 };
 
 class BatchPlanner {
@@ -185,7 +193,8 @@ class BatchPlanner {
   int write_items(unsigned char* dst, BatchPlanInfo& info);
   void write_merges(unsigned char* dst);
   void spread_decodes(int place_bits);
-  void side_decodes(int place_bits);
+  int side_decodes(int place_bits);
+  bool overlap_decodes() const;
 
   BatchPlanLimits limits_;
   BatchPlanCapacity capacity_;
@@ -227,7 +236,7 @@ class BatchPlanner {
   std::vector<int32_t> place_rank_;   // its place in its CTA's list
   std::vector<uint32_t> slot_place_;  // group 0's lists, CTA by CTA: work << bits | placement
   std::vector<uint32_t> spread_prefill_, spread_decode_;  // spread_decodes(): one CTA's items
-  bool side_ok_ = false;            // side_decodes planned (the limits admit the side lane)
+  bool side_ok_ = false;            // side_decodes may plan (the limits admit the side lane)
   std::vector<uint8_t> side_slot_;  // side_decodes(): group 0's slots that run on the side lane
   // Group 0's winner tree of 2 * tree_leaves_ nodes, leaf tree_leaves_ + i for its CTA i. A node
   // is one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the

@@ -153,6 +153,16 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
            " was written");
   f.expect(p.cta_offsets.front() == 0 && p.cta_offsets.back() == h.num_items, "CTA offsets ends");
 
+  // The overlap the step got: none where the limits forbid it, and every side item counted.
+  f.expect(!info.decodes_spread || l.spread_decodes != BatchOverlap::kOff,
+           "decodes spread against the limits");
+  f.expect(info.num_side_items == std::count_if(p.items.begin(), p.items.end(),
+                                                [](const BatchWorkItem& it) {
+                                                  return it.kind ==
+                                                         uint16_t(BatchTileKind::kDecodeSide);
+                                                }),
+           "info.num_side_items ", info.num_side_items);
+
   // Balance: LPT's bound, max <= mean + largest item, as max * P <= total + P * largest.
   int64_t total = 0, busiest = 0, largest = 0;
   for (int c = 0; c < h.num_ctas; ++c) {
@@ -166,7 +176,7 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
       if (p.items[i].kind == uint16_t(BatchTileKind::kPrefill)) prefill += cost;
       if (p.items[i].kind == uint16_t(BatchTileKind::kDecodeSide)) side += cost;
       const int kind =
-          l.spread_decodes && p.items[i].kind != uint16_t(BatchTileKind::kPrefill) ? 1 : 0;
+          info.decodes_spread && p.items[i].kind != uint16_t(BatchTileKind::kPrefill) ? 1 : 0;
       f.expect(cost <= previous[kind], "CTA ", c, " does not run its items largest first");
       previous[kind] = cost;
       load += cost;
@@ -203,7 +213,8 @@ void check_item(const BatchPlanLimits& l, const Step& s, const Plan& p, const Ba
   const int decode_rows = decode_tile_rows(q * group);
   if (decode_rows > 0) {
     // side_decodes: a decode tile of at most kSideMaxRows rows may run on the side lane.
-    const bool side = it.kind == uint16_t(BatchTileKind::kDecodeSide) && l.side_decodes &&
+    const bool side = it.kind == uint16_t(BatchTileKind::kDecodeSide) &&
+                      l.side_decodes != BatchOverlap::kOff &&
                       it.row_end - it.row_begin <= kSideMaxRows;
     f.expect((it.kind == uint16_t(BatchTileKind::kDecode) || side) && it.tile_rows == decode_rows &&
                  it.row_begin == 0 && it.row_end == q * group,

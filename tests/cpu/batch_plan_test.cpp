@@ -125,9 +125,10 @@ TEST(BatchPlanVisibility, ClosedFormMatchesRule) {
   }
 }
 
-// Seeds base .. base + seeds - 1: random limits (with spread_decodes as given) and a random step
-// each, planned and verified.
-void check_seeded_steps(uint64_t base, int seeds, bool spread_decodes, bool side_decodes = false) {
+// Seeds base .. base + seeds - 1: random limits (with the overlap switches as given) and a random
+// step each, planned and verified.
+void check_seeded_steps(uint64_t base, int seeds, BatchOverlap spread_decodes,
+                        BatchOverlap side_decodes = BatchOverlap::kOff) {
   for (int seed = 0; seed < seeds; ++seed) {
     std::mt19937_64 rng(base + seed);
     BatchPlanLimits l = random_limits(rng);
@@ -142,7 +143,10 @@ void check_seeded_steps(uint64_t base, int seeds, bool spread_decodes, bool side
   }
 }
 
-TEST(BatchPlanRandom, InvariantsOverSeededSteps) { check_seeded_steps(0xba7c4, 2000, false); }
+TEST(BatchPlanRandom, InvariantsOverSeededSteps) {
+  check_seeded_steps(0xba7c4, 2000, BatchOverlap::kOff);
+  check_seeded_steps(0xba7c5, 400, BatchOverlap::kAuto, BatchOverlap::kAuto);  // the defaults
+}
 
 // One planner made for the limits serves every smaller step with the same buffer, and what it
 // writes does not depend on the steps before (byte-identical to a fresh planner's plan).
@@ -258,7 +262,7 @@ TEST(BatchPlanShapes, IssueSteps) {
 // its decodes after its prefill items, spread the first decode of a CTA starts on average well
 // before the decodes' share of the load from the end, and CTAs stream decodes at staggered times.
 TEST(BatchPlanSpread, InvariantsAndIssueStep) {
-  check_seeded_steps(0x59ead, 400, true);
+  check_seeded_steps(0x59ead, 400, BatchOverlap::kOn);
   std::vector<int32_t> q = {2048, 2048, 2048, 2048}, kv = {2048, 2048, 6144, 10240};
   q.resize(128, 1);
   kv.resize(128, 4097);
@@ -266,7 +270,7 @@ TEST(BatchPlanSpread, InvariantsAndIssueStep) {
   // Per CTA: the load before its first decode, over its whole load.
   auto first_decode_at = [&](bool spread) {
     BatchPlanLimits l = llama8b(132);
-    l.spread_decodes = spread;
+    l.spread_decodes = spread ? BatchOverlap::kOn : BatchOverlap::kOff;
     BatchPlanner planner(l);
     Buffer buf(BatchPlanner::workspace_bytes(l));
     EXPECT_EQ(plan_and_verify(planner, a, buf), "");
@@ -302,8 +306,8 @@ TEST(BatchPlanSpread, InvariantsAndIssueStep) {
 // part runs on the side lanes and the lists are LPT's item for item; a pure
 // decode step and limits without a side-lane kernel (head dim 256, pages of 1) plan none.
 TEST(BatchPlanSide, InvariantsAndIssueStep) {
-  check_seeded_steps(0x51de, 400, false, true);
-  check_seeded_steps(0x51df, 100, true, true);
+  check_seeded_steps(0x51de, 400, BatchOverlap::kOff, BatchOverlap::kOn);
+  check_seeded_steps(0x51df, 100, BatchOverlap::kOn, BatchOverlap::kOn);
   std::vector<int32_t> q = {2048, 2048, 2048, 2048}, kv = {2048, 2048, 6144, 10240};
   q.resize(128, 1);
   kv.resize(128, 4097);
@@ -321,8 +325,9 @@ TEST(BatchPlanSide, InvariantsAndIssueStep) {
     return n;
   };
   BatchPlanLimits l = llama8b(132);
+  l.spread_decodes = l.side_decodes = BatchOverlap::kOff;
   const check::Plan plain = plan_of(l, step_of(q, kv));
-  l.side_decodes = true;
+  l.side_decodes = BatchOverlap::kOn;
   const check::Plan side = plan_of(l, step_of(q, kv));
   ASSERT_EQ(plain.items.size(), side.items.size());
   int moved = 0, decodes = 0;
@@ -348,6 +353,42 @@ TEST(BatchPlanSide, InvariantsAndIssueStep) {
   BatchPlanLimits pages_of_one = l;
   pages_of_one.page_size = 1;
   EXPECT_EQ(side_items(plan_of(pages_of_one, step_of(q, kv))), 0);
+}
+
+// BatchOverlap::kAuto (the default): step (a) (decodes ~36% of the cost) gets the spread order and
+// the side lane, step (b) (decodes ~70%: the step streams HBM anyway) neither, nor do pure steps;
+// kOff keeps a mixed step plain.
+TEST(BatchPlanOverlap, AutoPicksMixedStepsWhoseDecodesFitUnderThePrefill) {
+  const auto info_of = [](const BatchPlanLimits& l, const Step& s) {
+    BatchPlanner planner(l);
+    Buffer buf(BatchPlanner::workspace_bytes(l));
+    EXPECT_EQ(plan_and_verify(planner, s, buf), "");
+    return planner.plan(s.cu.data(), s.kv.data(), s.batch(), buf.data(), buf.usable());
+  };
+  std::vector<int32_t> aq = {2048, 2048, 2048, 2048}, akv = {2048, 2048, 6144, 10240};
+  aq.resize(128, 1);
+  akv.resize(128, 4097);
+  std::vector<int32_t> bq = {8192}, bkv = {8192};
+  for (int i = 0; i < 255; ++i) {
+    bq.push_back(1);
+    bkv.push_back(2048 + i * 14336 / 254);
+  }
+  const BatchPlanLimits l = llama8b(132);
+  const BatchPlanInfo a = info_of(l, step_of(aq, akv));
+  EXPECT_TRUE(a.decodes_spread);
+  EXPECT_GT(a.num_side_items, 0);
+  const BatchPlanInfo b = info_of(l, step_of(bq, bkv));
+  EXPECT_FALSE(b.decodes_spread);
+  EXPECT_EQ(b.num_side_items, 0);
+  const BatchPlanInfo decodes =
+      info_of(l, step_of(std::vector<int32_t>(128, 1), std::vector<int32_t>(128, 8192)));
+  EXPECT_FALSE(decodes.decodes_spread);
+  EXPECT_EQ(decodes.num_side_items, 0);
+  BatchPlanLimits off = l;
+  off.spread_decodes = off.side_decodes = BatchOverlap::kOff;
+  const BatchPlanInfo a_off = info_of(off, step_of(aq, akv));
+  EXPECT_FALSE(a_off.decodes_spread);
+  EXPECT_EQ(a_off.num_side_items, 0);
 }
 
 // Tile shapes at the GQA extremes: 128 q heads on one KV head make a single decode token 128

@@ -59,7 +59,7 @@ std::vector<Case> cases() {
 void print_plan_times(int num_ctas, bool spread_decodes = false) {
   // Llama-3.1-8B attention on an H200 (132 SMs, num_ctas CTAs).
   BatchPlanLimits l = check::llama8b(num_ctas);
-  l.spread_decodes = spread_decodes;
+  if (spread_decodes) l.spread_decodes = BatchOverlap::kOn;  // else the default: the planner's pick
   BatchPlanner planner(l);
   check::Buffer buf(BatchPlanner::workspace_bytes(l));
   constexpr int kRepeats = 300;

@@ -172,7 +172,10 @@ std::string describe(const StepSpec& s) {
      << (s.sinks ? " sinks" : "") << " k_scale " << s.k_scale << " v_scale " << s.v_scale
      << (s.per_head_scales ? " (bases of per-head scales)" : "")
      << (s.fp8_all_codes ? " all fp8 codes" : "") << " ctas " << s.num_ctas << " B " << s.batch()
-     << " total_q " << s.total_q() << (s.side_lane ? " side lane" : "");
+     << " total_q " << s.total_q()
+     << (s.side_lane == plan::BatchOverlap::kOn    ? " side lane"
+         : s.side_lane == plan::BatchOverlap::kOff ? " no side lane"
+                                                   : "");
   if (s.batch() <= 24) {
     os << " step (q/kv):";
     for (int b = 0; b < s.batch(); ++b) os << ' ' << s.q_lens[b] << '/' << s.kv_lens[b];

@@ -29,6 +29,7 @@
 #include "device_buffer.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/batch.hpp"
+#include "plan/batch_plan.hpp"
 #include "support/host_tensor.hpp"
 
 namespace hopattn::testing::batch_check {
@@ -62,8 +63,8 @@ struct StepSpec {
   // else 1 MB of the allocation precedes them and the paged TMA path runs.
   bool pool_at_allocation_start = false;
   // The side-lane kernel (BatchAttentionVariants::side_decodes): decodes of <= 8 rows on the
-  // producer's warps 2 and 3 beside the prefill tiles.
-  bool side_lane = false;
+  // producer's warps 2 and 3 beside the prefill tiles; kAuto: where the planner picks it.
+  plan::BatchOverlap side_lane = plan::BatchOverlap::kAuto;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

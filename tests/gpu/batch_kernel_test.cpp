@@ -35,7 +35,6 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -296,25 +295,16 @@ StepSpec mixed_step(std::string name, int prefills, int decodes, uint64_t shape_
 // plan had none would pass without running it), then checks the run against the CPU reference.
 int side_items(const StepSpec& s) {
   BatchAttention ba(config_of(s, cuda_device()));
-  internal::BatchAttentionVariants::side_decodes(ba, true);
+  internal::BatchAttentionVariants::side_decodes(ba, plan::BatchOverlap::kOn);
   std::vector<uint64_t> buf(ba.plan_buffer_size() / 8 + 1);
   std::vector<int32_t> cu(1, 0);
   for (int32_t q : s.q_lens) cu.push_back(cu.back() + q);
   ba.plan(cu.data(), s.kv_lens.data(), s.batch(), buf.data(), buf.size() * 8);
-  const auto* base = reinterpret_cast<const unsigned char*>(buf.data());
-  plan::BatchPlanHeader h;
-  std::memcpy(&h, base, sizeof h);
-  int n = 0;
-  for (int i = 0; i < h.num_items; ++i) {
-    plan::BatchWorkItem it;
-    std::memcpy(&it, base + h.items_offset + i * sizeof it, sizeof it);
-    n += it.kind == uint16_t(plan::BatchTileKind::kDecodeSide) ? 1 : 0;
-  }
-  return n;
+  return ba.planned().num_side_items;
 }
 
 void check_side_step(StepSpec s, PlanMode mode = PlanMode::kUploadArrays) {
-  s.side_lane = true;
+  s.side_lane = plan::BatchOverlap::kOn;
   ASSERT_GT(side_items(s), 0) << "no decode on the side lane: " << describe(s);
   check_step(s, mode);
 }

@@ -205,6 +205,20 @@ def test_batch_replan(fw, rng):
         _check(fw, ba, tensors, oracle, dtype, causal=True, window=(20, -1))
 
 
+def test_batch_plan_overlaps_decodes_of_a_prefill_heavy_step():
+    """plan() picks the overlap per step: a step whose decodes cost less than its prefill gets the
+    spread order and side-lane decodes; a pure decode step gets neither."""
+    ba = hopattn.BatchAttention(32, 8, 128, 16, max_batch=256, max_tokens=16384, device="cpu")
+    q = [2048, 2048, 2048, 2048] + [1] * 124
+    kv = [2048, 2048, 6144, 10240] + [4097] * 124
+    ba.plan(np.cumsum([0] + q).astype(np.int32), np.array(kv, dtype=np.int32))
+    planned = ba._c.planned
+    assert planned["decodes_spread"] and planned["num_side_items"] > 0
+    ba.plan(np.arange(129, dtype=np.int32), np.full(128, 8192, dtype=np.int32))
+    planned = ba._c.planned
+    assert not planned["decodes_spread"] and planned["num_side_items"] == 0
+
+
 def test_batch_plan_takes_torch_cpu_lengths(rng):
     if torch is None:
         pytest.skip("PyTorch is not installed")

@@ -5,8 +5,6 @@
 #
 # MAIN_DIR holds main's `hopattn` CLI; PATCHED_DIR the CLI and `hopattn_gpu_tests` of main with
 # fwd_two_q_buffers.patch and fwd_o_from_registers.patch applied. Writes its logs under OUT_DIR:
-#   bwddet.*        issue 14's missing record: ncu of the deterministic bwd (hd64 4k B=4 32 heads
-#                   causal; `bench bwd` runs the normal mode's two launches first)
 #   ab_main.txt     main against the patched build (tools/ab_bench.sh, 3 rounds)
 #   ostore*.txt     --o-store registers against staged, same binary
 #   persm.txt       the decode family's read rate on 8..128 CTAs (B=1 kv 64k, --splits)
@@ -17,16 +15,6 @@ set -u
 source "$(dirname "$0")/helpers.sh"
 H=$1 Q=$2 R=$3
 mkdir -p "$R"
-
-BW="bench bwd --batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64 --impl kernel --no-check --iters 1 --warmup 0"
-timeout 60 ncu --clock-control none --section SpeedOfLight -k regex:bwd_kernel -c 4 $H/hopattn $BW > $R/bwd_order.txt 2>&1
-grep -E "Duration" $R/bwd_order.txt | head -4
-timeout 150 ncu --clock-control none --set full -k regex:bwd_kernel --launch-skip 2 -c 1 -o $R/bwddet $H/hopattn $BW > $R/bwddet.log 2>&1
-ncu --import $R/bwddet.ncu-rep --page details > $R/bwddet.txt 2>&1
-ncu --import $R/bwddet.ncu-rep --page source --csv --print-source sass > $R/bwddet.src.csv 2>&1
-python3 tools/ncu_source.py stalls $R/bwddet.src.csv > $R/bwddet.stalls.txt 2>&1
-python3 tools/ncu_source.py waits $R/bwddet.src.csv > $R/bwddet.waits.txt 2>&1
-rm -f $R/bwddet.ncu-rep
 
 logged $R/race_batch.txt 60 compute-sanitizer --tool racecheck $Q/hopattn_gpu_tests \
   --gtest_filter='*BatchKernelFeatures.MatchesCpuReference/baseline:*BatchKernelFeatures.MatchesCpuReference/ctas1'

@@ -76,27 +76,22 @@ AttentionOptions fwd_options(const BatchAttentionConfig& c) {
   return o;
 }
 
-// The side-lane kernel: its warps copy KV rows themselves (any page size), but only where the
-// producer's warps 2 and 3 are idle, i.e. with the page boxes by TMA; 16-bit caches, head dims 64
-// and 128 (SideLaneTraits).
+// The side-lane kernel where it is built (16-bit caches, head dims 64 and 128: SideLaneTraits)
+// and the page boxes come by TMA (the producer's warps 2 and 3 are idle only then). Returns
+// false elsewhere: the plain kernel runs the plan's kDecodeSide items as decode tiles.
 template <class Traits>
-void launch_side_lane(const BatchArgs& a, fwd::FwdParams& p, int grid, cudaStream_t stream) {
+bool launch_side_lane(const BatchArgs& a, fwd::FwdParams& p, int grid, cudaStream_t stream) {
   if constexpr (kHasSideLane<Traits>) {
-    if (p.kv.source != fwd::KVSource::kPagedTma) {
-      unsupported(
-          "the side lane with this page size (its KV needs TMA page boxes: a page size "
-          "sharing a multiple of 8 slots with 128 keys)");
-    }
+    if (p.kv.source != fwd::KVSource::kPagedTma) return false;
     p.batch.q = a.q.data();
     p.batch.q_row_stride = a.q.stride(0);
     p.batch.q_head_stride = a.q.stride(1);
     cuda_ok(fwd::launch_kernel<SideLaneTraits<Traits>, SideLaneScheduler>(p, grid, stream),
             "batch side-lane kernel launch");
+    return true;
   } else {
     (void)a, (void)p, (void)grid, (void)stream;
-    unsupported(detail::concat("the side lane with head dim ", Traits::kHeadDim,
-                               Traits::kFp8KV ? " over an fp8 cache" : "",
-                               " (built: 16-bit caches, head dims 64 and 128)"));
+    return false;
   }
 }
 
@@ -116,9 +111,7 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   p.batch.items = reinterpret_cast<const plan::BatchWorkItem*>(plan_bytes + offsets.items);
   p.batch.partial_o = step.partial_o;
   p.batch.partial_lse = step.partial_lse;
-  if (step.side_lane) {
-    launch_side_lane<Traits>(a, p, step.num_ctas, stream);
-  } else {
+  if (!step.side_lane || !launch_side_lane<Traits>(a, p, step.num_ctas, stream)) {
     cuda_ok(fwd::launch_kernel<Traits, WorkListScheduler>(p, step.num_ctas, stream),
             "batch kernel launch");
   }

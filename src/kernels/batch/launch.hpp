@@ -21,8 +21,10 @@ struct StepLaunch {
   int max_q_len = 0;  // the step's longest request, in q tokens and in keys
   int max_kv_len = 0;
   int total_q = 0;
-  // The side-lane kernel (BatchPlanLimits::side_decodes): kDecodeSide items on producer warps
-  // 2 and 3 beside the consumers' tiles (side_lane.cuh).
+  // The plan has kDecodeSide items (BatchPlanLimits::side_decodes): the side-lane kernel runs
+  // them on producer warps 2 and 3 beside the consumers' tiles (side_lane.cuh) where it is built,
+  // the plain kernel as decode tiles elsewhere. Either kernel runs any plan correctly, so a
+  // captured graph stays correct when a replayed plan has side items or none.
   bool side_lane = false;
   bool has_merges = false;  // the plan split some rows (the merge pass runs regardless while a
                             // CUDA graph is being captured: a replay may bring a plan that does)

@@ -311,6 +311,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
                                                      {"on", plan::BatchOverlap::kOn}});
     return;
   }
+  if (name == "--batch-side-cost") {
+    f.batch_side_cost = parse_integer(name, cur.value(name, inline_value), 1, 1024);
+    return;
+  }
   if (name == "--batch-ctas") {
     f.batch_ctas = static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));
     return;

@@ -64,6 +64,7 @@ struct BenchFlags {
   std::optional<int> batch_ctas;  // batch: --batch-ctas N (BatchAttentionConfig::num_ctas)
   std::optional<plan::BatchOverlap> batch_spread;  // batch: --batch-order auto | lpt | spread
   std::optional<plan::BatchOverlap> batch_side;    // batch: --batch-side auto | off | on
+  std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

@@ -126,6 +126,7 @@ class BatchWorkload final : public Workload {
     attn_ = std::make_unique<BatchAttention>(c);
     internal::BatchAttentionVariants::spread_decodes(*attn_, s_.batch_spread);
     internal::BatchAttentionVariants::side_decodes(*attn_, s_.batch_side);
+    internal::BatchAttentionVariants::side_lane_cost(*attn_, s_.batch_side_cost);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.
       workspace_ = DeviceMemory(attn_->workspace_size());

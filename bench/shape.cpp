@@ -36,6 +36,7 @@ std::string Shape::describe() const {
     if (batch_side != plan::BatchOverlap::kAuto) {
       os << (batch_side == plan::BatchOverlap::kOn ? " side" : " no-side");
     }
+    if (batch_side_cost != plan::kSideLaneCost) os << " side-cost=" << batch_side_cost;
   } else {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
     if (family != Family::kMla) os << "/" << kv_heads;
@@ -157,6 +158,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.batch_ctas.has_value() && !batch, fam, "--batch-ctas");
   reject(f.batch_spread.has_value() && !batch, fam, "--batch-order");
   reject(f.batch_side.has_value() && !batch, fam, "--batch-side");
+  reject(f.batch_side_cost.has_value() && !batch, fam, "--batch-side-cost");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
   if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
     throw UsageError(std::string("--head-dim: ") + family_name(fam) +
@@ -221,6 +223,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.batch_ctas) s.batch_ctas = *f.batch_ctas;
   if (f.batch_spread) s.batch_spread = *f.batch_spread;
   if (f.batch_side) s.batch_side = *f.batch_side;
+  if (f.batch_side_cost) s.batch_side_cost = *f.batch_side_cost;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }

@@ -46,6 +46,7 @@ struct Shape {
   // (--batch-side); kAuto: the planner's choice per step.
   plan::BatchOverlap batch_spread = plan::BatchOverlap::kAuto;
   plan::BatchOverlap batch_side = plan::BatchOverlap::kAuto;
+  int64_t batch_side_cost = plan::kSideLaneCost;  // the planner's side-lane factor
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"; Dqk != Dv prints "D=192/128".

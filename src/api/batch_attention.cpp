@@ -257,13 +257,13 @@ void BatchAttention::plan_lengths(const int32_t* cu_seqlens_q, const int32_t* kv
 
 namespace internal {
 
-// The object's planner remade with one of the planner's variant switches set to `mode`.
-void BatchAttentionVariants::set_limit(BatchAttention& attention,
-                                       plan::BatchOverlap plan::BatchPlanLimits::*field,
-                                       plan::BatchOverlap mode) {
+// The object's planner remade with one of the planner's variant fields set to `value`.
+template <class T>
+void BatchAttentionVariants::set_limit(BatchAttention& attention, T plan::BatchPlanLimits::*field,
+                                       T value) {
   BatchAttention::Impl& impl = *attention.impl_;
-  if (impl.limits.*field == mode) return;
-  impl.limits.*field = mode;
+  if (impl.limits.*field == value) return;
+  impl.limits.*field = value;
   impl.planner = plan::BatchPlanner(impl.limits);
 }
 
@@ -273,6 +273,10 @@ void BatchAttentionVariants::spread_decodes(BatchAttention& attention, plan::Bat
 
 void BatchAttentionVariants::side_decodes(BatchAttention& attention, plan::BatchOverlap mode) {
   set_limit(attention, &plan::BatchPlanLimits::side_decodes, mode);
+}
+
+void BatchAttentionVariants::side_lane_cost(BatchAttention& attention, int64_t cost) {
+  set_limit(attention, &plan::BatchPlanLimits::side_lane_cost, cost);
 }
 
 }  // namespace internal

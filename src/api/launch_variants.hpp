@@ -18,16 +18,17 @@ void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream str
 void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream stream,
                    const kernels::bwd::LaunchOptions& launch);
 
-// BatchAttention's planner variants (hopattn bench batch --batch-order, --batch-side): the
-// object's planner remade with plan::BatchPlanLimits::spread_decodes or side_decodes set, before
-// its first plan() (both kAuto by default).
+// BatchAttention's planner variants (hopattn bench batch --batch-order, --batch-side,
+// --batch-side-cost): the object's planner remade with plan::BatchPlanLimits::spread_decodes,
+// side_decodes or side_lane_cost set, before its first plan().
 struct BatchAttentionVariants {
   static void spread_decodes(BatchAttention& attention, plan::BatchOverlap mode);
   static void side_decodes(BatchAttention& attention, plan::BatchOverlap mode);
+  static void side_lane_cost(BatchAttention& attention, int64_t cost);
 
  private:
-  static void set_limit(BatchAttention& attention, plan::BatchOverlap plan::BatchPlanLimits::*field,
-                        plan::BatchOverlap mode);
+  template <class T>
+  static void set_limit(BatchAttention& attention, T plan::BatchPlanLimits::*field, T value);
 };
 
 }  // namespace hopattn::internal

@@ -89,6 +89,9 @@ void validate_limits(const BatchPlanLimits& l) {
   if (l.num_ctas < 1 || l.num_ctas > (1 << 16)) {
     fail(ErrorKind::kValue, arg_at(kWhere, "num_ctas"), "1..65536 (SMs x CTAs per SM)", l.num_ctas);
   }
+  if (l.side_lane_cost < 1 || l.side_lane_cost > 1024) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "side_lane_cost"), "1..1024", l.side_lane_cost);
+  }
 }
 
 // The keys query position p (of q_len, against kv_len keys) sees: [lo, hi). Bottom-right aligned
@@ -573,10 +576,10 @@ void BatchPlanner::spread_decodes(int place_bits) {
 
 // BatchPlanLimits::side_decodes: on a CTA that has prefill items, its decode items of at most
 // kSideMaxRows rows move to the side lane, largest first, each while the side lane's time
-// (kSideLaneCost per unit of cost) stays within the CTA's prefill cost, so the side lane finishes
-// under the prefill tiles it runs beside and the CTA's time never grows. The lists keep their
-// order (the side lane walks the same list); a CTA without prefill keeps every decode on the
-// consumers, whose decode rate is the HBM's. Returns the slots of group 0 it moved.
+// (BatchPlanLimits::side_lane_cost per unit of cost) stays within the CTA's prefill cost, so the
+// side lane finishes under the prefill tiles it runs beside and the CTA's time never grows. The
+// lists keep their order (the side lane walks the same list); a CTA without prefill keeps every
+// decode on the consumers, whose decode rate is the HBM's. Returns the slots of group 0 it moved.
 int BatchPlanner::side_decodes(int place_bits) {
   static_assert(
       static_cast<int>(BatchTileKind::kDecodeSide) == static_cast<int>(BatchTileKind::kDecode) + 1,
@@ -602,7 +605,7 @@ int BatchPlanner::side_decodes(int place_bits) {
       const BatchWorkItem& r = records[work];
       const bool fits = r.kind == static_cast<uint16_t>(BatchTileKind::kDecode) &&
                         r.row_end - r.row_begin <= kSideMaxRows &&
-                        kSideLaneCost * (taken + cost[work]) <= prefill;
+                        limits_.side_lane_cost * (taken + cost[work]) <= prefill;
       side[first + k] = fits ? 1 : 0;
       if (fits) {
         taken += cost[work];

@@ -53,6 +53,11 @@ namespace hopattn::plan {
 // so they keep the plain order: docs/perf/batch.md). kOn: in every mixed step; kOff: never.
 enum class BatchOverlap : uint8_t { kAuto, kOff, kOn };
 
+// The side lane's time for a decode item of cost c, in the cost model's units (below): about
+// kSideLaneCost * c. From v1's rate (2026-12-05, H100, step (a) on 33 CTAs, NOTES.md "Run set z":
+// ~3-4 GB/s an SM against the ~30 GB/s an SM's share of HBM gives the consumers' decode tiles).
+inline constexpr int64_t kSideLaneCost = 8;
+
 // What one planner (and the buffers sized from it) serves: every step with B <= max_batch
 // requests and at most max_tokens q tokens in all.
 struct BatchPlanLimits {
@@ -76,6 +81,8 @@ struct BatchPlanLimits {
   // whose TMA boxes are whole (a multiple of 8 slots in common with 128 keys); the plain kernel
   // runs a kDecodeSide item as a decode tile, so every plan is complete for both kernels.
   BatchOverlap side_decodes = BatchOverlap::kAuto;
+  // The side lane's cost factor the planner assumes (>= 1; hopattn bench batch --batch-side-cost).
+  int64_t side_lane_cost = kSideLaneCost;
 };
 
 // ------------------------------------------------------------------------------- cost model
@@ -89,10 +96,6 @@ inline constexpr int64_t kDecodeKeyLoadCost = 150;
 // tree walks); shorter runs the group's tree.
 inline constexpr int64_t kAssignRunItemsMin = 64;
 inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
-// The side lane's time for a decode item of cost c, in the same units: about kSideLaneCost * c.
-// Measured 2026-12-05 (H100, step (a) on 33 CTAs, NOTES.md "Run set z"): the side lane streams
-// ~3-4 GB/s an SM against ~30 GB/s an SM's share of HBM gives the consumers' decode tiles.
-inline constexpr int64_t kSideLaneCost = 8;
 
 constexpr int64_t batch_key_cost(BatchTileKind kind, int tile_rows) {
   if (kind == BatchTileKind::kPrefill) return kPrefillRowKeyCost * kPrefillTileRows;

@@ -184,8 +184,8 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
     }
     total += load;
     busiest = std::max(busiest, load);
-    f.expect(kSideLaneCost * side <= prefill, "CTA ", c, ": side lane load ", side, " x ",
-             kSideLaneCost, " exceeds its prefill load ", prefill);
+    f.expect(l.side_lane_cost * side <= prefill, "CTA ", c, ": side lane load ", side, " x ",
+             l.side_lane_cost, " exceeds its prefill load ", prefill);
   }
   f.expect(
       info.total_cost == total && info.max_cta_cost == busiest && info.max_item_cost == largest,

@@ -66,6 +66,9 @@ TEST(BatchPlanErrors, Limits) {
        ErrorKind::kValue,
        {"window: expected left and right >= -1 (-1 = unbounded), got (-2, 0)"}},
       {[](BatchPlanLimits& l) { l.num_ctas = 0; }, ErrorKind::kValue, {"num_ctas", "got 0"}},
+      {[](BatchPlanLimits& l) { l.side_lane_cost = 0; },
+       ErrorKind::kValue,
+       {"side_lane_cost", "got 0"}},
       {[](BatchPlanLimits& l) { l.max_batch = 0; }, ErrorKind::kValue, {"max_batch", "got 0"}},
       {[](BatchPlanLimits& l) { l.max_tokens = -1; }, ErrorKind::kValue, {"max_tokens", "got -1"}},
       // 2^29 - 1 tokens (the most at GQA ratio 4): 2^24 prefill tiles x 8 KV heads, whose loads

@@ -353,6 +353,12 @@ TEST(BatchPlanSide, InvariantsAndIssueStep) {
   BatchPlanLimits pages_of_one = l;
   pages_of_one.page_size = 1;
   EXPECT_EQ(side_items(plan_of(pages_of_one, step_of(q, kv))), 0);
+  // A cheaper side lane (BatchPlanLimits::side_lane_cost) takes more of each CTA's decodes.
+  BatchPlanLimits cheap = l;
+  cheap.side_lane_cost = 2;
+  const int cheap_moved = side_items(plan_of(cheap, step_of(q, kv)));
+  EXPECT_GT(cheap_moved, moved);
+  EXPECT_LE(cheap_moved, decodes);
 }
 
 // BatchOverlap::kAuto (the default): step (a) (decodes ~36% of the cost) gets the spread order and

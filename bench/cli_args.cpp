@@ -41,6 +41,15 @@ T parse_choice(std::string_view flag, std::string_view text,
   throw UsageError(std::string(flag) + ": expected " + names + ", got " + quoted(text));
 }
 
+// A batch planner switch (plan::BatchOverlap): "auto", or the words for off and on.
+plan::BatchOverlap parse_overlap(std::string_view flag, std::string_view text, std::string_view off,
+                                 std::string_view on) {
+  return parse_choice<plan::BatchOverlap>(flag, text,
+                                          {{"auto", plan::BatchOverlap::kAuto},
+                                           {off, plan::BatchOverlap::kOff},
+                                           {on, plan::BatchOverlap::kOn}});
+}
+
 float parse_float(std::string_view flag, std::string_view text, float lo) {
   const std::string s(text);
   char* end = nullptr;
@@ -298,17 +307,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--batch-order") {
-    f.batch_spread = parse_choice<plan::BatchOverlap>(name, cur.value(name, inline_value),
-                                                      {{"auto", plan::BatchOverlap::kAuto},
-                                                       {"lpt", plan::BatchOverlap::kOff},
-                                                       {"spread", plan::BatchOverlap::kOn}});
+    f.batch_spread = parse_overlap(name, cur.value(name, inline_value), "lpt", "spread");
     return;
   }
   if (name == "--batch-side") {
-    f.batch_side = parse_choice<plan::BatchOverlap>(name, cur.value(name, inline_value),
-                                                    {{"auto", plan::BatchOverlap::kAuto},
-                                                     {"off", plan::BatchOverlap::kOff},
-                                                     {"on", plan::BatchOverlap::kOn}});
+    f.batch_side = parse_overlap(name, cur.value(name, inline_value), "off", "on");
     return;
   }
   if (name == "--batch-side-cost") {

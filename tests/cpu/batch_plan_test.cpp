@@ -368,8 +368,9 @@ TEST(BatchPlanOverlap, AutoPicksMixedStepsWhoseDecodesFitUnderThePrefill) {
   const auto info_of = [](const BatchPlanLimits& l, const Step& s) {
     BatchPlanner planner(l);
     Buffer buf(BatchPlanner::workspace_bytes(l));
-    EXPECT_EQ(plan_and_verify(planner, s, buf), "");
-    return planner.plan(s.cu.data(), s.kv.data(), s.batch(), buf.data(), buf.usable());
+    BatchPlanInfo info;
+    EXPECT_EQ(plan_and_verify(planner, s, buf, &info), "");
+    return info;
   };
   std::vector<int32_t> aq = {2048, 2048, 2048, 2048}, akv = {2048, 2048, 6144, 10240};
   aq.resize(128, 1);

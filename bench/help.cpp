@@ -104,7 +104,7 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
   --batch-side S      batch: auto (default: on where the order's auto picks spread) | off | on
                       (decodes of <= 8 rows on two producer warps beside the prefill tiles: the
                       side-lane kernel; 16-bit caches, D 64/128, TMA page boxes)
-  --batch-side-cost N batch: the planner's side-lane factor (default 8: a CTA's side lane
+  --batch-side-cost N batch: the planner's side-lane factor (default 6: a CTA's side lane
                       takes decodes of at most 1/N of its prefill cost)
 Run:
   --impl I            auto | kernel | naive | cpu  (naive: fwd and decode only; bwd kernel:

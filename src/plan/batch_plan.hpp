@@ -54,9 +54,10 @@ namespace hopattn::plan {
 enum class BatchOverlap : uint8_t { kAuto, kOff, kOn };
 
 // The side lane's time for a decode item of cost c, in the cost model's units (below): about
-// kSideLaneCost * c. From v1's rate (2026-12-05, H100, step (a) on 33 CTAs, NOTES.md "Run set z":
-// ~3-4 GB/s an SM against the ~30 GB/s an SM's share of HBM gives the consumers' decode tiles).
-inline constexpr int64_t kSideLaneCost = 8;
+// kSideLaneCost * c. Swept on step (a) with side lane v2 (2026-12-06, H100, NOTES.md "Run set ab",
+// two calls of two rounds): 8 1422-1439 us, 6 1390-1410, 5 1391-1397, 4 1504-1534, 3 and 2
+// 1.25-1.65x slower (the side lane then holds its CTA past its prefill).
+inline constexpr int64_t kSideLaneCost = 6;
 
 // What one planner (and the buffers sized from it) serves: every step with B <= max_batch
 // requests and at most max_tokens q tokens in all.

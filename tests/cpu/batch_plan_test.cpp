@@ -339,7 +339,7 @@ TEST(BatchPlanSide, InvariantsAndIssueStep) {
     EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "item " << i;
   }
   EXPECT_EQ(decodes, 124 * 8);
-  // Each CTA hides decodes of up to 1 / kSideLaneCost of its prefill load (at 8, about one of
+  // Each CTA hides decodes of up to 1 / kSideLaneCost of its prefill load (at 6, about a quarter of
   // its ~7.5 decodes), the rest stay on the consumers.
   EXPECT_GT(moved, 0);
   EXPECT_LT(moved, decodes);

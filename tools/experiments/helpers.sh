@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by next_device_run.sh (and the device scripts built from it): shared steps.
+# Sourced by device scripts (docs/perf/NOTES.md run sets): shared steps.
 
 # `logged FILE SECONDS CMD ...` runs CMD from /tmp (so a test binary writes nothing into the
 # checkout) under a time limit, with its output and then "rc=<exit status>" in FILE.

@@ -149,10 +149,10 @@ struct BwdMainloop {
         if (sem != nullptr) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
 #pragma unroll
         for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
+          // By keys, deterministic: warpgroup 1 folded its half into warpgroup 0's buffer
+          // (fold_dq), so one reduction a step and no landing between two sums of the same floats.
+          if (g > 0 && folded(sem)) break;
           ptx::mbarrier_wait_or_trap(sm.dq_full(g), st.parity());
-          // By keys, both blocks add to the same floats: in deterministic mode the first sum must
-          // have landed before the second starts, so that the order is always 0 then 1.
-          if (Traits::kDqByKeys && g > 0 && sem != nullptr) ptx::bulk_wait_all<0>();
 #pragma unroll
           for (int i = 0; i < Traits::kDqSlots; ++i) {
             const int panel = Traits::dq_panel(g, i);
@@ -162,10 +162,15 @@ struct BwdMainloop {
           }
           ptx::bulk_commit();  // one group per warpgroup: its staging buffer is read when it ends
         }
-        ptx::bulk_wait_read<1>();
-        ptx::mbarrier_arrive(sm.dq_empty(0));
-        ptx::bulk_wait_read<0>();
-        ptx::mbarrier_arrive(sm.dq_empty(1));
+        if (folded(sem)) {
+          ptx::bulk_wait_read<0>();
+          ptx::mbarrier_arrive(sm.dq_empty(0));
+        } else {
+          ptx::bulk_wait_read<1>();
+          ptx::mbarrier_arrive(sm.dq_empty(0));
+          ptx::bulk_wait_read<0>();
+          ptx::mbarrier_arrive(sm.dq_empty(1));
+        }
         if (sem != nullptr) {
           // The sums must have landed in global memory before the next KV block may add.
           ptx::bulk_wait_all<0>();
@@ -177,6 +182,13 @@ struct BwdMainloop {
     }
     ptx::bulk_wait_all<0>();  // nothing may be in flight when the CTA exits
   }
+
+  // Whether the two warpgroups' dQ halves are summed in shared memory before the writer reduces
+  // them (by keys, deterministic: `sem` is the tile's semaphore). Both halves are the same floats
+  // there, so two reductions would have to land one after the other every step (the chain the
+  // MMA warps waited on: docs/perf/NOTES.md, run set aa); the normal mode keeps two unordered
+  // reductions and no hand-over between the warpgroups.
+  __device__ static bool folded(const uint32_t* sem) { return Traits::kDqByKeys && sem != nullptr; }
 
   // Deterministic order: KV block n adds to a dQ tile after exactly `turn` higher blocks did
   // (BlockGeometry::dq_turn). The spin has no backoff: in the launch order the turn has mostly
@@ -389,6 +401,19 @@ struct BwdMainloop {
     for (int c = 0; c < Traits::kDqRegs / 4; ++c) {
       ptx::st_shared_v4_f32(base + c * 128 * 16, dq[4 * c], dq[4 * c + 1], dq[4 * c + 2],
                             dq[4 * c + 3]);
+    }
+  }
+
+  // By keys, deterministic: warpgroup 1's thread adds its dQ half to the chunks warpgroup 0's
+  // thread of the same index staged (the same fragment positions). One fp32 add an element, the
+  // same operands every run.
+  __device__ static void fold_dq(float* buf, int tid, const float (&dq)[Traits::kDqRegs]) {
+    const uint32_t base = ptx::smem_address(buf) + static_cast<uint32_t>(tid) * 16u;
+#pragma unroll
+    for (int c = 0; c < Traits::kDqRegs / 4; ++c) {
+      const float4 v = ptx::ld_shared_v4_f32(base + c * 128 * 16);
+      ptx::st_shared_v4_f32(base + c * 128 * 16, v.x + dq[4 * c], v.y + dq[4 * c + 1],
+                            v.z + dq[4 * c + 2], v.w + dq[4 * c + 3]);
     }
   }
 
@@ -613,15 +638,30 @@ struct BwdMainloop {
       ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
 #pragma unroll
       for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
-      ptx::mbarrier_wait_or_trap(sm.dq_empty(t.wg), st.parity() ^ 1);
-#pragma unroll
-      for (int i = 0; i < Traits::kDqSlots; ++i) {
-        if (Traits::has_panel(Traits::dq_panel(t.wg, i), kQKPanels)) {
-          stage_dq(sm.dq(t.wg) + i * kDqPanelFloats, t.tid(), dq[i]);
+      if (folded(p.ws.semaphore)) {
+        // Warpgroup 0 stages once its buffer is free, warpgroup 1 adds its half and hands the
+        // sum to the writer (dq_full(0) counts warpgroup 1's 128 threads).
+        if (t.wg == 0) {
+          ptx::mbarrier_wait_or_trap(sm.dq_empty(0), st.parity() ^ 1);
+          stage_dq(sm.dq(0), t.tid(), dq[0]);
+          ptx::named_barrier_arrive(kDqStaged, Traits::kMmaThreads);
+        } else {
+          ptx::named_barrier_sync(kDqStaged, Traits::kMmaThreads);
+          fold_dq(sm.dq(0), t.tid(), dq[0]);
+          ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
+          ptx::mbarrier_arrive(sm.dq_full(0));
         }
+      } else {
+        ptx::mbarrier_wait_or_trap(sm.dq_empty(t.wg), st.parity() ^ 1);
+#pragma unroll
+        for (int i = 0; i < Traits::kDqSlots; ++i) {
+          if (Traits::has_panel(Traits::dq_panel(t.wg, i), kQKPanels)) {
+            stage_dq(sm.dq(t.wg) + i * kDqPanelFloats, t.tid(), dq[i]);
+          }
+        }
+        ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
+        ptx::mbarrier_arrive(sm.dq_full(t.wg));
       }
-      ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
-      ptx::mbarrier_arrive(sm.dq_full(t.wg));
     }
 
     ptx::wgmma_wait_group<0>();

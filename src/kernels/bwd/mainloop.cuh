@@ -76,6 +76,8 @@ struct StepCounter {
   __device__ uint32_t stage() const { return step % kStages; }
   __device__ uint32_t phase() const { return (step / kStages) & 1u; }
   __device__ uint32_t parity() const { return step & 1u; }  // dS buffer, dQ staging hand-over
+  // Folded dQ (two staging buffers used in turn): the buffer's phase.
+  __device__ uint32_t pair_phase() const { return (step >> 1) & 1u; }
   __device__ void advance() { ++step; }
 };
 
@@ -147,25 +149,27 @@ struct BwdMainloop {
         float* dst = p.ws.dq_accum + (tile0 + m) * kTileFloats;
         uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile0 + m : nullptr;
         if (sem != nullptr) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
-#pragma unroll
-        for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
-          // By keys, deterministic: warpgroup 1 folded its half into warpgroup 0's buffer
-          // (fold_dq), so one reduction a step and no landing between two sums of the same floats.
-          if (g > 0 && folded(sem)) break;
-          ptx::mbarrier_wait_or_trap(sm.dq_full(g), st.parity());
-#pragma unroll
-          for (int i = 0; i < Traits::kDqSlots; ++i) {
-            const int panel = Traits::dq_panel(g, i);
-            if (!Traits::has_panel(panel, kQKPanels)) continue;
-            ptx::bulk_reduce_add_f32(dst + panel * kDqPanelFloats, sm.dq(g) + i * kDqPanelFloats,
-                                     kDqPanelBytes);
-          }
-          ptx::bulk_commit();  // one group per warpgroup: its staging buffer is read when it ends
-        }
-        if (folded(sem)) {
+        if constexpr (kFoldDq) {
+          // Both halves summed in buffer parity() (fold_dq): one reduction a step.
+          const int b = static_cast<int>(st.parity());
+          ptx::mbarrier_wait_or_trap(sm.dq_full(b), st.pair_phase());
+          ptx::bulk_reduce_add_f32(dst, sm.dq(b), kDqPanelBytes);
+          ptx::bulk_commit();
           ptx::bulk_wait_read<0>();
-          ptx::mbarrier_arrive(sm.dq_empty(0));
+          ptx::mbarrier_arrive(sm.dq_empty(b));
         } else {
+#pragma unroll
+          for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
+            ptx::mbarrier_wait_or_trap(sm.dq_full(g), st.parity());
+#pragma unroll
+            for (int i = 0; i < Traits::kDqSlots; ++i) {
+              const int panel = Traits::dq_panel(g, i);
+              if (!Traits::has_panel(panel, kQKPanels)) continue;
+              ptx::bulk_reduce_add_f32(dst + panel * kDqPanelFloats, sm.dq(g) + i * kDqPanelFloats,
+                                       kDqPanelBytes);
+            }
+            ptx::bulk_commit();  // one group per warpgroup: its staging buffer is read when it ends
+          }
           ptx::bulk_wait_read<1>();
           ptx::mbarrier_arrive(sm.dq_empty(0));
           ptx::bulk_wait_read<0>();
@@ -183,12 +187,13 @@ struct BwdMainloop {
     ptx::bulk_wait_all<0>();  // nothing may be in flight when the CTA exits
   }
 
-  // Whether the two warpgroups' dQ halves are summed in shared memory before the writer reduces
-  // them (by keys, deterministic: `sem` is the tile's semaphore). Both halves are the same floats
-  // there, so two reductions would have to land one after the other every step (the chain the
-  // MMA warps waited on: docs/perf/NOTES.md, run set aa); the normal mode keeps two unordered
-  // reductions and no hand-over between the warpgroups.
-  __device__ static bool folded(const uint32_t* sem) { return Traits::kDqByKeys && sem != nullptr; }
+  // By keys (Dqk 64) the two warpgroups' dQ halves are the same floats: warpgroup 1 adds its half
+  // to warpgroup 0's staged one (fold_dq) and the writer reduces the sum once a step. Two
+  // reductions of the same 16 KB cost the normal mode 1.13-1.18x (twice the L2 atomics) and the
+  // deterministic mode a landing between them every step (the chain its MMA warps waited on);
+  // docs/perf/NOTES.md, run set ab. The two warpgroups' staging buffers then serve in turn (step
+  // parity), so the MMA warps may run a step ahead of the writer.
+  static constexpr bool kFoldDq = Traits::kDqByKeys;
 
   // Deterministic order: KV block n adds to a dQ tile after exactly `turn` higher blocks did
   // (BlockGeometry::dq_turn). The spin has no backoff: in the launch order the turn has mostly
@@ -404,7 +409,7 @@ struct BwdMainloop {
     }
   }
 
-  // By keys, deterministic: warpgroup 1's thread adds its dQ half to the chunks warpgroup 0's
+  // Folded dQ (kFoldDq): warpgroup 1's thread adds its dQ half to the chunks warpgroup 0's
   // thread of the same index staged (the same fragment positions). One fp32 add an element, the
   // same operands every run.
   __device__ static void fold_dq(float* buf, int tid, const float (&dq)[Traits::kDqRegs]) {
@@ -638,18 +643,29 @@ struct BwdMainloop {
       ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
 #pragma unroll
       for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
-      if (folded(p.ws.semaphore)) {
-        // Warpgroup 0 stages once its buffer is free, warpgroup 1 adds its half and hands the
-        // sum to the writer (dq_full(0) counts warpgroup 1's 128 threads).
+      if constexpr (kFoldDq) {
+        // Warpgroup 0 stages once buffer b is free, warpgroup 1 adds its half and hands the sum
+        // to the writer (dq_full(b) counts warpgroup 1's 128 threads). A barrier id a buffer:
+        // warpgroup 0 may be a step ahead, and its next arrival on an id waits for the writer to
+        // free that buffer, i.e. for warpgroup 1's fold into it.
+        const int b = static_cast<int>(st.parity());
         if (t.wg == 0) {
-          ptx::mbarrier_wait_or_trap(sm.dq_empty(0), st.parity() ^ 1);
-          stage_dq(sm.dq(0), t.tid(), dq[0]);
-          ptx::named_barrier_arrive(kDqStaged, Traits::kMmaThreads);
+          ptx::mbarrier_wait_or_trap(sm.dq_empty(b), st.pair_phase() ^ 1);
+          stage_dq(sm.dq(b), t.tid(), dq[0]);
+          if (b == 0) {
+            ptx::named_barrier_arrive(kDqStaged0, Traits::kMmaThreads);
+          } else {
+            ptx::named_barrier_arrive(kDqStaged1, Traits::kMmaThreads);
+          }
         } else {
-          ptx::named_barrier_sync(kDqStaged, Traits::kMmaThreads);
-          fold_dq(sm.dq(0), t.tid(), dq[0]);
+          if (b == 0) {
+            ptx::named_barrier_sync(kDqStaged0, Traits::kMmaThreads);
+          } else {
+            ptx::named_barrier_sync(kDqStaged1, Traits::kMmaThreads);
+          }
+          fold_dq(sm.dq(b), t.tid(), dq[0]);
           ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
-          ptx::mbarrier_arrive(sm.dq_full(0));
+          ptx::mbarrier_arrive(sm.dq_full(b));
         }
       } else {
         ptx::mbarrier_wait_or_trap(sm.dq_empty(t.wg), st.parity() ^ 1);

@@ -25,7 +25,8 @@ enum NamedBarrier : uint32_t {
   kDsWrittenWg1 = 3,
   kDqAdded = 4,     // dQ from registers, deterministic: all 256 MMA threads' reductions fenced
   kTailZeroed = 5,  // varlen: rows past a sequence's end zeroed in a K/V block or a Q/dO stage
-  kDqStaged = 6,    // by keys, deterministic: warpgroup 0's dQ staged, warpgroup 1 adds to it
+  kDqStaged0 = 6,   // folded dQ (Dqk 64): warpgroup 0's half staged in buffer 0, warpgroup 1 adds
+  kDqStaged1 = 7,   // the same in buffer 1
 };
 
 // Elt: __nv_bfloat16 or __half. kHeadDim = Dqk, kHeadDimV = Dv (multiples of 64: one 128-byte

@@ -338,6 +338,13 @@ TEST_F(BatchKernelSide, Fp16HndPages64) {
                             }),
                   PlanMode::kPlain);
 }
+// Pages of 8 and 24 slots: a 16-key block spans two pages, so the side lane copies a row at a time
+// (its other path, 16-byte pieces from one page base, serves the page sizes above).
+TEST_F(BatchKernelSide, PagesSmallerThanABlock) {
+  check_side_step(side_step("side_ps8", [](StepSpec& s) { s.page_size = 8; }));
+  check_side_step(
+      side_step("side_ps24_hnd", [](StepSpec& s) { s.page_size = 24, s.layout = KVLayout::kHND; }));
+}
 TEST_F(BatchKernelSide, WindowSoftcapSinks) {
   check_side_step(side_step("side_window100_softcap30_sinks", [](StepSpec& s) {
     s.window = {100, 0}, s.softcap = 30.f, s.sinks = true;

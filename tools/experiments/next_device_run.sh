@@ -2,17 +2,19 @@
 # The device call that run set ab left for the next session (docs/perf/NOTES.md, "Next device
 # runs", items 0 and 7; about 5 minutes on an H100):
 #
-#   tools/experiments/next_device_run.sh MAIN_DIR PREFETCH_DIR TWO_WRITERS_DIR OUT_DIR
+#   tools/experiments/next_device_run.sh MAIN_DIR PREFETCH_DIR TWO_WRITERS_DIR SMALL_DIR OUT_DIR
 #
 # Each *_DIR holds the `hopattn` CLI and `hopattn_gpu_tests` of main, of main with
-# batch_decode_prefetch.patch, and of main with bwd_det_two_writers.patch. Logs under OUT_DIR:
+# batch_decode_prefetch.patch, with bwd_det_two_writers.patch and with decode_small_prefetch.patch.
+# Logs under OUT_DIR:
 #   main_side.txt          main's BatchKernelSide.* (PagesSmallerThanABlock first ran on a patch)
 #   pf_tests.txt, pf_mem.txt   the prefetch build's *Batch* tests, memcheck on DecodePrefetch
 #   pf_sweep.txt           steps a-d at --batch-prefetch 0..6, (b) in the spread order, small grids
 #   tw_*.txt               the two-writer build's bwd tests, sanitizers and hd64 rows against main
+#   sp_*.txt               the small decode kernel's prefetch: decode tests, memcheck, rows vs main
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 P=$2 W=$3 R=$4
+M=$1 P=$2 W=$3 S=$4 R=$5
 mkdir -p "$R"
 
 logged $R/main_side.txt 60 $M/hopattn_gpu_tests --gtest_filter='BatchKernelSide.*'
@@ -52,5 +54,16 @@ for r in 1 2; do
     echo "r$r | $s | main $(row $M/hopattn "$s") | two writers $(row $W/hopattn "$s")"
   done
 done > $R/tw_ab.txt 2>&1
+logged $R/sp_tests.txt 150 $S/hopattn_gpu_tests --gtest_filter='*Decode*'
+logged $R/sp_mem.txt 120 compute-sanitizer --tool memcheck $S/hopattn_gpu_tests \
+  --gtest_filter='Grid/DecodeKernel.*'
+d() { $1 bench decode $2 --heads 32:8 --head-dim 128 --impl kernel --no-check --csv | us_of; }
+for r in 1 2; do
+  for s in "--batch 1 --kv-len 1024" "--batch 1 --kv-len 8192" "--batch 1 --kv-len 32768" \
+    "--batch 4 --kv-len 8192" "--batch 8 --kv-len 4096" "--batch 32 --kv-len 8192" \
+    "--batch 1 --kv-len 8192 --kv-dtype fp8_e4m3"; do
+    echo "r$r | $s | main $(d $M/hopattn "$s") | prefetch $(d $S/hopattn "$s")"
+  done
+done > $R/sp_ab.txt 2>&1
 grep -H "PASSED\|FAILED\|SUMMARY" $R/*_tests.txt $R/main_side.txt $R/*_mem.txt $R/*_race.txt $R/*_sync.txt
-cat $R/pf_sweep.txt $R/tw_ab.txt
+cat $R/pf_sweep.txt $R/tw_ab.txt $R/sp_ab.txt

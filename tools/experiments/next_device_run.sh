@@ -2,8 +2,10 @@
 # The device call that run set ab left for the next session (docs/perf/NOTES.md, "Next device
 # runs", items 0 and 7; about 5 minutes on an H100):
 #
-#   tools/experiments/next_device_run.sh MAIN_DIR PREFETCH_DIR TWO_WRITERS_DIR SMALL_DIR OUT_DIR
+#   tools/experiments/next_device_run.sh MAIN_DIR PREFETCH_DIR TWO_WRITERS_DIR SMALL_DIR OUT_DIR [PARTS]
 #
+# PARTS: any of "batch bwd decode" (default all three; batch alone takes ~5 minutes, bwd and
+# decode together ~5, so two calls of the 10-minute limit).
 # Each *_DIR holds the `hopattn` CLI and `hopattn_gpu_tests` of main, of main with
 # batch_decode_prefetch.patch, with bwd_det_two_writers.patch and with decode_small_prefetch.patch.
 # Logs under OUT_DIR:
@@ -14,8 +16,11 @@
 #   sp_*.txt               the small decode kernel's prefetch: decode tests, memcheck, rows vs main
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 P=$2 W=$3 S=$4 R=$5
+M=$1 P=$2 W=$3 S=$4 R=$5 PARTS=${6:-batch bwd decode}
 mkdir -p "$R"
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+
+if has batch; then
 
 logged $R/main_side.txt 60 $M/hopattn_gpu_tests --gtest_filter='BatchKernelSide.*'
 logged $R/pf_tests.txt 120 $P/hopattn_gpu_tests --gtest_filter='*Batch*'
@@ -36,7 +41,9 @@ for r in 1 2; do
   echo "r$r c 16ctas pf0 $(t --step c --batch-impl batch --batch-ctas 16)" \
     "pf3 $(t --step c --batch-impl batch --batch-ctas 16 --batch-prefetch 3)"
 done > $R/pf_sweep.txt 2>&1
+fi
 
+if has bwd; then
 logged $R/tw_tests.txt 150 $W/hopattn_gpu_tests --gtest_filter='*Bwd*:Determinism.Bwd*'
 logged $R/tw_race.txt 120 compute-sanitizer --tool racecheck $W/hopattn_gpu_tests \
   --gtest_filter='BwdKernel.E_Deterministic'
@@ -54,6 +61,9 @@ for r in 1 2; do
     echo "r$r | $s | main $(row $M/hopattn "$s") | two writers $(row $W/hopattn "$s")"
   done
 done > $R/tw_ab.txt 2>&1
+fi
+
+if has decode; then
 logged $R/sp_tests.txt 150 $S/hopattn_gpu_tests --gtest_filter='*Decode*'
 logged $R/sp_mem.txt 120 compute-sanitizer --tool memcheck $S/hopattn_gpu_tests \
   --gtest_filter='Grid/DecodeKernel.*'
@@ -65,5 +75,6 @@ for r in 1 2; do
     echo "r$r | $s | main $(d $M/hopattn "$s") | prefetch $(d $S/hopattn "$s")"
   done
 done > $R/sp_ab.txt 2>&1
-grep -H "PASSED\|FAILED\|SUMMARY" $R/*_tests.txt $R/main_side.txt $R/*_mem.txt $R/*_race.txt $R/*_sync.txt
-cat $R/pf_sweep.txt $R/tw_ab.txt $R/sp_ab.txt
+fi
+grep -H "PASSED\|FAILED\|SUMMARY" $R/*.txt 2>/dev/null
+cat $R/*_sweep.txt $R/*_ab.txt 2>/dev/null

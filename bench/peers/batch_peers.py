@@ -37,6 +37,10 @@ Run on the device machine from the repository root (hopattn installed with
     python bench/peers/batch_peers.py --workloads mixed,decode --json /tmp/batch.json
     python bench/peers/batch_peers.py --dry-run     # the workloads and their work, no torch
 
+--peers-only times FlashInfer's rows alone, without importing hopattn (no package install on the
+device: hopattn's rows of the same call then come from the CLI, `hopattn bench batch --step a..d
+--impl kernel`, whose presets are these workloads; use --flush-l2 to match the CLI's flushed L2).
+
 With OUT set the markdown goes to $OUT/batch_peers.md and the JSON to $OUT/batch_peers.json too.
 """
 
@@ -201,7 +205,9 @@ class Bench:
     def __init__(self, args):
         import torch
 
-        import hopattn
+        hopattn = None
+        if not args.peers_only:
+            import hopattn
 
         self.torch, self.hopattn, self.args = torch, hopattn, args
         self.flush = None
@@ -438,6 +444,9 @@ class Bench:
             fi_batch=self.fi_batch, fi_separate=self.fi_separate,
         )  # fmt: skip
         for impl in IMPLS:
+            if self.args.peers_only and impl not in FI_IMPLS:
+                w.results[impl] = (None, "--peers-only")
+                continue
             try:
                 fns[impl] = makers[impl](w, x)
             except Exception as err:
@@ -482,6 +491,9 @@ def main():
     )
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ap.add_argument("--dry-run", action="store_true", help="print the workloads (no torch)")
+    ap.add_argument(
+        "--peers-only", action="store_true", help="FlashInfer's rows alone (no hopattn import)"
+    )
     args = ap.parse_args()
     wanted = [n.strip() for n in args.workloads.split(",") if n.strip()]
     unknown = sorted(set(wanted) - set(names))
@@ -500,7 +512,8 @@ def main():
     elapsed = run_rows(rows, bench.run_row)
     timing = "eager calls" if args.eager else "CUDA-graph replays (eager where capture fails)"
     setup = (
-        f"{setup_line(bench.hopattn.__version__, elapsed)} FlashInfer {bench.version()}. "
+        f"{setup_line(bench.hopattn.__version__ if bench.hopattn else 'not imported', elapsed)} "
+        f"FlashInfer {bench.version()}. "
         f"Llama-3.1-8B attention: {HQ}/{HKV} heads, hd{D}, pages of {PAGE} in shuffled order, "
         f"bf16, causal; {timing}, CUDA events, median of 7 samples; L2 "
         f"{'overwritten before each call' if args.flush_l2 else 'not flushed'}."

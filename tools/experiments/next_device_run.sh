@@ -12,6 +12,8 @@
 #   main_side.txt          main's BatchKernelSide.* (PagesSmallerThanABlock first ran on a patch)
 #   pf_tests.txt, pf_mem.txt   the prefetch build's *Batch* tests, memcheck on DecodePrefetch
 #   pf_sweep.txt           steps a-d at --batch-prefetch 0..6, (b) in the spread order, small grids
+#   fi_peers.txt, batch_peers.md   FlashInfer's BatchAttention and separate wrappers on a-d (with
+#                          the peer kit as .peers in the checkout: carry it)
 #   tw_*.txt               the two-writer build's bwd tests, sanitizers and hd64 rows against main
 #   sp_*.txt               the small decode kernel's prefetch: decode tests, memcheck, rows vs main
 set -u
@@ -41,6 +43,13 @@ for r in 1 2; do
   echo "r$r c 16ctas pf0 $(t --step c --batch-impl batch --batch-ctas 16)" \
     "pf3 $(t --step c --batch-impl batch --batch-ctas 16 --batch-prefetch 3)"
 done > $R/pf_sweep.txt 2>&1
+# FlashInfer's rows of the same steps in the same call (the peer kit carried as .peers; no
+# hopattn install: batch_peers.py --peers-only), L2 flushed as the CLI's rows are.
+if [ -d .peers ]; then
+  (source .peers/install_on_device.sh .peers &&
+    OUT=$R timeout 240 python3 bench/peers/batch_peers.py --peers-only --flush-l2) \
+    > $R/fi_peers.txt 2>&1
+fi
 fi
 
 if has bwd; then

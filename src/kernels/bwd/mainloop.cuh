@@ -416,9 +416,11 @@ struct BwdMainloop {
     const uint32_t base = ptx::smem_address(buf) + static_cast<uint32_t>(tid) * 16u;
 #pragma unroll
     for (int c = 0; c < Traits::kDqRegs / 4; ++c) {
-      const float4 v = ptx::ld_shared_v4_f32(base + c * 128 * 16);
-      ptx::st_shared_v4_f32(base + c * 128 * 16, v.x + dq[4 * c], v.y + dq[4 * c + 1],
-                            v.z + dq[4 * c + 2], v.w + dq[4 * c + 3]);
+      const uint4 v = ptx::ld_shared_v4(base + c * 128 * 16);
+      ptx::st_shared_v4_f32(base + c * 128 * 16, __uint_as_float(v.x) + dq[4 * c],
+                            __uint_as_float(v.y) + dq[4 * c + 1],
+                            __uint_as_float(v.z) + dq[4 * c + 2],
+                            __uint_as_float(v.w) + dq[4 * c + 3]);
     }
   }
 

@@ -127,8 +127,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::prefetch_tensor_map(&p.tm_k);
       ptx::prefetch_tensor_map(&p.tm_v);
       BwdMainloop<Traits>::load(p, sm, w);
-    } else if (!Traits::kDqFromRegisters && threadIdx.x == 32) {
-      BwdMainloop<Traits>::store_dq(p, sm, w);
+    } else if (!Traits::kDqFromRegisters && threadIdx.x % 32 == 0 &&
+               threadIdx.x / 32 <= BwdMainloop<Traits>::kMaxDqWriters) {
+      BwdMainloop<Traits>::store_dq(p, sm, w, static_cast<int>(threadIdx.x / 32) - 1);
     }
   } else {
     ptx::setmaxnreg_inc<Traits::kMmaRegisters>();

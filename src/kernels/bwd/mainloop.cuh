@@ -138,14 +138,26 @@ struct BwdMainloop {
   }
 
   // ---------------------------------------------------------------------------- dQ writer
+  // Writers of a CTA: where dQ is folded (two staging buffers in turn) and deterministic, writer
+  // w (producer warp 1 + w) takes the steps of buffer w, so that two tiles' chains (the turn,
+  // the reduction, its landing, the release) run at once: the chain of one step was longer than
+  // the MMA warps' step (docs/perf/NOTES.md, run set ab). Otherwise writer 0 takes every step.
+  static constexpr int kMaxDqWriters = Traits::kDqByKeys ? 2 : 1;
+  __device__ static int dq_writers(const BwdParams& p) {
+    return Traits::kDqByKeys && p.ws.semaphore != nullptr ? 2 : 1;
+  }
+
   __device__ static void store_dq(const BwdParams& p, const SharedPlan<Traits>& sm,
-                                  const CtaWork& w) {
+                                  const CtaWork& w, int writer) {
     constexpr int kTileFloats = kM * Traits::kHeadDim;
+    const int writers = dq_writers(p);
+    if (writer >= writers) return;
     Steps st;
     for (int r = 0; r < p.group; ++r) {
       const int head = w.kv_head * p.group + r;
       const int64_t tile0 = (head * p.ws.rows + w.seq.ws_row0) / kM;  // tile index of m = 0
-      for (int m = w.m_begin; m < w.m_end; ++m) {
+      for (int m = w.m_begin; m < w.m_end; ++m, st.advance()) {
+        if (static_cast<int>(st.step % static_cast<uint32_t>(writers)) != writer) continue;
         float* dst = p.ws.dq_accum + (tile0 + m) * kTileFloats;
         uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile0 + m : nullptr;
         if (sem != nullptr) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
@@ -181,7 +193,6 @@ struct BwdMainloop {
           ptx::fence_proxy_async_all();
           ptx::red_add_release_gpu(sem, 1);
         }
-        st.advance();
       }
     }
     ptx::bulk_wait_all<0>();  // nothing may be in flight when the CTA exits

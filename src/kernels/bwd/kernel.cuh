@@ -52,7 +52,9 @@ __device__ __forceinline__ void store_key_rows(void* out, int64_t batch_stride, 
 
 // Softcap is a compile-time choice of the MMA code (the kernel branches once at the top): as a
 // run-time test inside the score loops it keeps both variants' values live and costs registers.
-template <class Traits, bool kSoftcap>
+// kDeterministic: the launch's mode (the kernel is built for each), which fixes the dQ staging
+// sets and writers (mainloop.cuh) at compile time.
+template <class Traits, bool kSoftcap, bool kDeterministic>
 __device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
                         int wg) {
   using Mainloop = BwdMainloop<Traits>;
@@ -79,9 +81,10 @@ __device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const 
       for (int m = w.m_begin; m < w.m_end; ++m) {
         if (varlen) Mainloop::zero_query_tail(sm, w, t, m, st);
         if constexpr (Traits::kDqFromRegisters) {
-          if (Mainloop::template step<kSoftcap>(p, sm, w, t, head, m, st, acc)) hung = true;
+          if (Mainloop::template step<kSoftcap, kDeterministic>(p, sm, w, t, head, m, st, acc))
+            hung = true;
         } else {
-          Mainloop::template step<kSoftcap>(p, sm, w, t, head, m, st, acc);
+          Mainloop::template step<kSoftcap, kDeterministic>(p, sm, w, t, head, m, st, acc);
         }
         st.advance();
       }
@@ -96,7 +99,7 @@ __device__ void run_mma(const BwdParams& p, const SharedPlan<Traits>& sm, const 
                          acc.dv, Traits::kVPanels, 1.f);
 }
 
-template <class Traits>
+template <class Traits, bool kDeterministic>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     bwd_kernel(const __grid_constant__ BwdParams p) {
   extern __shared__ uint8_t smem_raw[];
@@ -112,9 +115,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       ptx::mbarrier_init(sm.do_full(s), 1);
       ptx::mbarrier_init(sm.do_empty(s), Traits::kMmaThreads);
     }
-    for (int g = 0; g < (Traits::kDqFromRegisters ? 0 : Traits::kMmaWarpgroups); ++g) {
-      ptx::mbarrier_init(sm.dq_full(g), 128);
-      ptx::mbarrier_init(sm.dq_empty(g), 1);
+    for (int b = 0; b < Traits::kDqBuffers; ++b) {
+      ptx::mbarrier_init(sm.dq_full(b), 128);
+      ptx::mbarrier_init(sm.dq_empty(b), 1);
     }
   }
   __syncthreads();
@@ -129,14 +132,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       BwdMainloop<Traits>::load(p, sm, w);
     } else if (!Traits::kDqFromRegisters && threadIdx.x % 32 == 0 &&
                threadIdx.x / 32 <= BwdMainloop<Traits>::kMaxDqWriters) {
-      BwdMainloop<Traits>::store_dq(p, sm, w, static_cast<int>(threadIdx.x / 32) - 1);
+      BwdMainloop<Traits>::template store_dq<kDeterministic>(
+          p, sm, w, static_cast<int>(threadIdx.x / 32) - 1);
     }
   } else {
     ptx::setmaxnreg_inc<Traits::kMmaRegisters>();
     if (p.softcap_scale != 0.f) {
-      run_mma<Traits, true>(p, sm, w, warpgroup - 1);
+      run_mma<Traits, true, kDeterministic>(p, sm, w, warpgroup - 1);
     } else {
-      run_mma<Traits, false>(p, sm, w, warpgroup - 1);
+      run_mma<Traits, false, kDeterministic>(p, sm, w, warpgroup - 1);
     }
   }
 }

@@ -13,11 +13,14 @@ namespace hopattn::kernels::bwd {
 
 template <class Traits>
 cudaError_t launch_kernel(const BwdParams& params, dim3 grid, cudaStream_t stream) {
-  const auto kernel = bwd_kernel<Traits>;
+  // One kernel per mode (kernel.cuh): the deterministic one stages dQ in two sets for two writers.
+  const bool deterministic = params.ws.semaphore != nullptr;
+  const auto kernel = deterministic ? bwd_kernel<Traits, true> : bwd_kernel<Traits, false>;
+  const uint32_t smem = Traits::smem_alloc(deterministic);
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(Traits::kSmemAlloc));
+                                               static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  kernel<<<grid, Traits::kThreads, Traits::kSmemAlloc, stream>>>(params);
+  kernel<<<grid, Traits::kThreads, smem, stream>>>(params);
   return cudaGetLastError();
 }
 

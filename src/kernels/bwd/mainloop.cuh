@@ -13,7 +13,8 @@
 //         dQ_w = dS K[:, panels of w] (SS, both operands MN-major)   -> fp32 staging buffer w
 //         dV += P^T dO,  dK += dS^T Q    (registers across steps; by keys RS with P^T, dS^T as
 //                                         A fragments, by columns SS per 64-column panel of w)
-//   dQ writer (producer warp 1, one thread): bulk reduce-adds each staging buffer into the fp32
+//   dQ writer (producer warp 1, one thread; in deterministic mode with two staging sets also
+//       warp 2, the two taking steps in turn): bulk reduce-adds each staging buffer into the fp32
 //       dq_accum tile in global memory; in deterministic mode it first waits until the tile's
 //       semaphore says every higher KV block has added, and bumps it after its own add landed.
 //       Not at 256 (kDqFromRegisters): there the MMA threads add their dQ registers into dq_accum
@@ -138,56 +139,61 @@ struct BwdMainloop {
   }
 
   // ---------------------------------------------------------------------------- dQ writer
-  // Writers of a CTA: where dQ is folded (two staging buffers in turn) and deterministic, writer
-  // w (producer warp 1 + w) takes the steps of buffer w, so that two tiles' chains (the turn,
-  // the reduction, its landing, the release) run at once: the chain of one step was longer than
-  // the MMA warps' step (docs/perf/NOTES.md, run set ab). Otherwise writer 0 takes every step.
-  static constexpr int kMaxDqWriters = Traits::kDqByKeys ? 2 : 1;
-  __device__ static int dq_writers(const BwdParams& p) {
-    return Traits::kDqByKeys && p.ws.semaphore != nullptr ? 2 : 1;
+  // Staging buffer of warpgroup g's dQ at a step (g = 0 where folded: one buffer a step) and the
+  // phase of its barriers: with two sets a set serves every other step.
+  __device__ static int dq_buffer(const Steps& st, int sets, int g) {
+    return (sets == 2 ? static_cast<int>(st.parity()) * Traits::kDqPerStep : 0) + g;
+  }
+  __device__ static uint32_t dq_phase(const Steps& st, int sets) {
+    return sets == 2 ? st.pair_phase() : st.parity();
   }
 
+  // Writers of a CTA: with two sets in deterministic mode, writer w (producer warp 1 + w) takes
+  // the steps of set w, so that two tiles' chains (the turn, the reduction, its landing, the
+  // release) run at once: one writer's chain a step was longer than the MMA warps' step (hd64:
+  // 0.58-0.80x of normal with one writer, 0.86-0.97x with two; docs/perf/bwd.md). Otherwise
+  // writer 0 takes every step. Sets and writers are compile-time (the kernel is built per mode):
+  // with its 24 registers the writer spills on a run-time choice.
+  static constexpr int kMaxDqWriters = Traits::kDqSets;
+
+  template <bool kDeterministic>
   __device__ static void store_dq(const BwdParams& p, const SharedPlan<Traits>& sm,
                                   const CtaWork& w, int writer) {
+    constexpr int kSets = Traits::dq_sets(kDeterministic);
     constexpr int kTileFloats = kM * Traits::kHeadDim;
-    const int writers = dq_writers(p);
-    if (writer >= writers) return;
+    constexpr int kPerStep = Traits::kDqPerStep;
+    constexpr uint32_t kWriters = kSets == 2 && kDeterministic ? 2 : 1;
+    if (writer >= static_cast<int>(kWriters)) return;
     Steps st;
     for (int r = 0; r < p.group; ++r) {
       const int head = w.kv_head * p.group + r;
       const int64_t tile0 = (head * p.ws.rows + w.seq.ws_row0) / kM;  // tile index of m = 0
       for (int m = w.m_begin; m < w.m_end; ++m, st.advance()) {
-        if (static_cast<int>(st.step % static_cast<uint32_t>(writers)) != writer) continue;
+        if (static_cast<int>(st.step % kWriters) != writer) continue;
         float* dst = p.ws.dq_accum + (tile0 + m) * kTileFloats;
-        uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile0 + m : nullptr;
-        if (sem != nullptr) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
-        if constexpr (kFoldDq) {
-          // Both halves summed in buffer parity() (fold_dq): one reduction a step.
-          const int b = static_cast<int>(st.parity());
-          ptx::mbarrier_wait_or_trap(sm.dq_full(b), st.pair_phase());
-          ptx::bulk_reduce_add_f32(dst, sm.dq(b), kDqPanelBytes);
-          ptx::bulk_commit();
-          ptx::bulk_wait_read<0>();
-          ptx::mbarrier_arrive(sm.dq_empty(b));
-        } else {
+        uint32_t* sem = kDeterministic ? p.ws.semaphore + tile0 + m : nullptr;
+        if constexpr (kDeterministic) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
+          // Folded (Dqk 64): both halves summed in one buffer (fold_dq), one reduction a step.
 #pragma unroll
-          for (int g = 0; g < Traits::kMmaWarpgroups; ++g) {
-            ptx::mbarrier_wait_or_trap(sm.dq_full(g), st.parity());
+        for (int g = 0; g < kPerStep; ++g) {
+          const int b = dq_buffer(st, kSets, g);
+          ptx::mbarrier_wait_or_trap(sm.dq_full(b), dq_phase(st, kSets));
 #pragma unroll
-            for (int i = 0; i < Traits::kDqSlots; ++i) {
-              const int panel = Traits::dq_panel(g, i);
-              if (!Traits::has_panel(panel, kQKPanels)) continue;
-              ptx::bulk_reduce_add_f32(dst + panel * kDqPanelFloats, sm.dq(g) + i * kDqPanelFloats,
-                                       kDqPanelBytes);
-            }
-            ptx::bulk_commit();  // one group per warpgroup: its staging buffer is read when it ends
+          for (int i = 0; i < Traits::kDqSlots; ++i) {
+            const int panel = Traits::dq_panel(g, i);
+            if (!Traits::has_panel(panel, kQKPanels)) continue;
+            ptx::bulk_reduce_add_f32(dst + panel * kDqPanelFloats, sm.dq(b) + i * kDqPanelFloats,
+                                     kDqPanelBytes);
           }
-          ptx::bulk_wait_read<1>();
-          ptx::mbarrier_arrive(sm.dq_empty(0));
-          ptx::bulk_wait_read<0>();
-          ptx::mbarrier_arrive(sm.dq_empty(1));
+          ptx::bulk_commit();  // one group a buffer: the buffer is read when its group ends
         }
-        if (sem != nullptr) {
+        if constexpr (kPerStep == 2) {
+          ptx::bulk_wait_read<1>();
+          ptx::mbarrier_arrive(sm.dq_empty(dq_buffer(st, kSets, 0)));
+        }
+        ptx::bulk_wait_read<0>();
+        ptx::mbarrier_arrive(sm.dq_empty(dq_buffer(st, kSets, kPerStep - 1)));
+        if constexpr (kDeterministic) {
           // The sums must have landed in global memory before the next KV block may add.
           ptx::bulk_wait_all<0>();
           ptx::fence_proxy_async_all();
@@ -202,9 +208,10 @@ struct BwdMainloop {
   // to warpgroup 0's staged one (fold_dq) and the writer reduces the sum once a step. Two
   // reductions of the same 16 KB cost the normal mode 1.13-1.18x (twice the L2 atomics) and the
   // deterministic mode a landing between them every step (the chain its MMA warps waited on);
-  // docs/perf/NOTES.md, run set ab. The two warpgroups' staging buffers then serve in turn (step
-  // parity), so the MMA warps may run a step ahead of the writer.
+  // docs/perf/NOTES.md, run set ab.
   static constexpr bool kFoldDq = Traits::kDqByKeys;
+  static_assert(!kFoldDq || Traits::kDqSets == 2,
+                "folded dQ: a staging buffer for each of two steps");
 
   // Deterministic order: KV block n adds to a dQ tile after exactly `turn` higher blocks did
   // (BlockGeometry::dq_turn). The spin has no backoff: in the launch order the turn has mostly
@@ -550,7 +557,7 @@ struct BwdMainloop {
   // One step (one q tile of one head) of an MMA warpgroup: dK and dV accumulate in registers.
   // Returns true if the deterministic turn (dQ from registers) timed out: the caller traps after
   // its loop (a trap inside the step makes ptxas serialize every wgmma and spill).
-  template <bool kSoftcap>
+  template <bool kSoftcap, bool kDeterministic>
   __device__ static bool step(const BwdParams& p, const SharedPlan<Traits>& sm, const CtaWork& w,
                               const MmaThread& t, int head, int m, const Steps& st, KvAccum& acc) {
     const uint32_t s = st.stage();
@@ -639,7 +646,7 @@ struct BwdMainloop {
       // Deterministic: every MMA thread waits for the tile's turn itself (its acquire orders its
       // own reductions after the higher blocks' sums), while the dK/dV GEMMs run.
       const int64_t tile = dq_tile(p, w, head, m);
-      uint32_t* sem = p.ws.semaphore != nullptr ? p.ws.semaphore + tile : nullptr;
+      uint32_t* sem = kDeterministic ? p.ws.semaphore + tile : nullptr;
       ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
 #pragma unroll
       for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
@@ -661,9 +668,9 @@ struct BwdMainloop {
         // to the writer (dq_full(b) counts warpgroup 1's 128 threads). A barrier id a buffer:
         // warpgroup 0 may be a step ahead, and its next arrival on an id waits for the writer to
         // free that buffer, i.e. for warpgroup 1's fold into it.
-        const int b = static_cast<int>(st.parity());
+        const int b = dq_buffer(st, 2, 0);
         if (t.wg == 0) {
-          ptx::mbarrier_wait_or_trap(sm.dq_empty(b), st.pair_phase() ^ 1);
+          ptx::mbarrier_wait_or_trap(sm.dq_empty(b), dq_phase(st, 2) ^ 1);
           stage_dq(sm.dq(b), t.tid(), dq[0]);
           if (b == 0) {
             ptx::named_barrier_arrive(kDqStaged0, Traits::kMmaThreads);
@@ -681,15 +688,17 @@ struct BwdMainloop {
           ptx::mbarrier_arrive(sm.dq_full(b));
         }
       } else {
-        ptx::mbarrier_wait_or_trap(sm.dq_empty(t.wg), st.parity() ^ 1);
+        constexpr int kSets = Traits::dq_sets(kDeterministic);
+        const int b = dq_buffer(st, kSets, t.wg);
+        ptx::mbarrier_wait_or_trap(sm.dq_empty(b), dq_phase(st, kSets) ^ 1);
 #pragma unroll
         for (int i = 0; i < Traits::kDqSlots; ++i) {
           if (Traits::has_panel(Traits::dq_panel(t.wg, i), kQKPanels)) {
-            stage_dq(sm.dq(t.wg) + i * kDqPanelFloats, t.tid(), dq[i]);
+            stage_dq(sm.dq(b) + i * kDqPanelFloats, t.tid(), dq[i]);
           }
         }
         ptx::fence_proxy_async_shared();  // generic stores, read next by the bulk reduction
-        ptx::mbarrier_arrive(sm.dq_full(t.wg));
+        ptx::mbarrier_arrive(sm.dq_full(b));
       }
     }
 

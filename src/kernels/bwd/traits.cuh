@@ -143,13 +143,13 @@ struct BwdTraits {
   static constexpr uint32_t kDqPanelStageBytes = 4u * kDqSlots * kDqPanelFloats;
   static constexpr uint32_t kRowStatBytes = 4u * kBlockM;  // lse_log2 or delta of one q tile
 
-  // Bytes of the plan with `stages` Q/dO ring stages, with or without the dQ staging buffers
-  // (kv_full, then q_full, q_empty, do_full, do_empty per stage, then, with staging, dq_full,
-  // dq_empty per warpgroup at the end).
-  static constexpr uint32_t smem_bytes(int stages, bool dq_staging) {
+  // Bytes of the plan with `stages` Q/dO ring stages and `dq_buffers` dQ staging buffers
+  // (kv_full, then q_full, q_empty, do_full, do_empty per stage, then dq_full, dq_empty per
+  // staging buffer at the end).
+  static constexpr uint32_t smem_bytes(int stages, int dq_buffers) {
     return kKBytes + kVBytes + stages * (kQStageBytes + kDoStageBytes) + 2 * (kDsBytes + kPBytes) +
-           (dq_staging ? kMmaWarpgroups * kDqPanelStageBytes : 0) + 2 * stages * kRowStatBytes +
-           (1 + 4 * stages + (dq_staging ? 2 * kMmaWarpgroups : 0)) * 8;
+           dq_buffers * kDqPanelStageBytes + 2 * stages * kRowStatBytes +
+           (1 + 4 * stages + 2 * dq_buffers) * 8;
   }
   // Dynamic shared memory is only 16-byte aligned: 1024 bytes of slack align the base.
   static constexpr uint32_t kSmemLimit = 227 * 1024 - 1024;
@@ -161,11 +161,25 @@ struct BwdTraits {
   // their dQ registers straight into dq_accum with v4 reductions, in the same fragment order, and
   // the 64 KB go to a second stage. (192, 128) has two stages either way and keeps the writer.
   static constexpr bool kDqFromRegisters = kSharedKeys &&
-                                           smem_bytes(2, true) >
-                                               kSmemLimit&& smem_bytes(2, false) <= kSmemLimit;
-  static constexpr uint32_t kDqStageBytes = kDqFromRegisters ? 0 : kDqPanelStageBytes;
-  static constexpr int kStages =
-      smem_bytes(2, !kDqFromRegisters) <= kSmemLimit ? 2 : 1;  // Q/LSE and dO/delta rings
+                                           smem_bytes(2, kMmaWarpgroups) >
+                                               kSmemLimit&& smem_bytes(2, 0) <= kSmemLimit;
+  static constexpr int kStages = smem_bytes(2, kDqFromRegisters ? 0 : kMmaWarpgroups) <= kSmemLimit
+                                     ? 2
+                                     : 1;  // Q/LSE and dO/delta rings
+
+  // Staging buffers: kDqPerStep a step (the folded sum at Dqk 64, else one a warpgroup), in
+  // kDqSets sets that successive steps use in turn where shared memory allows (Dqk 64 and 128),
+  // so that in deterministic mode two writers run two tiles' chains at once (mainloop.cuh,
+  // store_dq). Set 1 lies past everything else, so that a launch that does not use it (the
+  // normal mode where dQ is not folded) asks for the shared memory of one set (smem_alloc).
+  static constexpr int kDqPerStep = kDqFromRegisters ? 0 : (kDqByKeys ? 1 : kMmaWarpgroups);
+  static constexpr uint32_t kDqSetBytes = kDqPerStep * kDqPanelStageBytes;
+  static constexpr uint32_t kDqSetAlign = 128;  // bulk copies and 16-byte stores; bank-aligned
+  static constexpr int kDqSets = kDqPerStep > 0 && smem_bytes(kStages, 2 * kDqPerStep) + kDqSetAlign
+                                                       <= kSmemLimit
+                                     ? 2
+                                     : 1;
+  static constexpr int kDqBuffers = kDqSets * kDqPerStep;
 
   static constexpr uint32_t kKOffset = 0;
   static constexpr uint32_t kVOffset = kKOffset + kKBytes;
@@ -173,14 +187,27 @@ struct BwdTraits {
   static constexpr uint32_t kDoOffset = kQOffset + kStages * kQStageBytes;
   static constexpr uint32_t kDsOffset = kDoOffset + kStages * kDoStageBytes;  // 2 buffers
   static constexpr uint32_t kPOffset = kDsOffset + 2 * kDsBytes;              // 2 buffers
-  static constexpr uint32_t kDqOffset = kPOffset + 2 * kPBytes;
-  static constexpr uint32_t kLseOffset = kDqOffset + kMmaWarpgroups * kDqStageBytes;
+  static constexpr uint32_t kDqOffset = kPOffset + 2 * kPBytes;               // set 0
+  static constexpr uint32_t kLseOffset = kDqOffset + kDqSetBytes;
   static constexpr uint32_t kDeltaOffset = kLseOffset + kStages * kRowStatBytes;
   static constexpr uint32_t kBarrierOffset = kDeltaOffset + kStages * kRowStatBytes;
-  static constexpr int kNumBarriers = 1 + 4 * kStages + (kDqFromRegisters ? 0 : 2 * kMmaWarpgroups);
-  static constexpr uint32_t kSmemBytes = kBarrierOffset + kNumBarriers * 8;
+  static constexpr int kNumBarriers = 1 + 4 * kStages + 2 * kDqBuffers;
+  static constexpr uint32_t kOneSetBytes = kBarrierOffset + kNumBarriers * 8;
+  static constexpr uint32_t kDqSet1Offset =
+      (kOneSetBytes + kDqSetAlign - 1) / kDqSetAlign * kDqSetAlign;
+  static constexpr uint32_t kSmemBytes = kDqSets == 2 ? kDqSet1Offset + kDqSetBytes : kOneSetBytes;
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
-  static_assert(kSmemBytes == smem_bytes(kStages, !kDqFromRegisters),
+  // Sets a launch uses: set 1 where folded (the fold takes two steps' buffers in turn) or
+  // deterministic (a writer each); the normal mode unfolded keeps one (kNormalTwoSets).
+  static constexpr bool kNormalTwoSets = kDqByKeys;
+  __host__ __device__ static constexpr int dq_sets(bool deterministic) {
+    return kDqSets == 2 && (kNormalTwoSets || deterministic) ? 2 : 1;
+  }
+  // Dynamic shared memory of a launch.
+  __host__ __device__ static constexpr uint32_t smem_alloc(bool deterministic) {
+    return (dq_sets(deterministic) == 2 ? kSmemBytes : kOneSetBytes) + 1024;
+  }
+  static_assert(kSmemBytes <= smem_bytes(kStages, kDqBuffers) + kDqSetAlign,
                 "shared-memory plan: offsets and size agree");
   static_assert(kSmemBytes <= kSmemLimit, "bwd: shared-memory plan exceeds 227 KB");
   static_assert(kDsOffset % 1024 == 0 && kPOffset % 1024 == 0 && kDqOffset % 1024 == 0,
@@ -205,8 +232,10 @@ struct SharedPlan {
   __device__ uint8_t* p(int buffer) const {
     return base + Traits::kPOffset + buffer * Traits::kPBytes;
   }
-  __device__ float* dq(int warpgroup) const {
-    return reinterpret_cast<float*>(base + Traits::kDqOffset + warpgroup * Traits::kDqStageBytes);
+  __device__ float* dq(int buffer) const {  // set buffer / kDqPerStep, warpgroup buffer % it
+    const uint32_t set0 = buffer < Traits::kDqPerStep ? Traits::kDqOffset
+                                                      : Traits::kDqSet1Offset - Traits::kDqSetBytes;
+    return reinterpret_cast<float*>(base + set0 + buffer * Traits::kDqPanelStageBytes);
   }
   __device__ float* lse(int stage) const {
     return reinterpret_cast<float*>(base + Traits::kLseOffset + stage * Traits::kRowStatBytes);
@@ -222,9 +251,9 @@ struct SharedPlan {
   __device__ uint64_t* q_empty(int s) const { return barriers() + 1 + Traits::kStages + s; }
   __device__ uint64_t* do_full(int s) const { return barriers() + 1 + 2 * Traits::kStages + s; }
   __device__ uint64_t* do_empty(int s) const { return barriers() + 1 + 3 * Traits::kStages + s; }
-  __device__ uint64_t* dq_full(int w) const { return barriers() + 1 + 4 * Traits::kStages + w; }
-  __device__ uint64_t* dq_empty(int w) const {
-    return barriers() + 1 + 4 * Traits::kStages + Traits::kMmaWarpgroups + w;
+  __device__ uint64_t* dq_full(int b) const { return barriers() + 1 + 4 * Traits::kStages + b; }
+  __device__ uint64_t* dq_empty(int b) const {
+    return barriers() + 1 + 4 * Traits::kStages + Traits::kDqBuffers + b;
   }
 };
 

@@ -2,41 +2,55 @@
 # The device call run set ac left for the next session (docs/perf/NOTES.md, "Next device runs",
 # items 0 and 7; about 8 minutes on an H100, in two parts that each fit the 10-minute limit):
 #
-#   tools/experiments/next_device_run.sh MAIN_DIR PAGE_AHEAD_DIR HANDOFF_DIR OUT_DIR [PARTS]
+#   tools/experiments/next_device_run.sh MAIN_DIR PAGE_AHEAD_DIR THREE_STAGES_DIR HANDOFF_DIR OUT_DIR [PARTS]
 #
-# PARTS: any of "page bwd peers" (default all). Each *_DIR holds the `hopattn` CLI and
-# `hopattn_gpu_tests` of main, of main with paged_tma_page_ids_ahead.patch, and of main with
-# bwd_det_handoff.patch. Logs under OUT_DIR:
-#   pa_tests.txt, pa_mem.txt   the page-ahead build's paged fwd / batch tests, memcheck on some
+# PARTS: any of "page pagetests bwd peers" (default all; page alone ~4 minutes, pagetests and
+# bwd together ~7). Each *_DIR holds the `hopattn` CLI and
+# `hopattn_gpu_tests` of main, of main with paged_tma_page_ids_ahead.patch, of that with
+# batch_hd128_three_stages.patch too, and of main with bwd_det_handoff.patch. Logs under OUT_DIR:
+#   pa_tests.txt, pt_tests.txt, pt_fwd.txt, pa_mem.txt   paged fwd / batch tests of both paged
+#                              builds, the three-stage build's fwd tests, memcheck on some
 #   pa_ab.txt                  batch steps a-d, (c) on 16 CTAs (a decode tile's rate an SM), (a)
-#                              with an fp8 cache, a paged fwd row: main against page-ahead, two
-#                              rounds in alternating order
+#                              with an fp8 cache, a paged fwd row and three dense hd128 fwd rows:
+#                              main, page-ahead, three stages, two rounds in turned order
 #   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   the handoff build's bwd tests,
 #                              sanitizers, (192, 128) rows against main
 #   fi_peers.txt, batch_peers.md   FlashInfer's batch rows (with the peer kit as .peers)
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 P=$2 H=$3 R=$4 PARTS=${5:-page bwd peers}
+M=$1 P=$2 T=$3 H=$4 R=$5 PARTS=${6:-page pagetests bwd peers}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
 
-if has page; then
-logged $R/pa_tests.txt 240 $P/hopattn_gpu_tests \
-  --gtest_filter='FwdPaged.*:PageSizes/FwdPagedGrid.*:FwdKVLoadPath.*:*Batch*:SafetyFwd.*:Safety.*'
+if has pagetests; then
+for bin in "$P" "$T"; do
+  n=$([ "$bin" = "$P" ] && echo pa || echo pt)
+  logged $R/${n}_tests.txt 240 $bin/hopattn_gpu_tests \
+    --gtest_filter='FwdPaged.*:PageSizes/FwdPagedGrid.*:FwdKVLoadPath.*:*Batch*:SafetyFwd.*:Safety.*'
+done
+logged $R/pt_fwd.txt 240 $T/hopattn_gpu_tests --gtest_filter='*Fwd*:Determinism.Fwd*'
 logged $R/pa_mem.txt 150 compute-sanitizer --tool memcheck $P/hopattn_gpu_tests \
   --gtest_filter='FwdPaged.*:BatchKernelSide.*'
+fi
+
+if has page; then
 b() { $1 bench batch --impl kernel --no-check --csv --batch-impl batch "${@:2}" | us_of; }
-f() { $1 bench fwd --impl kernel --no-check --csv "${@:2}" | us_of; }
+f() { $1 bench fwd --impl kernel --no-check --csv --head-dim 128 "${@:2}" | us_of; }
+rows() {
+  echo "$2 a $(b $1 --step a) b $(b $1 --step b) c $(b $1 --step c) d $(b $1 --step d)" \
+    "c16 $(b $1 --step c --batch-ctas 16) a_fp8 $(b $1 --step a --kv-dtype fp8_e4m3)" \
+    "fwd_paged $(f $1 --batch 4 --q-len 2048 --kv-len 8192 --heads 32:8 --page-size 16)" \
+    "fwd_4k $(f $1 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \
+    "fwd_4k_nc $(f $1 --batch 4 --q-len 4096 --kv-len 4096 --heads 32 --no-causal)" \
+    "fwd_1k $(f $1 --batch 16 --q-len 1024 --kv-len 1024 --heads 16 --no-causal)"
+}
 for r in 1 2; do
-  for bin in "$M" "$P"; do
-    [ $r = 2 ] && bin=$([ "$bin" = "$M" ] && echo "$P" || echo "$M")
-    name=$([ "$bin" = "$M" ] && echo main || echo ahead)
-    echo "r$r $name a $(b $bin --step a) b $(b $bin --step b) c $(b $bin --step c)" \
-      "d $(b $bin --step d) c16 $(b $bin --step c --batch-ctas 16)" \
-      "a_fp8 $(b $bin --step a --kv-dtype fp8_e4m3)" \
-      "fwd_paged $(f $bin --batch 4 --q-len 2048 --kv-len 8192 --heads 32:8 --head-dim 128 --page-size 16)"
-  done
+  if [ $r = 1 ]; then
+    rows $M main; rows $P ahead; rows $T ahead3
+  else
+    rows $T ahead3; rows $P ahead; rows $M main
+  fi
 done > $R/pa_ab.txt 2>&1
 fi
 

@@ -4,8 +4,8 @@
 #
 #   tools/experiments/next_device_run.sh MAIN_DIR PAGE_AHEAD_DIR THREE_STAGES_DIR HANDOFF_DIR OUT_DIR [PARTS]
 #
-# PARTS: any of "page pagetests bwd peers" (default all; page alone ~4 minutes, pagetests and
-# bwd together ~7). Each *_DIR holds the `hopattn` CLI and
+# PARTS: any of "page pagetests bwd ncu peers" (default all but ncu; page alone ~4 minutes,
+# pagetests and bwd together ~7, ncu ~2). Each *_DIR holds the `hopattn` CLI and
 # `hopattn_gpu_tests` of main, of main with paged_tma_page_ids_ahead.patch, of that with
 # batch_hd128_three_stages.patch too, and of main with bwd_det_handoff.patch. Logs under OUT_DIR:
 #   pa_tests.txt, pt_tests.txt, pt_fwd.txt, pa_mem.txt   paged fwd / batch tests of both paged
@@ -15,6 +15,7 @@
 #                              main, page-ahead, three stages, two rounds in turned order
 #   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   the handoff build's bwd tests,
 #                              sanitizers, (192, 128) rows against main
+#   ncu_c16_*.txt, ncu_c16_*.src.csv   Nsight Compute of step (c) on 16 CTAs, main and page-ahead
 #   fi_peers.txt, batch_peers.md   FlashInfer's batch rows (with the peer kit as .peers)
 set -u
 source "$(dirname "$0")/helpers.sh"
@@ -72,6 +73,22 @@ for r in 1 2; do
     echo "r$r | $s | main $(row $M/hopattn "$s") | handoff $(row $H/hopattn "$s")"
   done
 done > $R/ho_ab.txt 2>&1
+fi
+
+# Where a decode tile's time goes: Nsight Compute on step (c) over 16 CTAs (decode tiles only,
+# not HBM-bound), main and page-ahead; the source page (SASS with stall samples) for
+# tools/ncu_source.py (stalls, waits) and the details page.
+if has ncu; then
+  for bin in "$M" "$P"; do
+    n=$([ "$bin" = "$M" ] && echo main || echo ahead)
+    ncu --clock-control none --set full --import-source yes -k regex:fwd_kernel -c 1 \
+      -o $R/ncu_c16_$n $bin/hopattn bench batch --impl kernel --no-check --iters 1 \
+      --batch-impl batch --step c --batch-ctas 16 > $R/ncu_c16_$n.log 2>&1
+    ncu --import $R/ncu_c16_$n.ncu-rep --page details > $R/ncu_c16_$n.txt 2>&1
+    ncu --import $R/ncu_c16_$n.ncu-rep --page source --csv --print-source sass \
+      > $R/ncu_c16_$n.src.csv 2>&1
+    rm -f $R/ncu_c16_$n.ncu-rep
+  done
 fi
 
 if has peers && [ -d .peers ]; then

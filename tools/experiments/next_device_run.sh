@@ -7,14 +7,16 @@
 # PARTS: any of "page pagetests bwd ncu peers" (default all but ncu; page alone ~4 minutes,
 # pagetests and bwd together ~7, ncu ~2). Each *_DIR holds the `hopattn` CLI and
 # `hopattn_gpu_tests` of main, of main with paged_tma_page_ids_ahead.patch, of that with
-# batch_hd128_three_stages.patch too, and of main with bwd_det_handoff.patch. Logs under OUT_DIR:
+# batch_hd128_three_stages.patch too, and of main with bwd_det_handoff.patch and
+# bwd_hd256_turn_poll.patch (independent code paths: (192, 128) and 256, deterministic). Logs
+# under OUT_DIR:
 #   pa_tests.txt, pt_tests.txt, pt_fwd.txt, pa_mem.txt   paged fwd / batch tests of both paged
 #                              builds, the three-stage build's fwd tests, memcheck on some
 #   pa_ab.txt                  batch steps a-d, (c) on 16 CTAs (a decode tile's rate an SM), (a)
 #                              with an fp8 cache, a paged fwd row and three dense hd128 fwd rows:
 #                              main, page-ahead, three stages, two rounds in turned order
-#   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   the handoff build's bwd tests,
-#                              sanitizers, (192, 128) rows against main
+#   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   that bwd build's tests, sanitizers,
+#                              (192, 128) and 256 rows against main
 #   ncu_c16_*.txt, ncu_c16_*.src.csv   Nsight Compute of step (c) on 16 CTAs, main and page-ahead
 #   fi_peers.txt, batch_peers.md   FlashInfer's batch rows (with the peer kit as .peers)
 set -u
@@ -69,8 +71,10 @@ for r in 1 2; do
   for s in "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128 --no-causal" \
     "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128" \
     "--batch 2 --q-len 8192 --kv-len 8192 --heads 10 --head-dim 192:128" \
-    "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128"; do
-    echo "r$r | $s | main $(row $M/hopattn "$s") | handoff $(row $H/hopattn "$s")"
+    "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128" \
+    "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 256" \
+    "--batch 1 --q-len 8192 --kv-len 8192 --heads 16 --head-dim 256 --no-causal"; do
+    echo "r$r | $s | main $(row $M/hopattn "$s") | bwdx $(row $H/hopattn "$s")"
   done
 done > $R/ho_ab.txt 2>&1
 fi

@@ -15,6 +15,7 @@
 #   pa_ab.txt                  batch steps a-d, (c) on 16 CTAs (a decode tile's rate an SM), (a)
 #                              with an fp8 cache, a paged fwd row and three dense hd128 fwd rows:
 #                              main, page-ahead, three stages, two rounds in turned order
+#   pa_side.txt                step (a) on page-ahead at side-lane factors 4, 5, 8, 10 and off
 #   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   that bwd build's tests, sanitizers,
 #                              (192, 128) and 256 rows against main
 #   ncu_c16_*.txt, ncu_c16_*.src.csv   Nsight Compute of step (c) on 16 CTAs, main and page-ahead
@@ -55,6 +56,12 @@ for r in 1 2; do
     rows $T ahead3; rows $P ahead; rows $M main
   fi
 done > $R/pa_ab.txt 2>&1
+# With faster decode tiles the side lane's best factor may move (run set ab: 5-6 on main).
+for r in 1 2; do
+  echo "r$r ahead a side-cost 4 $(b $P --step a --batch-side-cost 4)" \
+    "5 $(b $P --step a --batch-side-cost 5) 8 $(b $P --step a --batch-side-cost 8)" \
+    "10 $(b $P --step a --batch-side-cost 10) spread-only $(b $P --step a --batch-side off)"
+done > $R/pa_side.txt 2>&1
 fi
 
 if has bwd; then
@@ -101,4 +108,4 @@ if has peers && [ -d .peers ]; then
     > $R/fi_peers.txt 2>&1
 fi
 grep -H "PASSED\|FAILED\|SUMMARY" $R/*.txt 2>/dev/null
-cat $R/gpu.txt $R/*_ab.txt 2>/dev/null
+cat $R/gpu.txt $R/*_ab.txt $R/pa_side.txt 2>/dev/null

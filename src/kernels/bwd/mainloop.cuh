@@ -173,9 +173,8 @@ struct BwdMainloop {
         float* dst = p.ws.dq_accum + (tile0 + m) * kTileFloats;
         uint32_t* sem = kDeterministic ? p.ws.semaphore + tile0 + m : nullptr;
         if constexpr (kDeterministic) wait_turn(sem, w.geo.dq_turn(m, w.n_block));
-          // Folded (Dqk 64): both halves summed in one buffer (fold_dq), one reduction a step.
 #pragma unroll
-        for (int g = 0; g < kPerStep; ++g) {
+        for (int g = 0; g < kPerStep; ++g) {  // folded (Dqk 64): one buffer, both halves summed
           const int b = dq_buffer(st, kSets, g);
           ptx::mbarrier_wait_or_trap(sm.dq_full(b), dq_phase(st, kSets));
 #pragma unroll

@@ -196,7 +196,6 @@ struct BwdTraits {
   static constexpr uint32_t kDqSet1Offset =
       (kOneSetBytes + kDqSetAlign - 1) / kDqSetAlign * kDqSetAlign;
   static constexpr uint32_t kSmemBytes = kDqSets == 2 ? kDqSet1Offset + kDqSetBytes : kOneSetBytes;
-  static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
   // Sets a launch uses: set 1 where folded (the fold takes two steps' buffers in turn) or
   // deterministic (a writer each); the normal mode unfolded keeps one (kNormalTwoSets).
   static constexpr bool kNormalTwoSets = kDqByKeys;

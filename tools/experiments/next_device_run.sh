@@ -2,14 +2,14 @@
 # The device call run set ac left for the next session (docs/perf/NOTES.md, "Next device runs",
 # items 0 and 7; about 8 minutes on an H100, in two parts that each fit the 10-minute limit):
 #
-#   tools/experiments/next_device_run.sh MAIN_DIR PAGE_AHEAD_DIR THREE_STAGES_DIR HANDOFF_DIR OUT_DIR [PARTS]
+#   tools/experiments/next_device_run.sh MAIN_DIR PAGE_AHEAD_DIR THREE_STAGES_DIR BWDX_DIR EARLY_DV_DIR OUT_DIR [PARTS]
 #
-# PARTS: any of "page pagetests bwd ncu peers" (default all but ncu; page alone ~4 minutes,
-# pagetests and bwd together ~7, ncu ~2). Each *_DIR holds the `hopattn` CLI and
+# PARTS: any of "page bwdexp bwd pagetests ncu peers" (default all but ncu; page ~4 minutes,
+# bwdexp ~3, bwd ~3, pagetests ~4, ncu ~2: three calls of the 10-minute limit). Each *_DIR holds the `hopattn` CLI and
 # `hopattn_gpu_tests` of main, of main with paged_tma_page_ids_ahead.patch, of that with
 # batch_hd128_three_stages.patch too, and of main with bwd_det_handoff.patch and
-# bwd_hd256_turn_poll.patch (independent code paths: (192, 128) and 256, deterministic). Logs
-# under OUT_DIR:
+# bwd_hd256_turn_poll.patch (independent code paths: (192, 128) and 256, deterministic), and of
+# main with bwd_early_dv.patch. Logs under OUT_DIR:
 #   pa_tests.txt, pt_tests.txt, pt_fwd.txt, pa_mem.txt   paged fwd / batch tests of both paged
 #                              builds, the three-stage build's fwd tests, memcheck on some
 #   pa_ab.txt                  batch steps a-d, (c) on 16 CTAs (a decode tile's rate an SM), (a)
@@ -18,11 +18,13 @@
 #   pa_side.txt                step (a) on page-ahead at side-lane factors 4, 5, 8, 10 and off
 #   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   that bwd build's tests, sanitizers,
 #                              (192, 128) and 256 rows against main
+#   ev_tests.txt, ev_race.txt, ev_sync.txt, ev_ab.txt   the early-dV build's bwd tests,
+#                              sanitizers, hd64 / hd128 rows (both modes) against main
 #   ncu_c16_*.txt, ncu_c16_*.src.csv   Nsight Compute of step (c) on 16 CTAs, main and page-ahead
 #   fi_peers.txt, batch_peers.md   FlashInfer's batch rows (with the peer kit as .peers)
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 P=$2 T=$3 H=$4 R=$5 PARTS=${6:-page pagetests bwd peers}
+M=$1 P=$2 T=$3 H=$4 E=$5 R=$6 PARTS=${7:-page bwdexp bwd pagetests peers}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
@@ -62,6 +64,33 @@ for r in 1 2; do
     "5 $(b $P --step a --batch-side-cost 5) 8 $(b $P --step a --batch-side-cost 8)" \
     "10 $(b $P --step a --batch-side-cost 10) spread-only $(b $P --step a --batch-side off)"
 done > $R/pa_side.txt 2>&1
+fi
+
+if has bwdexp; then
+logged $R/ev_tests.txt 200 $E/hopattn_gpu_tests --gtest_filter='*Bwd*:Determinism.Bwd*'
+logged $R/ev_race.txt 120 compute-sanitizer --tool racecheck $E/hopattn_gpu_tests \
+  --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16'
+logged $R/ev_sync.txt 120 compute-sanitizer --tool synccheck $E/hopattn_gpu_tests \
+  --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16'
+erow() {
+  $1 bench bwd $2 --impl kernel --no-check --csv |
+    python3 -c 'import csv,sys; print(" ".join(str(round(float(r["time_ms"])*1000,1)) for r in csv.DictReader(sys.stdin)))'
+}
+for r in 1 2; do
+  for s in "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128" \
+    "--batch 1 --q-len 8192 --kv-len 8192 --heads 16 --head-dim 128 --no-causal" \
+    "--batch 1 --q-len 8192 --kv-len 8192 --heads 32:8 --head-dim 128" \
+    "--batch 16 --q-len 1024 --kv-len 1024 --heads 16 --head-dim 128" \
+    "--batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64" \
+    "--batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64 --no-causal" \
+    "--batch 16 --q-len 1024 --kv-len 1024 --heads 32 --head-dim 64"; do
+    if [ $r = 1 ]; then
+      echo "r$r | $s | main $(erow $M/hopattn "$s") | early_dv $(erow $E/hopattn "$s")"
+    else
+      echo "r$r | $s | early_dv $(erow $E/hopattn "$s") | main $(erow $M/hopattn "$s")"
+    fi
+  done
+done > $R/ev_ab.txt 2>&1
 fi
 
 if has bwd; then

@@ -69,7 +69,7 @@ fi
 if has bwdexp; then
 logged $R/ev_tests.txt 200 $E/hopattn_gpu_tests --gtest_filter='*Bwd*:Determinism.Bwd*'
 logged $R/ev_race.txt 120 compute-sanitizer --tool racecheck $E/hopattn_gpu_tests \
-  --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16'
+  --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16:BwdKernel.N_*'
 logged $R/ev_sync.txt 120 compute-sanitizer --tool synccheck $E/hopattn_gpu_tests \
   --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16'
 erow() {
@@ -83,7 +83,9 @@ for r in 1 2; do
     "--batch 16 --q-len 1024 --kv-len 1024 --heads 16 --head-dim 128" \
     "--batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64" \
     "--batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64 --no-causal" \
-    "--batch 16 --q-len 1024 --kv-len 1024 --heads 32 --head-dim 64"; do
+    "--batch 16 --q-len 1024 --kv-len 1024 --heads 32 --head-dim 64" \
+    "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 256" \
+    "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128"; do
     if [ $r = 1 ]; then
       echo "r$r | $s | main $(erow $M/hopattn "$s") | early_dv $(erow $E/hopattn "$s")"
     else

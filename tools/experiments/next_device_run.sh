@@ -41,10 +41,10 @@ logged $R/pa_mem.txt 150 compute-sanitizer --tool memcheck $P/hopattn_gpu_tests 
 fi
 
 if has page; then
-b() { $1 bench batch --impl kernel --no-check --csv --batch-impl batch "${@:2}" | us_of; }
-f() { $1 bench fwd --impl kernel --no-check --csv --head-dim 128 "${@:2}" | us_of; }
+b() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch "${@:2}" | us_of; }
+f() { $1/hopattn bench fwd --impl kernel --no-check --csv --head-dim 128 "${@:2}" | us_of; }
 rows() {
-  echo "$2 a $(b $1 --step a) b $(b $1 --step b) c $(b $1 --step c) d $(b $1 --step d)" \
+  echo "r$r $2 a $(b $1 --step a) b $(b $1 --step b) c $(b $1 --step c) d $(b $1 --step d)" \
     "c16 $(b $1 --step c --batch-ctas 16) a_fp8 $(b $1 --step a --kv-dtype fp8_e4m3)" \
     "fwd_paged $(f $1 --batch 4 --q-len 2048 --kv-len 8192 --heads 32:8 --page-size 16)" \
     "fwd_4k $(f $1 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \

@@ -2,20 +2,23 @@
 # The device call run set ac left for the next session (docs/perf/NOTES.md, "Next device runs",
 # items 0 and 7; about 8 minutes on an H100, in two parts that each fit the 10-minute limit):
 #
-#   tools/experiments/next_device_run.sh MAIN_DIR PAGE_AHEAD_DIR THREE_STAGES_DIR BWDX_DIR EARLY_DV_DIR OUT_DIR [PARTS]
+#   tools/experiments/next_device_run.sh MAIN PAGE_AHEAD THREE_STAGES BWDX EARLY_DV PARTITION OUT [PARTS]
 #
 # PARTS: any of "page bwdexp bwd pagetests ncu peers" (default all but ncu; page ~4 minutes,
 # bwdexp ~3, bwd ~3, pagetests ~4, ncu ~2: three calls of the 10-minute limit). Each *_DIR holds the `hopattn` CLI and
 # `hopattn_gpu_tests` of main, of main with paged_tma_page_ids_ahead.patch, of that with
 # batch_hd128_three_stages.patch too, and of main with bwd_det_handoff.patch and
 # bwd_hd256_turn_poll.patch (independent code paths: (192, 128) and 256, deterministic), and of
-# main with bwd_early_dv.patch. Logs under OUT_DIR:
+# main with bwd_early_dv.patch; PARTITION holds only the CLI of main + page ids ahead +
+# batch_partition_order.patch (the same kernels as PAGE_AHEAD, the planner's partition order).
+# Logs under OUT:
 #   pa_tests.txt, pt_tests.txt, pt_fwd.txt, pa_mem.txt   paged fwd / batch tests of both paged
 #                              builds, the three-stage build's fwd tests, memcheck on some
 #   pa_ab.txt                  batch steps a-d, (c) on 16 CTAs (a decode tile's rate an SM), (a)
 #                              with an fp8 cache, a paged fwd row and three dense hd128 fwd rows:
 #                              main, page-ahead, three stages, two rounds in turned order
 #   pa_side.txt                step (a) on page-ahead at side-lane factors 4, 5, 8, 10 and off
+#   pa_part.txt                steps (b), (a) in the partition order at decode rates 1.25-2
 #   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   that bwd build's tests, sanitizers,
 #                              (192, 128) and 256 rows against main
 #   ev_tests.txt, ev_race.txt, ev_sync.txt, ev_ab.txt   the early-dV build's bwd tests,
@@ -24,7 +27,7 @@
 #   fi_peers.txt, batch_peers.md   FlashInfer's batch rows (with the peer kit as .peers)
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 P=$2 T=$3 H=$4 E=$5 R=$6 PARTS=${7:-page bwdexp bwd pagetests peers}
+M=$1 P=$2 T=$3 H=$4 E=$5 Q=$6 R=$7 PARTS=${8:-page bwdexp bwd pagetests peers}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
@@ -64,6 +67,14 @@ for r in 1 2; do
     "5 $(b $P --step a --batch-side-cost 5) 8 $(b $P --step a --batch-side-cost 8)" \
     "10 $(b $P --step a --batch-side-cost 10) spread-only $(b $P --step a --batch-side off)"
 done > $R/pa_side.txt 2>&1
+# The partition order (prefill and decode works on separate CTAs) at modelled decode rates,
+# against the same kernels' default order (pa_ab.txt's "ahead" rows).
+for r in 1 2; do
+  echo "r$r partition b 1.25 $(b $Q --step b --batch-order partition --batch-decode-rate 1.25)" \
+    "1.5 $(b $Q --step b --batch-order partition) 2 $(b $Q --step b --batch-order partition --batch-decode-rate 2)" \
+    "| a 1.5 $(b $Q --step a --batch-order partition) 2 $(b $Q --step a --batch-order partition --batch-decode-rate 2)" \
+    "| b default $(b $Q --step b) a default $(b $Q --step a)"
+done > $R/pa_part.txt 2>&1
 fi
 
 if has bwdexp; then
@@ -139,4 +150,4 @@ if has peers && [ -d .peers ]; then
     > $R/fi_peers.txt 2>&1
 fi
 grep -H "PASSED\|FAILED\|SUMMARY" $R/*.txt 2>/dev/null
-cat $R/gpu.txt $R/*_ab.txt $R/pa_side.txt 2>/dev/null
+cat $R/gpu.txt $R/*_ab.txt $R/pa_side.txt $R/pa_part.txt 2>/dev/null

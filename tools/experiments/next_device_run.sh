@@ -2,7 +2,7 @@
 # The device call run set ac left for the next session (docs/perf/NOTES.md, "Next device runs",
 # items 0 and 7; about 8 minutes on an H100, in two parts that each fit the 10-minute limit):
 #
-#   tools/experiments/next_device_run.sh MAIN PAGE_AHEAD THREE_STAGES BWDX EARLY_DV PARTITION OUT [PARTS]
+#   tools/experiments/next_device_run.sh MAIN PAGE_AHEAD THREE_STAGES BWDX EARLY_DV PARTITION OVERLAP OUT [PARTS]
 #
 # PARTS: any of "page bwdexp bwd pagetests ncu peers" (default all but ncu; page ~4 minutes,
 # bwdexp ~3, bwd ~3, pagetests ~4, ncu ~2: three calls of the 10-minute limit). Each *_DIR holds the `hopattn` CLI and
@@ -10,8 +10,8 @@
 # batch_hd128_three_stages.patch too, and of main with bwd_det_handoff.patch and
 # bwd_hd256_turn_poll.patch (independent code paths: (192, 128) and 256, deterministic), and of
 # main with bwd_early_dv.patch; PARTITION holds only the CLI of main + page ids ahead +
-# batch_partition_order.patch (the same kernels as PAGE_AHEAD, the planner's partition order).
-# Logs under OUT:
+# batch_partition_order.patch (the same kernels as PAGE_AHEAD, the planner's partition order);
+# OVERLAP: main + bwd_early_dv.patch + bwd_step_overlap.patch. Logs under OUT:
 #   pa_tests.txt, pt_tests.txt, pt_fwd.txt, pa_mem.txt   paged fwd / batch tests of both paged
 #                              builds, the three-stage build's fwd tests, memcheck on some
 #   pa_ab.txt                  batch steps a-d, (c) on 16 CTAs (a decode tile's rate an SM), (a)
@@ -21,13 +21,13 @@
 #   pa_part.txt                steps (b), (a) in the partition order at decode rates 1.25-2
 #   ho_tests.txt, ho_race.txt, ho_sync.txt, ho_ab.txt   that bwd build's tests, sanitizers,
 #                              (192, 128) and 256 rows against main
-#   ev_tests.txt, ev_race.txt, ev_sync.txt, ev_ab.txt   the early-dV build's bwd tests,
-#                              sanitizers, hd64 / hd128 rows (both modes) against main
+#   ev_*.txt, ov_*.txt, ev_ab.txt   the early-dV and overlap builds' bwd tests, sanitizers,
+#                              and rows at every head dim (both modes) against main
 #   ncu_c16_*.txt, ncu_c16_*.src.csv   Nsight Compute of step (c) on 16 CTAs, main and page-ahead
 #   fi_peers.txt, batch_peers.md   FlashInfer's batch rows (with the peer kit as .peers)
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 P=$2 T=$3 H=$4 E=$5 Q=$6 R=$7 PARTS=${8:-page bwdexp bwd pagetests peers}
+M=$1 P=$2 T=$3 H=$4 E=$5 Q=$6 W=$7 R=$8 PARTS=${9:-page bwdexp bwd pagetests peers}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
@@ -78,11 +78,14 @@ done > $R/pa_part.txt 2>&1
 fi
 
 if has bwdexp; then
-logged $R/ev_tests.txt 200 $E/hopattn_gpu_tests --gtest_filter='*Bwd*:Determinism.Bwd*'
-logged $R/ev_race.txt 120 compute-sanitizer --tool racecheck $E/hopattn_gpu_tests \
-  --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16:BwdKernel.N_*'
-logged $R/ev_sync.txt 120 compute-sanitizer --tool synccheck $E/hopattn_gpu_tests \
-  --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16'
+for bin in "$E" "$W"; do
+  n=$([ "$bin" = "$E" ] && echo ev || echo ov)
+  logged $R/${n}_tests.txt 200 $bin/hopattn_gpu_tests --gtest_filter='*Bwd*:Determinism.Bwd*'
+  logged $R/${n}_race.txt 120 compute-sanitizer --tool racecheck $bin/hopattn_gpu_tests \
+    --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16:BwdKernel.N_*'
+  logged $R/${n}_sync.txt 120 compute-sanitizer --tool synccheck $bin/hopattn_gpu_tests \
+    --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16:BwdKernel.N_*'
+done
 erow() {
   $1 bench bwd $2 --impl kernel --no-check --csv |
     python3 -c 'import csv,sys; print(" ".join(str(round(float(r["time_ms"])*1000,1)) for r in csv.DictReader(sys.stdin)))'
@@ -98,9 +101,11 @@ for r in 1 2; do
     "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 256" \
     "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128"; do
     if [ $r = 1 ]; then
-      echo "r$r | $s | main $(erow $M/hopattn "$s") | early_dv $(erow $E/hopattn "$s")"
+      echo "r$r | $s | main $(erow $M/hopattn "$s") | early_dv $(erow $E/hopattn "$s")" \
+        "| overlap $(erow $W/hopattn "$s")"
     else
-      echo "r$r | $s | early_dv $(erow $E/hopattn "$s") | main $(erow $M/hopattn "$s")"
+      echo "r$r | $s | overlap $(erow $W/hopattn "$s") | early_dv $(erow $E/hopattn "$s")" \
+        "| main $(erow $M/hopattn "$s")"
     fi
   done
 done > $R/ev_ab.txt 2>&1

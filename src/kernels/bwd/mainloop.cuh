@@ -662,14 +662,15 @@ struct BwdMainloop {
       ptx::wgmma_wait_group<1>();  // dQ ready; dV and dK may still run
 #pragma unroll
       for (int i = 0; i < Traits::kDqSlots; ++i) ptx::fence_operands(dq[i]);
+      constexpr int kSets = Traits::dq_sets(kDeterministic);  // 2 where folded
       if constexpr (kFoldDq) {
         // Warpgroup 0 stages once buffer b is free, warpgroup 1 adds its half and hands the sum
         // to the writer (dq_full(b) counts warpgroup 1's 128 threads). A barrier id a buffer:
         // warpgroup 0 may be a step ahead, and its next arrival on an id waits for the writer to
         // free that buffer, i.e. for warpgroup 1's fold into it.
-        const int b = dq_buffer(st, 2, 0);
+        const int b = dq_buffer(st, kSets, 0);
         if (t.wg == 0) {
-          ptx::mbarrier_wait_or_trap(sm.dq_empty(b), dq_phase(st, 2) ^ 1);
+          ptx::mbarrier_wait_or_trap(sm.dq_empty(b), dq_phase(st, kSets) ^ 1);
           stage_dq(sm.dq(b), t.tid(), dq[0]);
           if (b == 0) {
             ptx::named_barrier_arrive(kDqStaged0, Traits::kMmaThreads);
@@ -687,7 +688,6 @@ struct BwdMainloop {
           ptx::mbarrier_arrive(sm.dq_full(b));
         }
       } else {
-        constexpr int kSets = Traits::dq_sets(kDeterministic);
         const int b = dq_buffer(st, kSets, t.wg);
         ptx::mbarrier_wait_or_trap(sm.dq_empty(b), dq_phase(st, kSets) ^ 1);
 #pragma unroll

@@ -197,10 +197,9 @@ struct BwdTraits {
       (kOneSetBytes + kDqSetAlign - 1) / kDqSetAlign * kDqSetAlign;
   static constexpr uint32_t kSmemBytes = kDqSets == 2 ? kDqSet1Offset + kDqSetBytes : kOneSetBytes;
   // Sets a launch uses: set 1 where folded (the fold takes two steps' buffers in turn) or
-  // deterministic (a writer each); the normal mode unfolded keeps one (kNormalTwoSets).
-  static constexpr bool kNormalTwoSets = kDqByKeys;
+  // deterministic (a writer each); the normal mode unfolded keeps one.
   __host__ __device__ static constexpr int dq_sets(bool deterministic) {
-    return kDqSets == 2 && (kNormalTwoSets || deterministic) ? 2 : 1;
+    return kDqSets == 2 && (kDqByKeys || deterministic) ? 2 : 1;
   }
   // Dynamic shared memory of a launch.
   __host__ __device__ static constexpr uint32_t smem_alloc(bool deterministic) {

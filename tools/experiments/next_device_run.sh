@@ -86,10 +86,6 @@ for bin in "$E" "$W"; do
   logged $R/${n}_sync.txt 120 compute-sanitizer --tool synccheck $bin/hopattn_gpu_tests \
     --gtest_filter='BwdKernel.E_Deterministic:BwdKernel.B_SingleTileHeadDim64AndFp16:BwdKernel.N_*'
 done
-erow() {
-  $1 bench bwd $2 --impl kernel --no-check --csv |
-    python3 -c 'import csv,sys; print(" ".join(str(round(float(r["time_ms"])*1000,1)) for r in csv.DictReader(sys.stdin)))'
-}
 for r in 1 2; do
   for s in "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128" \
     "--batch 1 --q-len 8192 --kv-len 8192 --heads 16 --head-dim 128 --no-causal" \
@@ -101,11 +97,11 @@ for r in 1 2; do
     "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 256" \
     "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128"; do
     if [ $r = 1 ]; then
-      echo "r$r | $s | main $(erow $M/hopattn "$s") | early_dv $(erow $E/hopattn "$s")" \
-        "| overlap $(erow $W/hopattn "$s")"
+      echo "r$r | $s | main $(bwd_us $M/hopattn "$s") | early_dv $(bwd_us $E/hopattn "$s")" \
+        "| overlap $(bwd_us $W/hopattn "$s")"
     else
-      echo "r$r | $s | overlap $(erow $W/hopattn "$s") | early_dv $(erow $E/hopattn "$s")" \
-        "| main $(erow $M/hopattn "$s")"
+      echo "r$r | $s | overlap $(bwd_us $W/hopattn "$s") | early_dv $(bwd_us $E/hopattn "$s")" \
+        "| main $(bwd_us $M/hopattn "$s")"
     fi
   done
 done > $R/ev_ab.txt 2>&1
@@ -117,10 +113,6 @@ logged $R/ho_race.txt 120 compute-sanitizer --tool racecheck $H/hopattn_gpu_test
   --gtest_filter='BwdKernel.N_*:BwdKernel.E_Deterministic'
 logged $R/ho_sync.txt 120 compute-sanitizer --tool synccheck $H/hopattn_gpu_tests \
   --gtest_filter='BwdKernel.N_*'
-row() {
-  $1 bench bwd $2 --impl kernel --no-check --csv |
-    python3 -c 'import csv,sys; print(" ".join(str(round(float(r["time_ms"])*1000,1)) for r in csv.DictReader(sys.stdin)))'
-}
 for r in 1 2; do
   for s in "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128 --no-causal" \
     "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128" \
@@ -128,7 +120,7 @@ for r in 1 2; do
     "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128" \
     "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 256" \
     "--batch 1 --q-len 8192 --kv-len 8192 --heads 16 --head-dim 256 --no-causal"; do
-    echo "r$r | $s | main $(row $M/hopattn "$s") | bwdx $(row $H/hopattn "$s")"
+    echo "r$r | $s | main $(bwd_us $M/hopattn "$s") | bwdx $(bwd_us $H/hopattn "$s")"
   done
 done > $R/ho_ab.txt 2>&1
 fi

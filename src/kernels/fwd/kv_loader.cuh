@@ -78,6 +78,23 @@ struct KVLoader {
                                        : p.kv.page_indices + csr_first(p, b);
   }
 
+  // Paged TMA: this lane's box of a KV block (at most one a lane: kBlockN / 8 boxes), its page
+  // id read one block ahead of its copy (read_box), so that the page-table read is in flight
+  // while the producer waits for the stage to free instead of after it.
+  struct PagedBox {
+    int page = 0;  // the slot within the page is recomputed at the copy (a register less held)
+  };
+  static_assert(kBlockN / 8 <= 32, "paged TMA: one box a lane of the producer warp");
+  __device__ static PagedBox read_box(const FwdParams& p, const Source& s, int n) {
+    PagedBox b;
+    const int row = static_cast<int>(ptx::lane_id()) * p.kv.box_rows;
+    const int token = n * kBlockN + row;
+    if (row < kBlockN && token < s.seqlen_k) {  // page-list entries past the length: never read
+      b.page = s.pages[p.kv.page_div.divide(token)];
+    }
+    return b;
+  }
+
   template <KVSource kSource>
   __device__ static Source source(const FwdParams& p, const WorkTile& w, const TileInfo& t) {
     Source s{w.head / p.kv_head_divisor, t.row_k, t.batch_coord, t.seqlen_k, w.batch, nullptr};
@@ -92,9 +109,11 @@ struct KVLoader {
   // thread; paged: every lane of the producer warp. kPagedTmaWiden: kPanels boxes of 128 fp8
   // codes a row (kColStep 128) into panels kFirstPanel.. of the stage, unswizzled: each row's
   // codes in the bytes its widened values will occupy (copy_codes' layout, CodeLayout).
+  // Paged: `box` is this lane's read_box(p, s, n).
   template <KVSource kSource, int kPanels, int kFirstPanel = 0, int kColStep = Traits::kPanelCols>
   __device__ static void tma_block(const FwdParams& p, const CUtensorMap* map, uint8_t* stage,
-                                   uint64_t* bar, const Source& s, int n, int2* note) {
+                                   uint64_t* bar, const Source& s, int n, int2* note,
+                                   const PagedBox& box = PagedBox{}) {
     const int first = n * kBlockN;
     if constexpr (kSource == KVSource::kContiguous) {
 #pragma unroll
@@ -109,42 +128,36 @@ struct KVLoader {
       // slot .. slot + box - 1 of the page. A box holding the sequence's end is loaded whole:
       // its slots past the end hold whatever the cache has there (the consumers mask those keys
       // in S and zero those V rows, FwdMainloop::zero_v_tail). A box wholly past the end is
-      // issued at r = box, out of bounds: zeros, its bytes counted all the same.
-      // One box per lane of the producer warp (at most kBlockN / 8 = 16 boxes), so that the
-      // page-table reads of a block are in flight together instead of one after another.
-      const int box = p.kv.box_rows;
-#pragma unroll 1
-      for (int row = static_cast<int>(ptx::lane_id()) * box; row < kBlockN; row += 32 * box) {
-        const int token = first + row;
-        const int valid = min(max(s.seqlen_k - token, 0), box);
-        int page = 0, slot = 0;
-        if (valid > 0) {  // page-list entries past the length are never read
-          const uint32_t index = p.kv.page_div.divide(token);
-          page = s.pages[index];
-          slot = token - static_cast<int>(index) * p.kv.page_size;
+      // issued at r = box, out of bounds: zeros, its bytes counted all the same. One box a lane
+      // of the producer warp (at most kBlockN / 8 = 22), so that a block's page-table reads are
+      // in flight together, and read one block ahead (read_box).
+      const int rows = p.kv.box_rows;
+      const int row = static_cast<int>(ptx::lane_id()) * rows;
+      if (row >= kBlockN) return;
+      const int token = first + row;
+      const bool valid = token < s.seqlen_k;
+      const int slot =
+          valid ? token - static_cast<int>(p.kv.page_div.divide(token)) * p.kv.page_size : 0;
+      // A page id outside the pool lies outside the map's page dimension: TMA reads nothing
+      // and writes zeros. kPagedTma: producer warp 1 checks the tile's ids for the report
+      // (audit_pages); kPagedTmaWiden, whose warps 1..3 widen: noted here, with `&`, so that
+      // ptxas predicates the note's store.
+      if constexpr (kSource == KVSource::kPagedTmaWiden) {
+        if (valid & (static_cast<uint32_t>(box.page) >= static_cast<uint32_t>(p.kv.num_pages))) {
+          note_bad_page(note, s.batch, box.page);
         }
-        // A page id outside the pool lies outside the map's page dimension: TMA reads nothing
-        // and writes zeros. kPagedTma: producer warp 1 checks the tile's ids for the report
-        // (audit_pages); kPagedTmaWiden, whose warps 1..3 widen: noted here, outside the branch
-        // above and with `&`, so that ptxas predicates the note's store.
-        if constexpr (kSource == KVSource::kPagedTmaWiden) {
-          if ((valid > 0) &
-              (static_cast<uint32_t>(page) >= static_cast<uint32_t>(p.kv.num_pages))) {
-            note_bad_page(note, s.batch, page);
-          }
-        }
-        const int r = valid > 0 ? 0 : box;
-        uint8_t* dst = stage + kFirstPanel * Traits::kKVPanelBytes + row * Traits::kRowBytes;
+      }
+      const int r = valid ? 0 : rows;
+      uint8_t* dst = stage + kFirstPanel * Traits::kKVPanelBytes + row * Traits::kRowBytes;
 #pragma unroll
-        for (int i = 0; i < kPanels; ++i) {
-          const int col = i * kColStep;
-          if (p.kv.hnd) {
-            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, r, slot, s.kv_head,
-                             page);
-          } else {
-            ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, s.kv_head, r, slot,
-                             page);
-          }
+      for (int i = 0; i < kPanels; ++i) {
+        const int col = i * kColStep;
+        if (p.kv.hnd) {
+          ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, r, slot, s.kv_head,
+                           box.page);
+        } else {
+          ptx::tma_load_5d(dst + i * Traits::kKVPanelBytes, map, bar, col, s.kv_head, r, slot,
+                           box.page);
         }
       }
     }

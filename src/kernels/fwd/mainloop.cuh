@@ -90,7 +90,15 @@ struct FwdMainloop {
             ? kVWidenedByConsumer
             : 0;
     int n = t.n_block_max - 1;
-    load_k<kSource>(p, sm, src, n, st.kv, v_flag);
+    // Paged TMA: this lane's box of block n (`box`) and of the block after it (`next`), read
+    // one block ahead (KVLoader::read_box).
+    constexpr bool kAhead = kSource == KVSource::kPagedTma || kSource == KVSource::kPagedTmaWiden;
+    typename Loader::PagedBox box, next;
+    if constexpr (kAhead) box = Loader::read_box(p, src, n);
+    load_k<kSource>(p, sm, src, n, st.kv, v_flag, box);
+    if constexpr (kAhead) {
+      if (n > t.n_block_min) next = Loader::read_box(p, src, n - 1);
+    }
     producer_wait(sm.q_empty(), st.q_phase ^ 1);
     // One box per panel: (64 columns, pack heads, positions) from head w.head * pack lands as
     // rows (q_pos - q_start) * pack + h (traits.cuh, PackParams); without packing, 128 rows.
@@ -105,11 +113,15 @@ struct FwdMainloop {
                          q_batch);
       }
     }
-    if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
+    if (!kGather) load_v<kSource>(p, sm, src, n, st.kv, box);
     st.kv.advance();
     for (--n; n >= t.n_block_min; --n) {
-      load_k<kSource>(p, sm, src, n, st.kv, v_flag);
-      if (!kGather) load_v<kSource>(p, sm, src, n, st.kv);
+      if constexpr (kAhead) box = next;
+      load_k<kSource>(p, sm, src, n, st.kv, v_flag, box);
+      if constexpr (kAhead) {
+        if (n > t.n_block_min) next = Loader::read_box(p, src, n - 1);
+      }
+      if (!kGather) load_v<kSource>(p, sm, src, n, st.kv, box);
       st.kv.advance();
     }
     st.q_phase ^= 1;
@@ -131,12 +143,13 @@ struct FwdMainloop {
   template <int kCols>
   __device__ static void load_codes(const FwdParams& p, const CUtensorMap* map, uint8_t* stage,
                                     uint64_t* raw, const typename Loader::Source& src, int n,
-                                    const SharedPlan<Traits>& sm) {
+                                    const SharedPlan<Traits>& sm,
+                                    const typename Loader::PagedBox& box) {
     using L = typename Loader::template CodeLayout<kCols>;
     ptx::fence_proxy_async_shared();
     if (ptx::lane_id() == 0) ptx::mbarrier_arrive_expect_tx(raw, Traits::kBlockN * kCols);
     Loader::template tma_block<KVSource::kPagedTmaWiden, L::kRawSlots, L::kPanels - L::kRawSlots,
-                               128>(p, map, stage, raw, src, n, sm.bad_page_note(0));
+                               128>(p, map, stage, raw, src, n, sm.bad_page_note(0), box);
   }
 
   // K of block n by TMA, or (kPagedGather) its gather job, once the stage is free. v_flag:
@@ -144,14 +157,14 @@ struct FwdMainloop {
   template <KVSource kSource>
   __device__ static void load_k(const FwdParams& p, const SharedPlan<Traits>& sm,
                                 const typename Loader::Source& src, int n, const Pipeline& kv,
-                                int v_flag) {
+                                int v_flag, const typename Loader::PagedBox& box) {
     const uint32_t s = kv.stage();
     producer_wait(sm.k_empty(s), kv.phase() ^ 1);
     if constexpr (kSource == KVSource::kPagedGather) {
       *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head, n};
       ptx::mbarrier_arrive(sm.job_full(s));  // release: the job's fields before the arrival
     } else if constexpr (kSource == KVSource::kPagedTmaWiden) {
-      load_codes<Traits::kHeadDim>(p, &p.tm_k, sm.k(s), sm.k_raw(s), src, n, sm);
+      load_codes<Traits::kHeadDim>(p, &p.tm_k, sm.k(s), sm.k_raw(s), src, n, sm, box);
       if (ptx::lane_id() == 0) {  // the widening warps take the block in job order
         *sm.job(s) = GatherJob{src.batch, src.seqlen_k, src.kv_head | v_flag, n};
         ptx::mbarrier_arrive(sm.job_full(s));
@@ -159,21 +172,22 @@ struct FwdMainloop {
     } else {
       if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.k_full(s), Traits::kKStageBytes);
       Loader::template tma_block<kSource, kQKPanels>(p, &p.tm_k, sm.k(s), sm.k_full(s), src, n,
-                                                     sm.bad_page_note(0));
+                                                     sm.bad_page_note(0), box);
     }
   }
 
   template <KVSource kSource>
   __device__ static void load_v(const FwdParams& p, const SharedPlan<Traits>& sm,
-                                const typename Loader::Source& src, int n, const Pipeline& kv) {
+                                const typename Loader::Source& src, int n, const Pipeline& kv,
+                                const typename Loader::PagedBox& box) {
     const uint32_t s = kv.stage();
     producer_wait(sm.v_empty(s), kv.phase() ^ 1);
     if constexpr (kSource == KVSource::kPagedTmaWiden) {
-      load_codes<Traits::kHeadDimV>(p, &p.tm_v, sm.v(s), sm.v_raw(s), src, n, sm);
+      load_codes<Traits::kHeadDimV>(p, &p.tm_v, sm.v(s), sm.v_raw(s), src, n, sm, box);
     } else {
       if (leads<kSource>()) ptx::mbarrier_arrive_expect_tx(sm.v_full(s), Traits::kVStageBytes);
       Loader::template tma_block<kSource, kVPanels>(p, &p.tm_v, sm.v(s), sm.v_full(s), src, n,
-                                                    sm.bad_page_note(0));
+                                                    sm.bad_page_note(0), box);
     }
   }
 

@@ -307,7 +307,22 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--batch-order") {
-    f.batch_spread = parse_overlap(name, cur.value(name, inline_value), "lpt", "spread");
+    const std::string_view v = cur.value(name, inline_value);
+    // auto leaves both orders to the planner; an order named turns the other off.
+    if (v == "partition") {
+      f.batch_partition = plan::BatchOverlap::kOn;
+      f.batch_spread = plan::BatchOverlap::kOff;
+    } else {
+      f.batch_spread = parse_overlap(name, v, "lpt", "spread");
+      f.batch_partition = *f.batch_spread == plan::BatchOverlap::kAuto ? plan::BatchOverlap::kAuto
+                                                                       : plan::BatchOverlap::kOff;
+    }
+    return;
+  }
+  if (name == "--batch-decode-rate") {
+    const float r = parse_float(name, cur.value(name, inline_value), 1.f);
+    if (r > 64.f) throw UsageError("--batch-decode-rate: expected 1..64, got " + std::to_string(r));
+    f.batch_decode_rate_milli = static_cast<int>(r * 1000.f + 0.5f);
     return;
   }
   if (name == "--batch-side") {

@@ -127,6 +127,8 @@ class BatchWorkload final : public Workload {
     internal::BatchAttentionVariants::spread_decodes(*attn_, s_.batch_spread);
     internal::BatchAttentionVariants::side_decodes(*attn_, s_.batch_side);
     internal::BatchAttentionVariants::side_lane_cost(*attn_, s_.batch_side_cost);
+    internal::BatchAttentionVariants::partition_decodes(*attn_, s_.batch_partition,
+                                                        s_.batch_decode_rate_milli);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.
       workspace_ = DeviceMemory(attn_->workspace_size());

@@ -98,9 +98,13 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       give each alternative's time over the first row's.
   --batch-ctas N      batch: the persistent grid, N CTAs (BatchAttentionConfig::num_ctas;
                       default: the largest Hopper part's), e.g. to read one SM's rate
-  --batch-order O     batch: auto (default: spread where a mixed step's decodes cost no more
-                      than its prefill, else lpt) | lpt (each CTA's items largest first, so
-                      its decodes last) | spread (each CTA's decodes between its prefill items)
+  --batch-order O     batch: auto (default: in a mixed step, spread where its decodes cost no
+                      more than its prefill, else partition) | lpt (each CTA's items largest
+                      first, so its decodes last) | spread (each CTA's decodes between its
+                      prefill items) | partition (prefill and decode items on separate CTAs,
+                      side by side)
+  --batch-decode-rate R  batch, partition: a CTA that alone streams decodes goes R times its
+                      share of HBM (default 1.5; the planner's split follows it)
   --batch-side S      batch: auto (default: on where the order's auto picks spread) | off | on
                       (decodes of <= 8 rows on two producer warps beside the prefill tiles: the
                       side-lane kernel; 16-bit caches, D 64/128, TMA page boxes)

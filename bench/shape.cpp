@@ -30,8 +30,13 @@ std::string Shape::describe() const {
     }
     if (softcap > 0) os << " cap=" << softcap;
     if (batch_ctas > 0) os << " ctas=" << batch_ctas;
-    if (batch_spread != plan::BatchOverlap::kAuto) {
+    if (batch_partition == plan::BatchOverlap::kOn) {
+      os << " partition";
+    } else if (batch_spread != plan::BatchOverlap::kAuto) {
       os << (batch_spread == plan::BatchOverlap::kOn ? " spread" : " lpt");
+    }
+    if (batch_decode_rate_milli != plan::BatchPlanLimits{}.decode_cta_rate_milli) {
+      os << " decode-rate=" << batch_decode_rate_milli / 1000.0;
     }
     if (batch_side != plan::BatchOverlap::kAuto) {
       os << (batch_side == plan::BatchOverlap::kOn ? " side" : " no-side");
@@ -159,6 +164,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.batch_spread.has_value() && !batch, fam, "--batch-order");
   reject(f.batch_side.has_value() && !batch, fam, "--batch-side");
   reject(f.batch_side_cost.has_value() && !batch, fam, "--batch-side-cost");
+  reject(f.batch_decode_rate_milli.has_value() && !batch, fam, "--batch-decode-rate");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
   if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
     throw UsageError(std::string("--head-dim: ") + family_name(fam) +
@@ -224,6 +230,8 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.batch_spread) s.batch_spread = *f.batch_spread;
   if (f.batch_side) s.batch_side = *f.batch_side;
   if (f.batch_side_cost) s.batch_side_cost = *f.batch_side_cost;
+  if (f.batch_partition) s.batch_partition = *f.batch_partition;
+  if (f.batch_decode_rate_milli) s.batch_decode_rate_milli = *f.batch_decode_rate_milli;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }

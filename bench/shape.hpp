@@ -47,6 +47,10 @@ struct Shape {
   plan::BatchOverlap batch_spread = plan::BatchOverlap::kAuto;
   plan::BatchOverlap batch_side = plan::BatchOverlap::kAuto;
   int64_t batch_side_cost = plan::kSideLaneCost;  // the planner's side-lane factor
+  // batch: prefill and decode works on separate CTAs (--batch-order partition), the split from
+  // a decode CTA's rate (--batch-decode-rate; plan::BatchPlanLimits::partition_decodes).
+  plan::BatchOverlap batch_partition = plan::BatchOverlap::kAuto;
+  int batch_decode_rate_milli = plan::BatchPlanLimits{}.decode_cta_rate_milli;
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"; Dqk != Dv prints "D=192/128".

@@ -75,6 +75,9 @@ struct BatchPlanSummary {
   // How the step's decodes overlap its prefill tiles (chosen per step; plan::BatchOverlap):
   bool decodes_spread = false;  // each CTA's decodes placed between its prefill items
   int num_side_items = 0;       // decode items run by two producer warps beside prefill tiles
+  // > 0: the prefill items run on the first partition_ctas CTAs of each group of
+  // num_ctas / gcd(num_kv_heads, num_ctas) and the decode items on the others, side by side.
+  int partition_ctas = 0;
 };
 
 class BatchAttention {

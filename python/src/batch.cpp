@@ -191,6 +191,7 @@ void bind_batch(nb::module_& m) {
         d["plan_bytes"] = s.plan_bytes;
         d["decodes_spread"] = s.decodes_spread;
         d["num_side_items"] = s.num_side_items;
+        d["partition_ctas"] = s.partition_ctas;
         return d;
       });
 }

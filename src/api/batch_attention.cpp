@@ -87,6 +87,7 @@ void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   summary.num_splits_max = info.num_splits_max;
   summary.plan_bytes = info.used_bytes;
   summary.decodes_spread = info.decodes_spread;
+  summary.partition_ctas = info.partition_ctas;
   summary.num_side_items = info.num_side_items;
 }
 
@@ -277,6 +278,12 @@ void BatchAttentionVariants::side_decodes(BatchAttention& attention, plan::Batch
 
 void BatchAttentionVariants::side_lane_cost(BatchAttention& attention, int64_t cost) {
   set_limit(attention, &plan::BatchPlanLimits::side_lane_cost, cost);
+}
+
+void BatchAttentionVariants::partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,
+                                               int decode_cta_rate_milli) {
+  set_limit(attention, &plan::BatchPlanLimits::partition_decodes, mode);
+  set_limit(attention, &plan::BatchPlanLimits::decode_cta_rate_milli, decode_cta_rate_milli);
 }
 
 }  // namespace internal

@@ -89,6 +89,10 @@ void validate_limits(const BatchPlanLimits& l) {
   if (l.num_ctas < 1 || l.num_ctas > (1 << 16)) {
     fail(ErrorKind::kValue, arg_at(kWhere, "num_ctas"), "1..65536 (SMs x CTAs per SM)", l.num_ctas);
   }
+  if (l.decode_cta_rate_milli < 1000 || l.decode_cta_rate_milli > 64000) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "decode_cta_rate_milli"), "1000..64000",
+         l.decode_cta_rate_milli);
+  }
   if (l.side_lane_cost < 1 || l.side_lane_cost > 1024) {
     fail(ErrorKind::kValue, arg_at(kWhere, "side_lane_cost"), "1..1024", l.side_lane_cost);
   }
@@ -383,6 +387,16 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
          concat(num_items, ", ", num_merges_, ", ", num_partial_rows_));
   }
   sort_works();
+  // partition_decodes: mixed steps only, and a group of at least two CTAs to split.
+  partition_ = 0;
+  const bool mixed = prefill_works_ > 0 && prefill_works_ < num_works_;
+  const bool partition =
+      limits_.partition_decodes == BatchOverlap::kOn ||
+      (limits_.partition_decodes == BatchOverlap::kAuto && mixed && !overlap_decodes());
+  if (partition && mixed && group_ctas_ >= 2) {
+    partition_ = choose_partition();
+    partition_order();
+  }
   assign();
 
   const BatchPlanOffsets off = batch_plan_offsets(limits_.num_ctas, num_items, num_merges_);
@@ -473,7 +487,8 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   const auto wanted = [&](BatchOverlap s) {
     return s == BatchOverlap::kOn ? mixed : s == BatchOverlap::kAuto && overlap;
   };
-  info.decodes_spread = wanted(limits_.spread_decodes);
+  info.partition_ctas = partition_;
+  info.decodes_spread = partition_ == 0 && wanted(limits_.spread_decodes);
   if (info.decodes_spread) spread_decodes(place_bits);
   const int side_slots_taken =
       side_ok_ && wanted(limits_.side_decodes) ? side_decodes(place_bits) : 0;
@@ -516,9 +531,8 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   return prefill_works_ * limits_.num_kv_heads;
 }
 
-// BatchOverlap::kAuto: whether the step's decode items cost no more than its prefill items, so
-// that spread between the prefill tiles (and on the side lane) they can stream under the math.
-bool BatchPlanner::overlap_decodes() const {
+// The works' costs by kind: {prefill, decode}.
+std::pair<int64_t, int64_t> BatchPlanner::costs_by_kind() const {
   const BatchWorkItem* const records = work_items_.data();
   const int64_t* const cost = work_cost_.data();
   int64_t prefill = 0, decode = 0;
@@ -526,6 +540,13 @@ bool BatchPlanner::overlap_decodes() const {
     const bool is_prefill = records[i].kind == static_cast<uint16_t>(BatchTileKind::kPrefill);
     (is_prefill ? prefill : decode) += cost[i];
   }
+  return {prefill, decode};
+}
+
+// BatchOverlap::kAuto: whether the step's decode items cost no more than its prefill items, so
+// that spread between the prefill tiles (and on the side lane) they can stream under the math.
+bool BatchPlanner::overlap_decodes() const {
+  const auto [prefill, decode] = costs_by_kind();
   return decode <= prefill;
 }
 

@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "hopattn/options.hpp"
@@ -84,6 +85,17 @@ struct BatchPlanLimits {
   BatchOverlap side_decodes = BatchOverlap::kAuto;
   // The side lane's cost factor the planner assumes (>= 1; hopattn bench batch --batch-side-cost).
   int64_t side_lane_cost = kSideLaneCost;
+  // A mixed step's prefill works on the first partition CTAs of each group and its decode works
+  // on the rest, LPT within each part, so that both kinds run side by side for the whole step
+  // (the math of one beside the other's HBM stream) instead of in the order of their costs. The
+  // split minimizes the modelled time max(prefill / P, decode / min((G - P) r, G)) over the
+  // group's G CTAs, r = decode_cta_rate_milli / 1000: how much faster than its share of HBM
+  // (every CTA streaming) a CTA that alone streams decodes goes. kAuto: in the mixed steps whose
+  // decodes cost more than their prefill (those overlap_decodes() leaves out; a step like the
+  // Llama (b), 1.12x faster than LPT on an H100, docs/perf/batch.md), where the side lane and
+  // the spread order cannot hide the decodes under the prefill. Takes the place of spread_decodes.
+  BatchOverlap partition_decodes = BatchOverlap::kAuto;
+  int decode_cta_rate_milli = 1500;
 };
 
 // ------------------------------------------------------------------------------- cost model
@@ -137,6 +149,9 @@ struct BatchPlanInfo {
   int64_t max_item_cost = 0;    // the largest item
   bool decodes_spread = false;  // spread_decodes() ordered the lists
   int num_side_items = 0;       // kDecodeSide items (the side-lane kernel runs them)
+  // partition_decodes: the CTAs of each group (of num_ctas / gcd(num_kv_heads, num_ctas)
+  // consecutive ones) that run prefill works, the first ones; 0: not partitioned.
+  int partition_ctas = 0;
 };
 
 class BatchPlanner {
@@ -197,6 +212,9 @@ class BatchPlanner {
   int write_items(unsigned char* dst, BatchPlanInfo& info);
   void write_merges(unsigned char* dst);
   void spread_decodes(int place_bits);
+  std::pair<int64_t, int64_t> costs_by_kind() const;
+  int choose_partition() const;
+  void partition_order();
   int side_decodes(int place_bits);
   bool overlap_decodes() const;
 
@@ -240,6 +258,7 @@ class BatchPlanner {
   std::vector<int32_t> place_rank_;   // its place in its CTA's list
   std::vector<uint32_t> slot_place_;  // group 0's lists, CTA by CTA: work << bits | placement
   std::vector<uint32_t> spread_prefill_, spread_decode_;  // spread_decodes(): one CTA's items
+  int partition_ = 0;               // partition_decodes: group 0's prefill CTAs (0: none)
   bool side_ok_ = false;            // side_decodes may plan (the limits admit the side lane)
   std::vector<uint8_t> side_slot_;  // side_decodes(): group 0's slots that run on the side lane
   // Group 0's winner tree of 2 * tree_leaves_ nodes, leaf tree_leaves_ + i for its CTA i. A node
@@ -258,6 +277,9 @@ class BatchPlanner {
   void assign_run(uint64_t step, int64_t count, int64_t& item);
   template <int kLevels>
   void assign_levels();
+  template <int kLevels>
+  void assign_range(int begin, int end, int64_t& item);
+  void build_part_tree(int first, int last);
   std::vector<int64_t> cta_load_;   // group 0's CTAs
   std::vector<int32_t> cta_count_;  // items per CTA of group 0
   std::vector<int32_t> cta_first_;  // the list slot of each CTA's first item in group 0

@@ -361,9 +361,50 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
 // CTA, so the least key is the least load, then the lowest CTA), and placing an item walks its
 // leaf's path back up, one compare-and-move a level. Long runs of equal-cost items (a step of
 // equal requests: thousands of them) take assign_run() instead, in constant time an item. Each
-// placement's place in its CTA's list is counted on the way.
+// placement's place in its CTA's list is counted on the way. With a partition (partition_decodes)
+// the prefill works (first in order_, partition_order) go onto CTAs [0, partition_) and the
+// decode works onto the rest, the other part's leaves out of reach meanwhile (build_part_tree).
 template <int kLevels>
 void BatchPlanner::assign_levels() {
+  std::fill(cta_count_.begin(), cta_count_.end(), 0);
+  int64_t item = 0;
+  if (partition_ == 0) {
+    build_tree(nullptr);
+    assign_range<kLevels>(0, num_works_, item);
+    const uint64_t* const keys = tree_.data() + tree_leaves_;
+    for (int c = 0; c < group_ctas_; ++c) {
+      cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
+    }
+    return;
+  }
+  const uint64_t* const keys = tree_.data() + tree_leaves_;
+  build_part_tree(0, partition_);
+  assign_range<kLevels>(0, prefill_works_, item);
+  for (int c = 0; c < partition_; ++c) {
+    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
+  }
+  build_part_tree(partition_, group_ctas_);
+  assign_range<kLevels>(prefill_works_, num_works_, item);
+  for (int c = partition_; c < group_ctas_; ++c) {
+    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
+  }
+}
+
+// The tree with CTAs [first, last) at load 0 and the group's other CTAs out of reach: a load
+// above any the step can reach (capacity() keeps real loads below 2^(63 - cta_bits_)), so the
+// root is always one of the part's CTAs and no placement's key grows from such a leaf.
+void BatchPlanner::build_part_tree(int first, int last) {
+  const uint64_t far = (~uint64_t{0} >> 1) >> cta_bits_ << cta_bits_;
+  uint64_t* const keys = run_keys_.data();
+  for (int c = 0; c < group_ctas_; ++c) {
+    keys[c] = (c >= first && c < last ? 0 : far) | static_cast<uint64_t>(c);
+  }
+  build_tree(keys);
+}
+
+// The placements of order_[begin, end) onto the current tree (assign_levels).
+template <int kLevels>
+void BatchPlanner::assign_range(int begin, int end, int64_t& item) {
   const int per_work = group_heads_;
   const int leaves = tree_leaves_;
   const uint64_t cta_mask = (uint64_t{1} << cta_bits_) - 1;
@@ -371,19 +412,15 @@ void BatchPlanner::assign_levels() {
   int32_t* const place_cta = place_cta_.data();
   int32_t* const place_rank = place_rank_.data();
   int32_t* const cta_count = cta_count_.data();
-  std::fill(cta_count_.begin(), cta_count_.end(), 0);
-  build_tree(nullptr);
-  int64_t item = 0;
   // The root stays in a register from one placement to the next, and from one run to the next
   // (reread only after assign_run() rebuilt the tree): a reload right after the walk stored it
   // waits on store forwarding.
   uint64_t root = tree[1];
-  for (int i = 0; i < num_works_;) {
+  for (int i = begin; i < end;) {
     const int64_t cost = work_cost_[static_cast<size_t>(order_[static_cast<size_t>(i)])];
     const uint64_t step = static_cast<uint64_t>(cost) << cta_bits_;
     int j = i + 1;
-    while (j < num_works_ &&
-           work_cost_[static_cast<size_t>(order_[static_cast<size_t>(j)])] == cost) {
+    while (j < end && work_cost_[static_cast<size_t>(order_[static_cast<size_t>(j)])] == cost) {
       ++j;
     }
     const int64_t run = int64_t{j - i} * per_work;
@@ -412,10 +449,45 @@ void BatchPlanner::assign_levels() {
       root = key;
     }
   }
-  const uint64_t* const keys = tree + leaves;
-  for (int c = 0; c < group_ctas_; ++c) {
-    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
+}
+
+// partition_decodes: the split of each group's CTAs (batch_plan.hpp), from the works' costs by
+// kind: the P of least modelled time max(prefill / P, decode / min((G - P) r, G)).
+int BatchPlanner::choose_partition() const {
+  const auto [prefill_cost, decode_cost] = costs_by_kind();
+  const double prefill = static_cast<double>(prefill_cost);
+  const double decode = static_cast<double>(decode_cost);
+  const int g = group_ctas_;
+  const double r = limits_.decode_cta_rate_milli / 1000.0;
+  int best = 1;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (int parts = 1; parts < g; ++parts) {
+    const double stream = std::min((g - parts) * r, static_cast<double>(g));
+    const double t = std::max(prefill / parts, decode / stream);
+    if (t < best_time) {
+      best_time = t;
+      best = parts;
+    }
   }
+  return best;
+}
+
+// partition_decodes: order_ (decreasing cost) split into its prefill works, then its decode works,
+// each in the order it had.
+void BatchPlanner::partition_order() {
+  const BatchWorkItem* const records = work_items_.data();
+  int32_t* const order = order_.data();
+  int32_t* const decodes = sort_scratch_.data();
+  int prefills = 0, n = 0;
+  for (int i = 0; i < num_works_; ++i) {
+    const int32_t w = order[i];
+    if (records[w].kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) {
+      order[prefills++] = w;
+    } else {
+      decodes[n++] = w;
+    }
+  }
+  std::copy(decodes, decodes + n, order + prefills);
 }
 
 // assign_levels for the tree's depth (log2 of its leaves): unrolled walks for groups of up to

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <numeric>
 #include <ostream>
 #include <sstream>
 
@@ -163,7 +164,18 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
                                                 }),
            "info.num_side_items ", info.num_side_items);
 
-  // Balance: LPT's bound, max <= mean + largest item, as max * P <= total + P * largest.
+  // Balance: LPT's bound, max <= mean + largest item, as max * P <= total + P * largest; with a
+  // partition (partition_decodes) within each part, whose CTAs run one kind each.
+  const int group_ctas = h.num_ctas / std::gcd(l.num_kv_heads, h.num_ctas);
+  const int parts = info.partition_ctas > 0 ? 2 : 1;
+  f.expect(info.partition_ctas == 0 ||
+               (l.partition_decodes != BatchOverlap::kOff && info.partition_ctas < group_ctas),
+           "partition of ", info.partition_ctas, " CTAs of ", group_ctas);
+  const auto part_of = [&](int c) {
+    return parts == 2 && c % group_ctas >= info.partition_ctas ? 1 : 0;
+  };
+  int64_t part_total[2] = {0, 0}, part_busiest[2] = {0, 0}, part_largest[2] = {0, 0};
+  int part_ctas[2] = {0, 0};
   int64_t total = 0, busiest = 0, largest = 0;
   for (int c = 0; c < h.num_ctas; ++c) {
     if (!f.expect(p.cta_offsets[c] <= p.cta_offsets[c + 1], "CTA offsets decrease at ", c)) return;
@@ -171,8 +183,14 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
     int64_t load = 0, previous[2] = {std::numeric_limits<int64_t>::max(),
                                      std::numeric_limits<int64_t>::max()};
     int64_t prefill = 0, side = 0;  // side_decodes: the side lane's load within the prefill's
+    const int part = part_of(c);
     for (int i = p.cta_offsets[c]; i < p.cta_offsets[c + 1]; ++i) {
       const int64_t cost = batch_item_cost(p.items[i]);
+      if (parts == 2) {
+        f.expect((p.items[i].kind == uint16_t(BatchTileKind::kPrefill)) == (part == 0), "CTA ", c,
+                 " of partition part ", part, " runs an item of the other kind");
+      }
+      part_largest[part] = std::max(part_largest[part], cost);
       if (p.items[i].kind == uint16_t(BatchTileKind::kPrefill)) prefill += cost;
       if (p.items[i].kind == uint16_t(BatchTileKind::kDecodeSide)) side += cost;
       const int kind =
@@ -184,14 +202,21 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
     }
     total += load;
     busiest = std::max(busiest, load);
+    part_total[part] += load;
+    part_busiest[part] = std::max(part_busiest[part], load);
+    ++part_ctas[part];
     f.expect(l.side_lane_cost * side <= prefill, "CTA ", c, ": side lane load ", side, " x ",
              l.side_lane_cost, " exceeds its prefill load ", prefill);
   }
   f.expect(
       info.total_cost == total && info.max_cta_cost == busiest && info.max_item_cost == largest,
       "info costs");
-  f.expect(busiest * l.num_ctas <= total + l.num_ctas * largest, "balance: busiest CTA ", busiest,
-           " > mean ", total / l.num_ctas, " + largest item ", largest);
+  for (int q = 0; q < parts; ++q) {
+    const int64_t n = part_ctas[q];
+    f.expect(part_busiest[q] * n <= part_total[q] + n * part_largest[q], "balance (part ", q,
+             "): busiest CTA ", part_busiest[q], " > mean ", n > 0 ? part_total[q] / n : 0,
+             " + largest item ", part_largest[q]);
+  }
 }
 
 // One item on its own: request fields, tile shape, clipped and aligned keys, partial block.

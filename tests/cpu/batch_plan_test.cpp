@@ -128,12 +128,17 @@ TEST(BatchPlanVisibility, ClosedFormMatchesRule) {
 // Seeds base .. base + seeds - 1: random limits (with the overlap switches as given) and a random
 // step each, planned and verified.
 void check_seeded_steps(uint64_t base, int seeds, BatchOverlap spread_decodes,
-                        BatchOverlap side_decodes = BatchOverlap::kOff) {
+                        BatchOverlap side_decodes = BatchOverlap::kOff,
+                        BatchOverlap partition = BatchOverlap::kOff) {
   for (int seed = 0; seed < seeds; ++seed) {
     std::mt19937_64 rng(base + seed);
     BatchPlanLimits l = random_limits(rng);
     l.spread_decodes = spread_decodes;
     l.side_decodes = side_decodes;
+    l.partition_decodes = partition;
+    if (partition != BatchOverlap::kOff) {
+      l.decode_cta_rate_milli = static_cast<int>(uniform(rng, 1000, 4000));
+    }
     const Step s = random_step(rng, l);
     BatchPlanner planner(l);
     Buffer buf(BatchPlanner::workspace_bytes(l));
@@ -145,7 +150,75 @@ void check_seeded_steps(uint64_t base, int seeds, BatchOverlap spread_decodes,
 
 TEST(BatchPlanRandom, InvariantsOverSeededSteps) {
   check_seeded_steps(0xba7c4, 2000, BatchOverlap::kOff);
-  check_seeded_steps(0xba7c5, 400, BatchOverlap::kAuto, BatchOverlap::kAuto);  // the defaults
+  // The defaults (each order where the planner picks it).
+  check_seeded_steps(0xba7c5, 400, BatchOverlap::kAuto, BatchOverlap::kAuto, BatchOverlap::kAuto);
+  // partition_decodes: coverage as ever, each CTA one kind, LPT's bound within each part.
+  check_seeded_steps(0x9a47, 400, BatchOverlap::kAuto, BatchOverlap::kAuto, BatchOverlap::kOn);
+}
+
+// The issue's steps: (a) 4 chunks of 2048 (cached 0, 0, 4096, 8192) + 124 decodes at 4096;
+// (b) one chunk of 8192 + 255 decodes at 2k..16k; (c) 128 decodes at 8192.
+Step issue_step(char which) {
+  std::vector<int32_t> q, kv;
+  if (which == 'a') {
+    q = {2048, 2048, 2048, 2048}, kv = {2048, 2048, 6144, 10240};
+    q.resize(128, 1), kv.resize(128, 4097);
+  } else if (which == 'b') {
+    q = {8192}, kv = {8192};
+    for (int i = 0; i < 255; ++i) {
+      q.push_back(1);
+      kv.push_back(2048 + (14336 * i) / 254);
+    }
+  } else {
+    q.assign(128, 1), kv.assign(128, 8192);
+  }
+  return step_of(q, kv);
+}
+
+// A pure decode step is never partitioned, whatever the planner's switch.
+void expect_pure_step_unpartitioned(BatchPlanner& planner, Buffer& buf) {
+  BatchPlanInfo info;
+  ASSERT_EQ(plan_and_verify(planner, issue_step('c'), buf, &info), "");
+  EXPECT_EQ(info.partition_ctas, 0);
+  EXPECT_FALSE(info.decodes_spread);
+}
+
+// partition_decodes on the issue's (b): the split follows the modelled rates (a CTA streaming
+// decodes alone r times its share: the faster, the fewer decode CTAs).
+TEST(BatchPlanPartition, SplitFollowsTheDecodeRate) {
+  const Step b = issue_step('b');
+  int previous = 0;
+  for (int rate : {1000, 1500, 2000, 3000}) {
+    BatchPlanLimits l = llama8b(132);
+    l.partition_decodes = BatchOverlap::kOn;
+    l.decode_cta_rate_milli = rate;
+    BatchPlanner planner(l);
+    Buffer buf(BatchPlanner::workspace_bytes(l));
+    BatchPlanInfo info;
+    ASSERT_EQ(plan_and_verify(planner, b, buf, &info), "") << "rate " << rate;
+    EXPECT_GT(info.partition_ctas, 0);
+    EXPECT_LT(info.partition_ctas, 33);  // 8 KV heads on 132 CTAs: groups of 33
+    EXPECT_GE(info.partition_ctas, previous) << "rate " << rate;
+    EXPECT_FALSE(info.decodes_spread);
+    previous = info.partition_ctas;
+    if (rate == 1000) expect_pure_step_unpartitioned(planner, buf);
+  }
+}
+
+// The default order per step: (b) (its decodes cost more than its prefill) is partitioned, (a)
+// (the prefill costs more) spreads its decodes instead, and a pure step gets neither.
+TEST(BatchPlanPartition, AutoPicksPartitionWhereDecodesCostMore) {
+  const BatchPlanLimits l = llama8b(132);
+  BatchPlanner planner(l);
+  Buffer buf(BatchPlanner::workspace_bytes(l));
+  BatchPlanInfo info;
+  ASSERT_EQ(plan_and_verify(planner, issue_step('b'), buf, &info), "");
+  EXPECT_GT(info.partition_ctas, 0);
+  EXPECT_FALSE(info.decodes_spread);
+  ASSERT_EQ(plan_and_verify(planner, issue_step('a'), buf, &info), "");
+  EXPECT_EQ(info.partition_ctas, 0);
+  EXPECT_TRUE(info.decodes_spread);
+  expect_pure_step_unpartitioned(planner, buf);
 }
 
 // One planner made for the limits serves every smaller step with the same buffer, and what it

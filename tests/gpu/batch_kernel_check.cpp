@@ -175,6 +175,9 @@ std::string describe(const StepSpec& s) {
      << " total_q " << s.total_q()
      << (s.side_lane == plan::BatchOverlap::kOn    ? " side lane"
          : s.side_lane == plan::BatchOverlap::kOff ? " no side lane"
+                                                   : "")
+     << (s.partition == plan::BatchOverlap::kOn    ? " partition"
+         : s.partition == plan::BatchOverlap::kOff ? " no partition"
                                                    : "");
   if (s.batch() <= 24) {
     os << " step (q/kv):";
@@ -597,6 +600,8 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
 
   BatchAttention ba(config_of(s, cuda_device()));
   internal::BatchAttentionVariants::side_decodes(ba, s.side_lane);
+  internal::BatchAttentionVariants::partition_decodes(
+      ba, s.partition, plan::BatchPlanLimits{}.decode_cta_rate_milli);
   DeviceStep dev(*h);
   const DeviceWorkspace ws(ba.workspace_size());
   const CudaStream stream;

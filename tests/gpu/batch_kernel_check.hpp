@@ -65,6 +65,9 @@ struct StepSpec {
   // The side-lane kernel (BatchAttentionVariants::side_decodes): decodes of <= 8 rows on the
   // producer's warps 2 and 3 beside the prefill tiles; kAuto: where the planner picks it.
   plan::BatchOverlap side_lane = plan::BatchOverlap::kAuto;
+  // Prefill and decode items on separate CTAs (BatchAttentionVariants::partition_decodes);
+  // kAuto: where the planner picks it.
+  plan::BatchOverlap partition = plan::BatchOverlap::kAuto;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

@@ -374,6 +374,44 @@ TEST_F(BatchKernelSide, OneCtaAndMixedStep) {
   check_side_step(m);
 }
 
+// ---------------------------------------------------------------------------- partition
+// Prefill items on the first CTAs of each group, decode items on the others
+// (BatchPlanLimits::partition_decodes): each case requires a partitioned plan (a case whose plan
+// was not would pass without running one), then checks the run against the CPU reference.
+void check_partition_step(StepSpec s, PlanMode mode = PlanMode::kUploadArrays) {
+  s.partition = plan::BatchOverlap::kOn;
+  const BatchPlanSummary planned = check_step(s, mode);
+  EXPECT_GT(planned.partition_ctas, 0) << "not partitioned: " << describe(s);
+}
+
+class BatchKernelPartition : public BatchKernel {};
+
+TEST_F(BatchKernelPartition, MixedStepBf16AndFp16Hnd) {
+  check_partition_step(side_step("partition_bf16", [](StepSpec&) {}));
+  check_partition_step(side_step("partition_fp16_hnd_ps64_sinks",
+                                 [](StepSpec& s) {
+                                   s.dtype = s.cache_dtype = DType::kFP16;
+                                   s.layout = KVLayout::kHND, s.page_size = 64, s.sinks = true;
+                                 }),
+                       PlanMode::kPlain);
+}
+TEST_F(BatchKernelPartition, Fp8PerHeadScalesGqa5) {
+  StepSpec s = mixed_step("partition_fp8_per_head_scales_gqa5", 4, 60, 14);
+  s.cache_dtype = DType::kFP8E4M3;
+  s.kv_heads = 2, s.group = 5;
+  s.per_head_scales = true, s.k_scale = 0.5f, s.v_scale = 2.f;
+  check_partition_step(s, PlanMode::kUploadTensors);
+}
+// Decodes that cost more than the step's one prefill chunk: the order the planner picks itself.
+TEST_F(BatchKernelPartition, AutoOnADecodeHeavyStep) {
+  StepSpec s = side_step("partition_auto_decode_heavy", [](StepSpec& s) {
+    s.q_lens = {300, 1, 3, 1, 2, 1, 1, 1, 4, 1, 1, 1};
+    s.kv_lens = {300, 4000, 3001, 2500, 2, 113, 3900, 2049, 3500, 1, 4096, 3333};
+  });
+  const BatchPlanSummary planned = check_step(s, PlanMode::kUploadArrays);
+  EXPECT_GT(planned.partition_ctas, 0) << "auto did not partition: " << describe(s);
+}
+
 TEST_F(BatchKernel, MixedPrefillAndDecodesBf16) {
   check_step(mixed_step("mixed_4_prefill_60_decode_bf16", 4, 60, 11), PlanMode::kUploadArrays);
 }

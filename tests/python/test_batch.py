@@ -207,16 +207,25 @@ def test_batch_replan(fw, rng):
 
 def test_batch_plan_overlaps_decodes_of_a_prefill_heavy_step():
     """plan() picks the overlap per step: a step whose decodes cost less than its prefill gets the
-    spread order and side-lane decodes; a pure decode step gets neither."""
+    spread order and side-lane decodes; one whose decodes cost more runs its prefill and its decodes
+    on separate CTAs; a pure decode step gets none of these."""
     ba = hopattn.BatchAttention(32, 8, 128, 16, max_batch=256, max_tokens=16384, device="cpu")
     q = [2048, 2048, 2048, 2048] + [1] * 124
     kv = [2048, 2048, 6144, 10240] + [4097] * 124
     ba.plan(np.cumsum([0] + q).astype(np.int32), np.array(kv, dtype=np.int32))
     planned = ba._c.planned
     assert planned["decodes_spread"] and planned["num_side_items"] > 0
+    assert planned["partition_ctas"] == 0
+    q = [8192] + [1] * 255
+    kv = [8192] + [2048 + (14336 * i) // 254 for i in range(255)]
+    ba.plan(np.cumsum([0] + q).astype(np.int32), np.array(kv, dtype=np.int32))
+    planned = ba._c.planned
+    assert not planned["decodes_spread"] and planned["num_side_items"] == 0
+    assert 0 < planned["partition_ctas"] < 33  # 8 KV heads on 132 CTAs: groups of 33
     ba.plan(np.arange(129, dtype=np.int32), np.full(128, 8192, dtype=np.int32))
     planned = ba._c.planned
     assert not planned["decodes_spread"] and planned["num_side_items"] == 0
+    assert planned["partition_ctas"] == 0
 
 
 def test_batch_plan_takes_torch_cpu_lengths(rng):

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A/B of tma_l2_hints.patch against main (parts "rows ncu" ~5 minutes on an H100, "tests" ~5):
+#
+#   tools/experiments/l2_hints_run.sh MAIN_DIR HINTS_DIR OUT [PARTS]
+#
+# Each *_DIR holds the `hopattn` CLI and `hopattn_gpu_tests` of its build. PARTS: any of
+# "tests rows ncu" (default "rows ncu"; "tests" in a second call where the rows win). Logs under
+# OUT:
+#   tests.txt        fwd, paged, batch, bwd and safety GPU tests of the hints build
+#   rows.txt         batch steps a-d, (c) on 16 CTAs, fwd and bwd rows: main and hints, two
+#                    rounds in turned order (us)
+#   ncu_c16_*.txt    Nsight Compute of step (c) on 16 CTAs (main): where a decode tile's time goes
+set -u
+source "$(dirname "$0")/helpers.sh"
+M=$1 H=$2 R=$3 PARTS=${4:-rows ncu}
+mkdir -p "$R"
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
+
+if has tests; then
+  logged $R/tests.txt 420 $H/hopattn_gpu_tests \
+    --gtest_filter='PtxTma.*:*Fwd*:*Batch*:*Bwd*:Determinism.*:Safety*'
+  grep -H "PASSED\|FAILED\|rc=" $R/tests.txt
+fi
+
+if has rows; then
+  b() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch "${@:2}" | us_of; }
+  f() { $1/hopattn bench fwd --impl kernel --no-check --csv "${@:2}" | us_of; }
+  rows() {
+    echo "r$r $2 a $(b $1 --step a) b $(b $1 --step b) c $(b $1 --step c) d $(b $1 --step d)" \
+      "c16 $(b $1 --step c --batch-ctas 16)" \
+      "| fwd hd128 4k c $(f $1 --head-dim 128 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \
+      "nc $(f $1 --head-dim 128 --batch 4 --q-len 4096 --kv-len 4096 --heads 32 --no-causal)" \
+      "16k $(f $1 --head-dim 128 --batch 1 --q-len 16384 --kv-len 16384 --heads 32)" \
+      "1k $(f $1 --head-dim 128 --batch 16 --q-len 1024 --kv-len 1024 --heads 16 --no-causal)" \
+      "hd64 $(f $1 --head-dim 64 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \
+      "hd256 $(f $1 --head-dim 256 --batch 1 --q-len 16384 --kv-len 16384 --heads 16)" \
+      "paged $(f $1 --head-dim 128 --batch 4 --q-len 2048 --kv-len 8192 --heads 32:8 --page-size 16)" \
+      "| bwd hd128 $(bwd_us $1 '--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128')" \
+      "hd64 $(bwd_us $1 '--batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64')"
+  }
+  for r in 1 2; do
+    if [ $r = 1 ]; then rows $M main; rows $H hints; else rows $H hints; rows $M main; fi
+  done > $R/rows.txt 2>&1
+  cat $R/rows.txt
+fi
+
+if has ncu; then
+  ncu --clock-control none --set full --import-source yes -k regex:fwd_kernel -c 1 \
+    -o $R/ncu_c16_main $M/hopattn bench batch --impl kernel --no-check --iters 1 \
+    --batch-impl batch --step c --batch-ctas 16 > $R/ncu_c16_main.log 2>&1
+  ncu --import $R/ncu_c16_main.ncu-rep --page details > $R/ncu_c16_main.txt 2>&1
+  ncu --import $R/ncu_c16_main.ncu-rep --page source --csv --print-source sass \
+    > $R/ncu_c16_main.src.csv 2>&1
+  rm -f $R/ncu_c16_main.ncu-rep
+fi

@@ -4,15 +4,18 @@
 #   tools/experiments/l2_hints_run.sh MAIN_DIR HINTS_DIR OUT [PARTS]
 #
 # Each *_DIR holds the `hopattn` CLI and `hopattn_gpu_tests` of its build. PARTS: any of
-# "tests rows ncu" (default "rows ncu"; "tests" in a second call where the rows win). Logs under
-# OUT:
+# "tests rows probes ncu" (default "rows probes ncu"; "tests" in a second call where the rows
+# win). Logs under OUT:
 #   tests.txt        fwd, paged, batch, bwd and safety GPU tests of the hints build
 #   rows.txt         batch steps a-d, (c) on 16 CTAs, fwd and bwd rows: main and hints, two
 #                    rounds in turned order (us)
+#   probes.txt       main only: step (c) on 16 CTAs at pages of 16 / 64 / 256 (TMA boxes of 16 /
+#                    64 / 128 rows: is a decode tile bound by its box count?), and decode-shaped
+#                    fwd calls by TMA and by the cp.async gather (`--paged-tma off`)
 #   ncu_c16_*.txt    Nsight Compute of step (c) on 16 CTAs (main): where a decode tile's time goes
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 H=$2 R=$3 PARTS=${4:-rows ncu}
+M=$1 H=$2 R=$3 PARTS=${4:-rows probes ncu}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
@@ -43,6 +46,19 @@ if has rows; then
     if [ $r = 1 ]; then rows $M main; rows $H hints; else rows $H hints; rows $M main; fi
   done > $R/rows.txt 2>&1
   cat $R/rows.txt
+fi
+
+if has probes; then
+  b() { $M/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch "$@" | us_of; }
+  f() { $M/hopattn bench fwd --impl kernel --no-check --csv --head-dim 128 --batch 128 --q-len 1 \
+    --kv-len 8192 --heads 32:8 "$@" | us_of; }
+  for r in 1 2; do
+    echo "r$r c16 page 16 $(b --step c --batch-ctas 16) 64 $(b --step c --batch-ctas 16 --page-size 64)" \
+      "256 $(b --step c --batch-ctas 16 --page-size 256)" \
+      "| fwd 128 x (1 @ 8k) page 16 tma $(f --page-size 16) gather $(f --page-size 16 --paged-tma off)" \
+      "page 64 tma $(f --page-size 64) gather $(f --page-size 64 --paged-tma off)"
+  done > $R/probes.txt 2>&1
+  cat $R/probes.txt
 fi
 
 if has ncu; then

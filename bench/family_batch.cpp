@@ -129,6 +129,7 @@ class BatchWorkload final : public Workload {
     internal::BatchAttentionVariants::side_lane_cost(*attn_, s_.batch_side_cost);
     internal::BatchAttentionVariants::partition_decodes(*attn_, s_.batch_partition,
                                                         s_.batch_decode_rate_milli);
+    internal::BatchAttentionVariants::paged_tma(*attn_, s_.fwd_launch.paged_tma);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.
       workspace_ = DeviceMemory(attn_->workspace_size());

@@ -63,8 +63,8 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --decode-kernel K   decode GPU kernel: auto (default) | tiles | small (one beam, no tree
                       mask, q-len * HQ / HKV <= 16, head dim 64 or 128)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
-  --paged-tma M       fwd: on (default) | off: off loads paged KV through the cp.async gather
-                      for every page size
+  --paged-tma M       fwd, batch: on (default) | off: off loads paged KV through the cp.async
+                      gather for every page size (batch: the batch kernel's rows)
   --kv-tiles T        fwd: auto (default: D 64 as 192-row tiles of three consumer
                       warpgroups, causal on dense calls only; D 128 as 176-key tiles
                       from 16k keys) | base (128 x 128) | wide (either forced; dense and

@@ -42,6 +42,7 @@ std::string Shape::describe() const {
       os << (batch_side == plan::BatchOverlap::kOn ? " side" : " no-side");
     }
     if (batch_side_cost != plan::kSideLaneCost) os << " side-cost=" << batch_side_cost;
+    if (!fwd_launch.paged_tma) os << " paged-gather";
   } else {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
     if (family != Family::kMla) os << "/" << kv_heads;
@@ -179,7 +180,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.window && !attention, fam, "--window");
   reject(f.softcap && !attention, fam, "--softcap");
   reject(f.pack_gqa.has_value() && fam != Family::kFwd, fam, "--pack-gqa");
-  reject(f.paged_tma.has_value() && fam != Family::kFwd, fam, "--paged-tma");
+  reject(f.paged_tma.has_value() && fam != Family::kFwd && !batch, fam, "--paged-tma");
   reject(f.kv_tiles.has_value() && fam != Family::kFwd, fam, "--kv-tiles");
   reject(f.walk.has_value() && fam != Family::kFwd, fam, "--fwd-walk");
   reject(f.l2_section_kb.has_value() && fam != Family::kFwd, fam, "--l2-section-kb");

@@ -280,6 +280,10 @@ void BatchAttentionVariants::side_lane_cost(BatchAttention& attention, int64_t c
   set_limit(attention, &plan::BatchPlanLimits::side_lane_cost, cost);
 }
 
+void BatchAttentionVariants::paged_tma(BatchAttention& attention, bool on) {
+  attention.impl_->paged_tma = on;
+}
+
 void BatchAttentionVariants::partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,
                                                int decode_cta_rate_milli) {
   set_limit(attention, &plan::BatchPlanLimits::partition_decodes, mode);

@@ -42,6 +42,9 @@ struct BatchAttention::Impl {
   plan::BatchPlanner planner;
   plan::BatchWorkspaceLayout layout;  // run()'s workspace regions, from the limits
   size_t workspace_bytes = 0;         // run()'s workspace on CUDA (0 on CPU)
+  // kernels::fwd::LaunchOptions::paged_tma for run()'s launch (BatchAttentionVariants::
+  // paged_tma; hopattn bench batch --paged-tma off): false sends every page through the gather.
+  bool paged_tma = true;
 
   Lengths current, staged;  // staged is filled by plan() and swapped in when the planner accepts
   int max_kv_len = 0;

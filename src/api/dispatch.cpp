@@ -169,6 +169,7 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     step.total_q = s.summary.total_q;
     step.side_lane = s.summary.num_side_items > 0;
     step.has_merges = s.summary.num_merges > 0;
+    step.paged_tma = s.paged_tma;
     kernels::batch::run(args, s.config, step, stream);
     return;
 #else

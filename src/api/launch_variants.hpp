@@ -28,6 +28,8 @@ struct BatchAttentionVariants {
   static void side_lane_cost(BatchAttention& attention, int64_t cost);
   static void partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,
                                 int decode_cta_rate_milli);
+  // run()'s kernels::fwd::LaunchOptions::paged_tma (hopattn bench batch --paged-tma off).
+  static void paged_tma(BatchAttention& attention, bool on);
 
  private:
   template <class T>

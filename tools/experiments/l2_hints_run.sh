@@ -10,8 +10,9 @@
 #   rows.txt         batch steps a-d, (c) on 16 CTAs, fwd and bwd rows: main and hints, two
 #                    rounds in turned order (us)
 #   probes.txt       main only: step (c) on 16 CTAs at pages of 16 / 64 / 256 (TMA boxes of 16 /
-#                    64 / 128 rows: is a decode tile bound by its box count?), and decode-shaped
-#                    fwd calls by TMA and by the cp.async gather (`--paged-tma off`)
+#                    64 / 128 rows: is a decode tile bound by its box count?), step (c) on 16
+#                    and 132 CTAs through the cp.async gather (`--paged-tma off`) and by TMA,
+#                    and decode-shaped fwd calls by TMA and by the gather
 #   ncu_c16_*.txt    Nsight Compute of step (c) on 16 CTAs (main): where a decode tile's time goes
 set -u
 source "$(dirname "$0")/helpers.sh"
@@ -55,6 +56,8 @@ if has probes; then
   for r in 1 2; do
     echo "r$r c16 page 16 $(b --step c --batch-ctas 16) 64 $(b --step c --batch-ctas 16 --page-size 64)" \
       "256 $(b --step c --batch-ctas 16 --page-size 256)" \
+      "gather: c16 $(b --step c --batch-ctas 16 --paged-tma off) c $(b --step c --paged-tma off)" \
+      "tma: c $(b --step c)" \
       "| fwd 128 x (1 @ 8k) page 16 tma $(f --page-size 16) gather $(f --page-size 16 --paged-tma off)" \
       "page 64 tma $(f --page-size 64) gather $(f --page-size 64 --paged-tma off)"
   done > $R/probes.txt 2>&1

@@ -100,8 +100,10 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
                 int device, cudaStream_t stream) {
   FwdArgs f = fwd_args(a, step);
   f.pages.layout = c.kv_layout;
-  fwd::FwdParams p = fwd::prepare_params(f, fwd_options(c), fwd::LaunchOptions{}, device,
-                                         Traits::kBlockN, Traits::kBlockM);
+  fwd::LaunchOptions launch;
+  launch.paged_tma = step.paged_tma;
+  fwd::FwdParams p =
+      fwd::prepare_params(f, fwd_options(c), launch, device, Traits::kBlockN, Traits::kBlockM);
   p.status_family = StatusFamily::kBatch;
   set_kv_scales(a, p);
   const auto* plan_bytes = static_cast<const uint8_t*>(step.plan);

@@ -28,6 +28,9 @@ struct StepLaunch {
   bool side_lane = false;
   bool has_merges = false;  // the plan split some rows (the merge pass runs regardless while a
                             // CUDA graph is being captured: a replay may bring a plan that does)
+  // kernels::fwd::LaunchOptions::paged_tma: false loads every page through the cp.async gather
+  // (a launch variant for the benchmark; the public API keeps TMA where it serves).
+  bool paged_tma = true;
 };
 
 // Throws hopattn::Error(kNotImplemented) naming the first feature of the call the CUDA kernel

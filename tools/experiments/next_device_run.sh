@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   tools/experiments/next_device_run.sh MAIN HINTS DEEP OUT [PARTS]
+#   tools/experiments/next_device_run.sh MAIN HINTS DEEP HANDOFF OUT [PARTS]
 #
-# MAIN, HINTS, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
-# tma_l2_hints.patch, of main + batch_deep_ring.patch. PARTS: any of "rows deep probes ncu
-# tests_hints tests_deep" (default "rows deep probes": ~6 minutes on an H100; then "ncu
-# tests_deep" or "tests_hints" for the builds whose rows win). Logs under OUT:
+# MAIN, HINTS, DEEP, HANDOFF: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of
+# main + tma_l2_hints.patch, of main + batch_deep_ring.patch, of main + bwd_det_handoff.patch.
+# PARTS: any of "rows deep probes ncu tests_hints tests_deep handoff" (default "rows deep
+# probes": ~6 minutes on an H100; then "ncu tests_deep", "handoff" (~4 minutes) or
+# "tests_hints" for the builds whose rows win). Logs under OUT:
 #   rows.txt         main and hints: batch steps a-d, (c) on 16 CTAs, fwd and bwd rows, two
 #                    rounds in turned order (us)
 #   deep.txt         main and deep: batch steps a-d, (b) in the LPT order, (c) on 16 CTAs, two
@@ -16,11 +17,13 @@
 #                    and 132 CTAs through the cp.async gather (`--paged-tma off`) and by TMA,
 #                    and decode-shaped fwd calls by TMA and by the gather
 #   ncu_c16_*.txt    Nsight Compute of step (c) on 16 CTAs (main): where a decode tile's time goes
+#   ho_*.txt         the handoff build's bwd tests, racecheck, synccheck, and (192, 128)
+#                    deterministic rows (causal, non-causal, window) against main
 #   tests_*.txt      GPU tests of the hints build (PtxTma, fwd, paged, batch, bwd, safety) and of
 #                    the deep build (batch, paged, safety)
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 H=$2 D=$3 R=$4 PARTS=${5:-rows deep probes}
+M=$1 H=$2 D=$3 O=$4 R=$5 PARTS=${6:-rows deep probes}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
@@ -58,6 +61,25 @@ if has rows; then
     if [ $r = 1 ]; then rows $M main; rows $H hints; else rows $H hints; rows $M main; fi
   done > $R/rows.txt 2>&1
   cat $R/rows.txt
+fi
+
+if has handoff; then
+  logged $R/ho_tests.txt 200 $O/hopattn_gpu_tests --gtest_filter='*Bwd*:Determinism.Bwd*'
+  logged $R/ho_race.txt 120 compute-sanitizer --tool racecheck $O/hopattn_gpu_tests \
+    --gtest_filter='BwdKernel.N_*'
+  logged $R/ho_sync.txt 120 compute-sanitizer --tool synccheck $O/hopattn_gpu_tests \
+    --gtest_filter='BwdKernel.N_*'
+  grep -H "PASSED\|FAILED\|SUMMARY\|rc=" $R/ho_tests.txt $R/ho_race.txt $R/ho_sync.txt
+  for r in 1 2; do
+    for s in "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128 --no-causal" \
+      "--batch 8 --q-len 2048 --kv-len 2048 --heads 10 --head-dim 192:128" \
+      "--batch 2 --q-len 8192 --kv-len 8192 --heads 10 --head-dim 192:128 --no-causal" \
+      "--batch 2 --q-len 8192 --kv-len 8192 --heads 10 --head-dim 192:128" \
+      "--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128 --no-causal"; do
+      echo "r$r | $s | main $(bwd_us $M "$s") | handoff $(bwd_us $O "$s")"
+    done
+  done > $R/ho_ab.txt 2>&1
+  cat $R/ho_ab.txt
 fi
 
 if has deep; then

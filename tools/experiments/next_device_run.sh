@@ -16,7 +16,8 @@
 #                    64 / 128 rows: is a decode tile bound by its box count?), step (c) on 16
 #                    and 132 CTAs through the cp.async gather (`--paged-tma off`) and by TMA,
 #                    decode-shaped fwd calls by TMA and by the gather, and step (a) in its
-#                    default order and partitioned (1.10x slower on the H100; the H200?)
+#                    default order, partitioned (1.10x slower on the H100; the H200?) and at
+#                    side-lane factors 4 and 8 (6 is the H100's optimum)
 #   ncu_c16_*.txt    Nsight Compute of step (c) on 16 CTAs (main): where a decode tile's time goes
 #   ho_*.txt         the handoff build's bwd tests, racecheck, synccheck, and (192, 128)
 #                    deterministic rows (causal, non-causal, window) against main
@@ -105,6 +106,7 @@ if has probes; then
       "gather: c16 $(b --step c --batch-ctas 16 --paged-tma off) c $(b --step c --paged-tma off)" \
       "tma: c $(b --step c)" \
       "| a $(b --step a) a_partition $(b --step a --batch-order partition)" \
+      "a side-cost 4 $(b --step a --batch-side-cost 4) 8 $(b --step a --batch-side-cost 8)" \
       "| fwd 128 x (1 @ 8k) page 16 tma $(f --page-size 16) gather $(f --page-size 16 --paged-tma off)" \
       "page 64 tma $(f --page-size 64) gather $(f --page-size 64 --paged-tma off)"
   done > $R/probes.txt 2>&1

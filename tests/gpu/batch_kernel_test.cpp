@@ -628,6 +628,11 @@ TEST_F(BatchKernel, GraphReplaysTheLastUploadedPlan) {
   // Whether the captured plan had merge records or not, later plans with and without them must
   // replay (run() may not bake the merge launch in or out by the captured plan's shape).
   print_line(*hosts[0], ba.planned(), v0, refs[0], " (eager, then captured)");
+  // The steps' plans switch order between the capture and the replays: captured partitioned
+  // (prefill and decodes on separate CTAs), replayed spread, partitioned and pure decode, so a
+  // launch that depended on the captured plan's order would show here.
+  EXPECT_GT(ba.planned().partition_ctas, 0) << "the captured step is not partitioned";
+  int replays_unpartitioned = 0;
   dev.poison_outputs();
   GraphExec graph;
   graph.capture(stream, [&] { ba.run(dev.args(*hosts[0], ws.ws), stream.api()); });
@@ -647,7 +652,9 @@ TEST_F(BatchKernel, GraphReplaysTheLastUploadedPlan) {
     const Verdict v = judge(*hosts[i], got, refs[i]);
     expect_good(v, steps[i].name);
     print_line(*hosts[i], ba.planned(), v, refs[i], " (graph replay)");
+    if (ba.planned().partition_ctas == 0) ++replays_unpartitioned;
   }
+  EXPECT_GT(replays_unpartitioned, 0) << "every replayed plan was partitioned";
 }
 
 // ---------------------------------------------------------------------------- rejected calls

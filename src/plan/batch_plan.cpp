@@ -387,12 +387,12 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
          concat(num_items, ", ", num_merges_, ", ", num_partial_rows_));
   }
   sort_works();
+  weigh_kinds();
   // partition_decodes: mixed steps only, and a group of at least two CTAs to split.
   partition_ = 0;
   const bool mixed = prefill_works_ > 0 && prefill_works_ < num_works_;
-  const bool partition =
-      limits_.partition_decodes == BatchOverlap::kOn ||
-      (limits_.partition_decodes == BatchOverlap::kAuto && mixed && !overlap_decodes());
+  const bool partition = limits_.partition_decodes == BatchOverlap::kOn ||
+                         (limits_.partition_decodes == BatchOverlap::kAuto && !overlap_decodes());
   if (partition && mixed && group_ctas_ >= 2) {
     partition_ = choose_partition();
     partition_order();
@@ -531,8 +531,11 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   return prefill_works_ * limits_.num_kv_heads;
 }
 
-// The works' costs by kind: {prefill, decode}.
-std::pair<int64_t, int64_t> BatchPlanner::costs_by_kind() const {
+// The works' costs by kind, once a step, for overlap_decodes() (BatchOverlap::kAuto: whether
+// the step's decode items cost no more than its prefill items, so that spread between the
+// prefill tiles and on the side lane they can stream under the math; a partition otherwise) and
+// choose_partition().
+void BatchPlanner::weigh_kinds() {
   const BatchWorkItem* const records = work_items_.data();
   const int64_t* const cost = work_cost_.data();
   int64_t prefill = 0, decode = 0;
@@ -540,14 +543,8 @@ std::pair<int64_t, int64_t> BatchPlanner::costs_by_kind() const {
     const bool is_prefill = records[i].kind == static_cast<uint16_t>(BatchTileKind::kPrefill);
     (is_prefill ? prefill : decode) += cost[i];
   }
-  return {prefill, decode};
-}
-
-// BatchOverlap::kAuto: whether the step's decode items cost no more than its prefill items, so
-// that spread between the prefill tiles (and on the side lane) they can stream under the math.
-bool BatchPlanner::overlap_decodes() const {
-  const auto [prefill, decode] = costs_by_kind();
-  return decode <= prefill;
+  prefill_cost_ = prefill;
+  decode_cost_ = decode;
 }
 
 // BatchPlanLimits::spread_decodes: in the lists LPT built, every CTA runs its prefill items first

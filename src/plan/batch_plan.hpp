@@ -38,7 +38,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "hopattn/options.hpp"
@@ -212,11 +211,11 @@ class BatchPlanner {
   int write_items(unsigned char* dst, BatchPlanInfo& info);
   void write_merges(unsigned char* dst);
   void spread_decodes(int place_bits);
-  std::pair<int64_t, int64_t> costs_by_kind() const;
+  void weigh_kinds();
   int choose_partition() const;
   void partition_order();
   int side_decodes(int place_bits);
-  bool overlap_decodes() const;
+  bool overlap_decodes() const { return decode_cost_ <= prefill_cost_; }
 
   BatchPlanLimits limits_;
   BatchPlanCapacity capacity_;
@@ -258,7 +257,8 @@ class BatchPlanner {
   std::vector<int32_t> place_rank_;   // its place in its CTA's list
   std::vector<uint32_t> slot_place_;  // group 0's lists, CTA by CTA: work << bits | placement
   std::vector<uint32_t> spread_prefill_, spread_decode_;  // spread_decodes(): one CTA's items
-  int partition_ = 0;               // partition_decodes: group 0's prefill CTAs (0: none)
+  int partition_ = 0;  // partition_decodes: group 0's prefill CTAs (0: none)
+  int64_t prefill_cost_ = 0, decode_cost_ = 0;  // the works' costs by kind (weigh_kinds)
   bool side_ok_ = false;            // side_decodes may plan (the limits admit the side lane)
   std::vector<uint8_t> side_slot_;  // side_decodes(): group 0's slots that run on the side lane
   // Group 0's winner tree of 2 * tree_leaves_ nodes, leaf tree_leaves_ + i for its CTA i. A node
@@ -279,7 +279,8 @@ class BatchPlanner {
   void assign_levels();
   template <int kLevels>
   void assign_range(int begin, int end, int64_t& item);
-  void build_part_tree(int first, int last);
+  template <int kLevels>
+  void assign_part(int first, int last, int begin, int end, int64_t& item);
   std::vector<int64_t> cta_load_;   // group 0's CTAs
   std::vector<int32_t> cta_count_;  // items per CTA of group 0
   std::vector<int32_t> cta_first_;  // the list slot of each CTA's first item in group 0

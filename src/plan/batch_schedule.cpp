@@ -363,43 +363,40 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
 // equal requests: thousands of them) take assign_run() instead, in constant time an item. Each
 // placement's place in its CTA's list is counted on the way. With a partition (partition_decodes)
 // the prefill works (first in order_, partition_order) go onto CTAs [0, partition_) and the
-// decode works onto the rest, the other part's leaves out of reach meanwhile (build_part_tree).
+// decode works onto the rest, the other part's leaves out of reach meanwhile (assign_part).
 template <int kLevels>
 void BatchPlanner::assign_levels() {
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
   int64_t item = 0;
   if (partition_ == 0) {
-    build_tree(nullptr);
-    assign_range<kLevels>(0, num_works_, item);
-    const uint64_t* const keys = tree_.data() + tree_leaves_;
-    for (int c = 0; c < group_ctas_; ++c) {
-      cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
-    }
-    return;
-  }
-  const uint64_t* const keys = tree_.data() + tree_leaves_;
-  build_part_tree(0, partition_);
-  assign_range<kLevels>(0, prefill_works_, item);
-  for (int c = 0; c < partition_; ++c) {
-    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
-  }
-  build_part_tree(partition_, group_ctas_);
-  assign_range<kLevels>(prefill_works_, num_works_, item);
-  for (int c = partition_; c < group_ctas_; ++c) {
-    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
+    assign_part<kLevels>(0, group_ctas_, 0, num_works_, item);
+  } else {
+    assign_part<kLevels>(0, partition_, 0, prefill_works_, item);
+    assign_part<kLevels>(partition_, group_ctas_, prefill_works_, num_works_, item);
   }
 }
 
-// The tree with CTAs [first, last) at load 0 and the group's other CTAs out of reach: a load
+// The placements of order_[begin, end) onto CTAs [first, last) of the group, and those CTAs'
+// loads. The tree starts with those CTAs at load 0 and the group's others out of reach: a load
 // above any the step can reach (capacity() keeps real loads below 2^(63 - cta_bits_)), so the
 // root is always one of the part's CTAs and no placement's key grows from such a leaf.
-void BatchPlanner::build_part_tree(int first, int last) {
-  const uint64_t far = (~uint64_t{0} >> 1) >> cta_bits_ << cta_bits_;
-  uint64_t* const keys = run_keys_.data();
-  for (int c = 0; c < group_ctas_; ++c) {
-    keys[c] = (c >= first && c < last ? 0 : far) | static_cast<uint64_t>(c);
+template <int kLevels>
+void BatchPlanner::assign_part(int first, int last, int begin, int end, int64_t& item) {
+  if (first == 0 && last == group_ctas_) {
+    build_tree(nullptr);
+  } else {
+    const uint64_t far = (~uint64_t{0} >> 1) >> cta_bits_ << cta_bits_;
+    uint64_t* const keys = run_keys_.data();
+    for (int c = 0; c < group_ctas_; ++c) {
+      keys[c] = (c >= first && c < last ? 0 : far) | static_cast<uint64_t>(c);
+    }
+    build_tree(keys);
   }
-  build_tree(keys);
+  assign_range<kLevels>(begin, end, item);
+  const uint64_t* const keys = tree_.data() + tree_leaves_;
+  for (int c = first; c < last; ++c) {
+    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
+  }
 }
 
 // The placements of order_[begin, end) onto the current tree (assign_levels).
@@ -454,9 +451,8 @@ void BatchPlanner::assign_range(int begin, int end, int64_t& item) {
 // partition_decodes: the split of each group's CTAs (batch_plan.hpp), from the works' costs by
 // kind: the P of least modelled time max(prefill / P, decode / min((G - P) r, G)).
 int BatchPlanner::choose_partition() const {
-  const auto [prefill_cost, decode_cost] = costs_by_kind();
-  const double prefill = static_cast<double>(prefill_cost);
-  const double decode = static_cast<double>(decode_cost);
+  const double prefill = static_cast<double>(prefill_cost_);
+  const double decode = static_cast<double>(decode_cost_);
   const int g = group_ctas_;
   const double r = limits_.decode_cta_rate_milli / 1000.0;
   int best = 1;

@@ -29,6 +29,9 @@ M=$1 H=$2 D=$3 O=$4 R=$5 PARTS=${6:-rows deep probes}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
+# `bb CLI_DIR FLAGS`: the batch kernel's time of one step (us); `ff CLI_DIR FLAGS` the fwd's.
+bb() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch "${@:2}" | us_of; }
+ff() { $1/hopattn bench fwd --impl kernel --no-check --csv "${@:2}" | us_of; }
 
 if has tests_hints; then
   logged $R/tests_hints.txt 420 $H/hopattn_gpu_tests \
@@ -44,18 +47,16 @@ if has tests_deep; then
 fi
 
 if has rows; then
-  b() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch "${@:2}" | us_of; }
-  f() { $1/hopattn bench fwd --impl kernel --no-check --csv "${@:2}" | us_of; }
   rows() {
-    echo "r$r $2 a $(b $1 --step a) b $(b $1 --step b) c $(b $1 --step c) d $(b $1 --step d)" \
-      "c16 $(b $1 --step c --batch-ctas 16)" \
-      "| fwd hd128 4k c $(f $1 --head-dim 128 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \
-      "nc $(f $1 --head-dim 128 --batch 4 --q-len 4096 --kv-len 4096 --heads 32 --no-causal)" \
-      "16k $(f $1 --head-dim 128 --batch 1 --q-len 16384 --kv-len 16384 --heads 32)" \
-      "1k $(f $1 --head-dim 128 --batch 16 --q-len 1024 --kv-len 1024 --heads 16 --no-causal)" \
-      "hd64 $(f $1 --head-dim 64 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \
-      "hd256 $(f $1 --head-dim 256 --batch 1 --q-len 16384 --kv-len 16384 --heads 16)" \
-      "paged $(f $1 --head-dim 128 --batch 4 --q-len 2048 --kv-len 8192 --heads 32:8 --page-size 16)" \
+    echo "r$r $2 a $(bb $1 --step a) b $(bb $1 --step b) c $(bb $1 --step c) d $(bb $1 --step d)" \
+      "c16 $(bb $1 --step c --batch-ctas 16)" \
+      "| fwd hd128 4k c $(ff $1 --head-dim 128 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \
+      "nc $(ff $1 --head-dim 128 --batch 4 --q-len 4096 --kv-len 4096 --heads 32 --no-causal)" \
+      "16k $(ff $1 --head-dim 128 --batch 1 --q-len 16384 --kv-len 16384 --heads 32)" \
+      "1k $(ff $1 --head-dim 128 --batch 16 --q-len 1024 --kv-len 1024 --heads 16 --no-causal)" \
+      "hd64 $(ff $1 --head-dim 64 --batch 4 --q-len 4096 --kv-len 4096 --heads 32)" \
+      "hd256 $(ff $1 --head-dim 256 --batch 1 --q-len 16384 --kv-len 16384 --heads 16)" \
+      "paged $(ff $1 --head-dim 128 --batch 4 --q-len 2048 --kv-len 8192 --heads 32:8 --page-size 16)" \
       "| bwd hd128 $(bwd_us $1 '--batch 2 --q-len 4096 --kv-len 4096 --heads 32:8 --head-dim 128')" \
       "hd64 $(bwd_us $1 '--batch 4 --q-len 4096 --kv-len 4096 --heads 32 --head-dim 64')"
   }
@@ -85,7 +86,6 @@ if has handoff; then
 fi
 
 if has deep; then
-  bb() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch "${@:2}" | us_of; }
   drow() {
     echo "r$r $2 a $(bb $1 --step a) b $(bb $1 --step b) b_lpt $(bb $1 --step b --batch-order lpt)" \
       "c $(bb $1 --step c) d $(bb $1 --step d) c16 $(bb $1 --step c --batch-ctas 16)"
@@ -97,9 +97,8 @@ if has deep; then
 fi
 
 if has probes; then
-  b() { $M/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch "$@" | us_of; }
-  f() { $M/hopattn bench fwd --impl kernel --no-check --csv --head-dim 128 --batch 128 --q-len 1 \
-    --kv-len 8192 --heads 32:8 "$@" | us_of; }
+  b() { bb $M "$@"; }
+  f() { ff $M --head-dim 128 --batch 128 --q-len 1 --kv-len 8192 --heads 32:8 "$@"; }
   for r in 1 2; do
     echo "r$r c16 page 16 $(b --step c --batch-ctas 16) 64 $(b --step c --batch-ctas 16 --page-size 64)" \
       "256 $(b --step c --batch-ctas 16 --page-size 256)" \

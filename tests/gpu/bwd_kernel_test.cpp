@@ -536,6 +536,13 @@ TEST(BwdKernel, N_WideHeadDimsDeterministic) {
   w.opts.window = {100, 20};
   w.opts.deterministic = true;
   check_case(w, test_seed());
+  // (192, 128): two dQ writers share one staging set (mainloop.cuh, hand_over); many steps a CTA
+  // (GQA 3 over 11 q tiles), so that the writers hand steps over to each other many times.
+  BwdCase h = dense_case(DType::kBF16, 2, 700, 900, 2, 3, false, 192, 128);
+  h.opts.deterministic = true;
+  check_case(h, test_seed());
+  h.opts.causal = true;
+  check_case(h, test_seed());
 }
 
 // Varlen, softcap, sinks with dsinks, sliding window at both wide head dims.

@@ -12,9 +12,9 @@ logged() {
 # `us_of < CSV`: the first row's time in us (the time_ms column of `hopattn bench ... --csv`).
 us_of() { python3 -c 'import csv,sys; print(float(next(csv.DictReader(sys.stdin))["time_ms"])*1000)'; }
 
-# `bwd_us CLI "SHAPE FLAGS"`: every row's time in us (the bwd bench prints normal, then
+# `bwd_us CLI_DIR "SHAPE FLAGS"`: every row's time in us (the bwd bench prints normal, then
 # deterministic), space-separated.
 bwd_us() {
-  $1 bench bwd $2 --impl kernel --no-check --csv |
+  $1/hopattn bench bwd $2 --impl kernel --no-check --csv |
     python3 -c 'import csv,sys; print(" ".join(str(round(float(r["time_ms"])*1000,1)) for r in csv.DictReader(sys.stdin)))'
 }

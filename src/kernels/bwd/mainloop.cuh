@@ -148,21 +148,53 @@ struct BwdMainloop {
     return sets == 2 ? st.pair_phase() : st.parity();
   }
 
-  // Writers of a CTA: with two sets in deterministic mode, writer w (producer warp 1 + w) takes
-  // the steps of set w, so that two tiles' chains (the turn, the reduction, its landing, the
-  // release) run at once: one writer's chain a step was longer than the MMA warps' step (hd64:
-  // 0.58-0.80x of normal with one writer, 0.86-0.97x with two; docs/perf/bwd.md). Otherwise
-  // writer 0 takes every step. Sets and writers are compile-time (the kernel is built per mode):
-  // with its 24 registers the writer spills on a run-time choice.
-  static constexpr int kMaxDqWriters = Traits::kDqSets;
+  // Writers of a CTA: in deterministic mode two, writer w (producer warp 1 + w) taking the steps
+  // of parity w, so that two tiles' chains (the turn, the reduction, its landing, the release)
+  // run at once: one writer's chain a step was longer than the MMA warps' step (hd64: 0.58-0.80x
+  // of normal with one writer, 0.86-0.97x with two; docs/perf/bwd.md). With two staging sets a
+  // writer owns one; with one set ((192, 128): no room for two) the writers share it, and a
+  // writer takes step s only after the other released step s - 1's buffers (hand_over), which
+  // still overlaps one step's landing and release with the next one's turn and reduction (where
+  // the mask has no right bound: store_dq). The normal mode has one writer. Sets and writers are
+  // compile-time (the kernel is built per mode): with its 24 registers the writer spills on a
+  // run-time choice.
+  static constexpr int kMaxDqWriters = Traits::kDqPerStep > 0 ? 2 : 1;
 
+  // One staging set shared by two writers: wait until step s - 1's buffer of warpgroup g is
+  // released. A parity wait cannot tell phase s from phase s - 2, so the dq_full wait of step s
+  // is safe only once phase s - 1 has completed, which this release implies; dq_empty cannot
+  // run past phase s - 1 meanwhile, since phase s is this writer's own release.
+  __device__ static void hand_over(const SharedPlan<Traits>& sm, const Steps& st, int g) {
+    if (st.step > 0) ptx::mbarrier_wait_or_trap(sm.dq_empty(g), (st.step - 1) & 1u);
+  }
+
+  // The writers' loop, with their count: one set shared by two writers ((192, 128),
+  // deterministic) only where the call's mask has no right bound. There the turns have mostly
+  // come in the launch order and the hand-over overlaps one step's landing with the next one's
+  // reduction (H100, run set ad: B=8 2k 1.13-1.14x faster); under a causal mask each step waits
+  // for its turn, the hand-over adds the previous writer's landing to that wait, and the same
+  // rows ran 1.04-1.08x slower. Chosen at entry, each count its own loop: a count read in the
+  // loop would cost the writer (24 registers) spills.
   template <bool kDeterministic>
   __device__ static void store_dq(const BwdParams& p, const SharedPlan<Traits>& sm,
+                                  const CtaWork& w, int writer) {
+    if constexpr (kDeterministic && Traits::dq_sets(kDeterministic) == 1) {
+      if (p.window_right < 0) {
+        write_dq<kDeterministic, 2>(p, sm, w, writer);
+      } else {
+        write_dq<kDeterministic, 1>(p, sm, w, writer);
+      }
+    } else {
+      write_dq<kDeterministic, kDeterministic ? 2 : 1>(p, sm, w, writer);
+    }
+  }
+
+  template <bool kDeterministic, uint32_t kWriters>
+  __device__ static void write_dq(const BwdParams& p, const SharedPlan<Traits>& sm,
                                   const CtaWork& w, int writer) {
     constexpr int kSets = Traits::dq_sets(kDeterministic);
     constexpr int kTileFloats = kM * Traits::kHeadDim;
     constexpr int kPerStep = Traits::kDqPerStep;
-    constexpr uint32_t kWriters = kSets == 2 && kDeterministic ? 2 : 1;
     if (writer >= static_cast<int>(kWriters)) return;
     Steps st;
     for (int r = 0; r < p.group; ++r) {
@@ -176,6 +208,7 @@ struct BwdMainloop {
 #pragma unroll
         for (int g = 0; g < kPerStep; ++g) {  // folded (Dqk 64): one buffer, both halves summed
           const int b = dq_buffer(st, kSets, g);
+          if constexpr (kSets == 1 && kWriters == 2) hand_over(sm, st, b);
           ptx::mbarrier_wait_or_trap(sm.dq_full(b), dq_phase(st, kSets));
 #pragma unroll
           for (int i = 0; i < Traits::kDqSlots; ++i) {

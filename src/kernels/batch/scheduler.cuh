@@ -11,7 +11,7 @@
 // are neither loaded from the request nor stored.
 //
 // kSkipSide: the side-lane instance (side_lane.cuh): items of kind kDecodeSide run on producer
-// warp 2 beside the consumers' tiles, so the producer, the page audit and the consumers walk the
+// warp 2 beside the consumers' tiles, so the producer warps 0 and 1 and the consumers walk the
 // list without them. The plain instance runs every item, kDecodeSide ones as decode tiles, so a
 // plan made for the side lane is still complete there.
 #pragma once

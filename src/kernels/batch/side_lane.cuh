@@ -5,7 +5,7 @@
 // Why: with one 227 KB CTA an SM, a decode item run as a consumer tile keeps the SM's tensor
 // cores idle while it streams, and a prefill tile keeps HBM idle; a mixed step then costs the
 // sum of both (docs/perf/NOTES.md, batch). Two producer warps are idle on the paged-TMA path
-// (warp 0 issues the boxes, warp 1 audits the page ids), and a decode of a few rows needs little
+// (warp 0 issues Q's and K's boxes, warp 1 V's), and a decode of a few rows needs little
 // math: S^T = K q^T and O^T = V^T P^T as mma.sync m16n8k16 tiles with the 16 keys of a block as
 // M and the rows as N (8 columns), so a warp holds O^T of 8 rows in 4 registers a 16-feature
 // tile. Each warp owns half of the features of O (16 registers at head dim 128; the producer
@@ -442,8 +442,8 @@ struct SideLane {
   }
 };
 
-// The side-lane kernel's scheduler: the work lists without kDecodeSide items for the producer,
-// the page audit and the consumers, and SideLane::run for producer warps 2 and 3.
+// The side-lane kernel's scheduler: the work lists without kDecodeSide items for the producer
+// warps 0 and 1 and the consumers, and SideLane::run for producer warps 2 and 3.
 class SideLaneScheduler : public WorkListSchedulerT<true> {
  public:
   using WorkListSchedulerT<true>::WorkListSchedulerT;

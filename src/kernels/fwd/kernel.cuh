@@ -1,7 +1,7 @@
 // The fwd kernel: a persistent, warp-specialized FlashAttention-3-class forward pass. Warpgroup 0
 // is the producer (one thread issues every TMA load; with a paged cache that TMA cannot address,
-// warps 1..3 gather K and V by cp.async, and with one it can, warp 1 checks the page ids; its
-// registers go to the consumers);
+// warps 1..3 gather K and V by cp.async, and with one it can, warp 0 loads Q and K and warp 1
+// V; its registers go to the consumers);
 // warpgroups 1 and 2 are consumers owning 64 query rows each of a 128-row work tile. All three
 // walk the same tile sequence from the Scheduler: LptTileScheduler for fwd calls, the batch
 // family's work lists (src/kernels/batch/scheduler.cuh) for its persistent launch. See README.md
@@ -27,9 +27,9 @@
 
 namespace hopattn::kernels::fwd {
 
-// The producer thread (thread 0); kPagedTma: all of warp 0, lane 0 leading
-// (FwdMainloop::load_tile). kPagedGather: K and V come from the gather warps, which this thread
-// feeds with one job per KV block (kv_loader.cuh).
+// The producer thread (thread 0); kPagedTma: all of warp 0, lane 0 leading, Q and K only
+// (FwdMainloop::load_tile; V comes from warp 1, run_v_producer). kPagedGather: K and V come from
+// the gather warps, which this thread feeds with one job per KV block (kv_loader.cuh).
 template <class Traits, class Scheduler, KVSource kSource>
 __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
   using Mainloop = FwdMainloop<Traits>;
@@ -44,7 +44,8 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
     const WorkTile w = sched.tile();
     const TileInfo t = sched.template info<Traits>(p, w);
     if (!t.has_rows() || t.n_blocks() == 0) continue;  // consumers write zeros, need no loads
-    Mainloop::template load_tile<kSource>(p, sm, w, t, st);
+    Mainloop::template load_tile<kSource, /*kWithV=*/kSource != KVSource::kPagedTma>(p, sm, w, t,
+                                                                                     st);
   }
   if (kGather || kSource == KVSource::kPagedTmaWiden) Mainloop::finish_jobs(sm, st);
   if (kSource == KVSource::kPagedTmaWiden) {  // the whole warp
@@ -53,19 +54,22 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
   }
 }
 
-// kPagedTma, producer warp 1: the page ids of every tile warp 0 loads, checked for the report
-// (KVLoader::audit_pages), recorded once after the last tile.
+// kPagedTma, producer warp 1: V's page boxes of every tile warp 0 loads K of (the two warps
+// issue a block's boxes side by side), its page ids checked for the report, recorded once after
+// the last tile.
 template <class Traits, class Scheduler>
-__device__ void run_page_audit(const FwdParams& p, const SharedPlan<Traits>& sm) {
-  int2* const note = sm.bad_page_note(1);
+__device__ void run_v_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
+  using Mainloop = FwdMainloop<Traits>;
+  ptx::prefetch_tensor_map(&p.tm_v);
+  typename Mainloop::Pipeline kv;
   for (Scheduler sched(p); sched.valid(); sched.advance()) {
     const WorkTile w = sched.tile();
     const TileInfo t = sched.template info<Traits>(p, w);
     if (!t.has_rows() || t.n_blocks() == 0) continue;  // as run_producer: no loads
-    KVLoader<Traits>::audit_pages(p, w, t, note);
+    Mainloop::load_tile_v(p, sm, w, t, kv);
   }
   __syncwarp();
-  if (ptx::lane_id() == 0) KVLoader<Traits>::report_bad_page(p, note);
+  if (ptx::lane_id() == 0) KVLoader<Traits>::report_bad_page(p, sm.bad_page_note(1));
 }
 
 // The scales of tile w's logits and output: the host's (a per-tensor k scale folded in), with
@@ -194,7 +198,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         case KVSource::kContiguous:
           if (tid == 0) run_producer<Traits, Scheduler, KVSource::kContiguous>(p, sm);
           break;
-        case KVSource::kPagedTma:  // the whole warp: one lane per page box (kv_loader.cuh)
+        case KVSource::kPagedTma:  // the whole warp: Q, and K one lane a page box
+                                   // (kv_loader.cuh); warp 1 issues V's boxes
           run_producer<Traits, Scheduler, KVSource::kPagedTma>(p, sm);
           break;
         case KVSource::kPagedGather:
@@ -206,7 +211,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     } else if (gather) {
       FwdMainloop<Traits>::gather_jobs(p, sm, static_cast<uint32_t>(tid - 32));
     } else if (p.kv.source == KVSource::kPagedTma && tid < 64) {
-      run_page_audit<Traits, Scheduler>(p, sm);
+      run_v_producer<Traits, Scheduler>(p, sm);
     } else if (tid >= 64) {
       // Producer warps 2 and 3: the batch family's side lane, where the scheduler has one.
       if constexpr (Scheduler::kSideLane) Scheduler::template run_side_lane<Traits>(p, sm);

@@ -139,8 +139,8 @@ struct KVLoader {
       const int slot =
           valid ? token - static_cast<int>(p.kv.page_div.divide(token)) * p.kv.page_size : 0;
       // A page id outside the pool lies outside the map's page dimension: TMA reads nothing
-      // and writes zeros. kPagedTma: producer warp 1 checks the tile's ids for the report
-      // (audit_pages); kPagedTmaWiden, whose warps 1..3 widen: noted here, with `&`, so that
+      // and writes zeros. kPagedTma: producer warp 1 checks the ids for the report
+      // (audit_box); kPagedTmaWiden, whose warps 1..3 widen: noted here, with `&`, so that
       // ptxas predicates the note's store.
       if constexpr (kSource == KVSource::kPagedTmaWiden) {
         if (valid & (static_cast<uint32_t>(box.page) >= static_cast<uint32_t>(p.kv.num_pages))) {
@@ -163,25 +163,15 @@ struct KVLoader {
     }
   }
 
-  // kPagedTma: the page ids tile (w, t) reads (tma_block: the list entries of its tokens before
-  // seqlen_k in blocks n_block_min .. n_block_max - 1), checked by producer warp 1, idle on the
-  // 16-bit TMA path, a lane an entry; a bad one is noted as tma_block's would be. Off warp 0's
-  // loop, where the compare and note cost the rows with pages of 16 (16 boxes a block, each
-  // with its page read) ~2% (docs/perf/NOTES.md, fwd); TMA never reads through a bad id anyway.
-  __device__ static void audit_pages(const FwdParams& p, const WorkTile& w, const TileInfo& t,
-                                     int2* note) {
-    const int first = t.n_block_min * kBlockN;
-    const int end = min(t.n_block_max * kBlockN, t.seqlen_k);
-    if (end <= first) return;
-    const int* pages = page_list(p, w.batch);
-    const uint32_t last = p.kv.page_div.divide(static_cast<uint32_t>(end - 1));
-#pragma unroll 1
-    for (uint32_t i = p.kv.page_div.divide(static_cast<uint32_t>(first)) + ptx::lane_id();
-         i <= last; i += 32) {
-      const int page = pages[i];
-      if (static_cast<uint32_t>(page) >= static_cast<uint32_t>(p.kv.num_pages)) {
-        note_bad_page(note, w.batch, page);
-      }
+  // kPagedTma: this lane's page id of block n (read_box), checked for the report by producer
+  // warp 1 (FwdMainloop::load_tile_v), as tma_block does it for kPagedTmaWiden; TMA never reads
+  // through a bad id anyway (the map's page dimension ends at the pool).
+  __device__ static void audit_box(const FwdParams& p, const Source& s, int n, const PagedBox& box,
+                                   int2* note) {
+    const int row = static_cast<int>(ptx::lane_id()) * p.kv.box_rows;
+    const bool valid = (row < kBlockN) & (n * kBlockN + row < s.seqlen_k);
+    if (valid & (static_cast<uint32_t>(box.page) >= static_cast<uint32_t>(p.kv.num_pages))) {
+      note_bad_page(note, s.batch, box.page);
     }
   }
 

@@ -77,8 +77,9 @@ struct FwdMainloop {
   // then K and V of each further block. K goes first so that it streams in while the consumers
   // still finish the previous tile and hold Q. kSource = kPagedGather: K and V blocks become
   // gather jobs for warps 1..3 (kv_loader.cuh); Q is still a TMA load. Each source is its own
-  // instantiation, so that each path fits the producer's 24 registers on its own.
-  template <KVSource kSource>
+  // instantiation, so that each path fits the producer's 24 registers on its own. kWithV false
+  // (kPagedTma): Q and K only, V's boxes come from producer warp 1 (load_tile_v).
+  template <KVSource kSource, bool kWithV = true>
   __device__ static void load_tile(const FwdParams& p, const SharedPlan<Traits>& sm,
                                    const WorkTile& w, const TileInfo& t, ProducerState& st) {
     constexpr bool kGather = kSource == KVSource::kPagedGather;
@@ -113,7 +114,7 @@ struct FwdMainloop {
                          q_batch);
       }
     }
-    if (!kGather) load_v<kSource>(p, sm, src, n, st.kv, box);
+    if (!kGather && kWithV) load_v<kSource>(p, sm, src, n, st.kv, box);
     st.kv.advance();
     for (--n; n >= t.n_block_min; --n) {
       if constexpr (kAhead) box = next;
@@ -121,10 +122,29 @@ struct FwdMainloop {
       if constexpr (kAhead) {
         if (n > t.n_block_min) next = Loader::read_box(p, src, n - 1);
       }
-      if (!kGather) load_v<kSource>(p, sm, src, n, st.kv, box);
+      if (!kGather && kWithV) load_v<kSource>(p, sm, src, n, st.kv, box);
       st.kv.advance();
     }
     st.q_phase ^= 1;
+  }
+
+  // kPagedTma, producer warp 1: V of every KV block of the tile, in load_tile's order, each page
+  // id read one block ahead and checked for the report (bad_page_note(1)). With pages of 16 a
+  // 128-key block is 32 boxes, which one warp issues one lane at a time (~45 cycles a box: the
+  // lanes' coordinates go to uniform registers in turn); K's 16 on warp 0 and V's 16 here halve
+  // the issue time of a block.
+  __device__ static void load_tile_v(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                     const WorkTile& w, const TileInfo& t, Pipeline& kv) {
+    const typename Loader::Source src = Loader::template source<KVSource::kPagedTma>(p, w, t);
+    int n = t.n_block_max - 1;
+    typename Loader::PagedBox box = Loader::read_box(p, src, n), next;
+    for (; n >= t.n_block_min; --n) {
+      if (n > t.n_block_min) next = Loader::read_box(p, src, n - 1);
+      Loader::audit_box(p, src, n, box, sm.bad_page_note(1));
+      load_v<KVSource::kPagedTma>(p, sm, src, n, kv, box);
+      kv.advance();
+      box = next;
+    }
   }
 
   // kPagedTma runs on all of warp 0 (each lane issues one page box, kv_loader.cuh): lane 0 alone

@@ -33,6 +33,7 @@ plan::BatchPlanLimits limits_of(const BatchAttentionConfig& c) {
   l.causal = c.causal;
   l.window = c.window;
   l.num_ctas = c.num_ctas != 0 ? c.num_ctas : plan::kBatchDefaultCtas;
+  l.l2_bytes = plan::kBatchL2Bytes;
   return l;
 }
 

@@ -391,12 +391,17 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
   // partition_decodes: mixed steps only, and a group of at least two CTAs to split.
   partition_ = 0;
   const bool mixed = prefill_works_ > 0 && prefill_works_ < num_works_;
+  // kAuto partitions every mixed step unless the spread order or the side lane is asked for (they
+  // need both kinds on a CTA).
+  const bool overlap_asked =
+      limits_.spread_decodes == BatchOverlap::kOn || limits_.side_decodes == BatchOverlap::kOn;
   const bool partition = limits_.partition_decodes == BatchOverlap::kOn ||
-                         (limits_.partition_decodes == BatchOverlap::kAuto && !overlap_decodes());
+                         (limits_.partition_decodes == BatchOverlap::kAuto && !overlap_asked);
   if (partition && mixed && group_ctas_ >= 2) {
     partition_ = choose_partition();
     partition_order();
   }
+  if (limits_.l2_bytes > 0 && (partition_ > 0 || !mixed)) section_prefills(prefill_works_);
   assign();
 
   const BatchPlanOffsets off = batch_plan_offsets(limits_.num_ctas, num_items, num_merges_);
@@ -531,9 +536,9 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   return prefill_works_ * limits_.num_kv_heads;
 }
 
-// The works' costs by kind, once a step, for overlap_decodes() (BatchOverlap::kAuto: whether
-// the step's decode items cost no more than its prefill items, so that spread between the
-// prefill tiles and on the side lane they can stream under the math; a partition otherwise) and
+// The works' costs by kind, once a step, for overlap_decodes() (BatchOverlap::kAuto without a
+// partition: whether the step's decode items cost no more than its prefill items, so that spread
+// between the prefill tiles and on the side lane they can stream under the math) and
 // choose_partition().
 void BatchPlanner::weigh_kinds() {
   const BatchWorkItem* const records = work_items_.data();

@@ -73,14 +73,16 @@ struct BatchPlanLimits {
   Window window{};     // (left, right), -1 = unbounded, same alignment
   int num_ctas = 0;    // the persistent grid: SMs x CTAs per SM
   // Each CTA's decode items spread between its prefill items by load (spread_decodes() in
-  // batch_plan.cpp) instead of all after them. kAuto: in the steps that overlap_decodes() picks.
+  // batch_plan.cpp) instead of all after them. kAuto: in the steps that overlap_decodes() picks
+  // where no partition is made (partition_decodes off, or groups of one CTA).
   BatchOverlap spread_decodes = BatchOverlap::kAuto;
   // Decode items of at most kSideMaxRows rows become kDecodeSide items, which the side-lane
   // kernel runs on two producer warps beside the CTA's prefill tiles (side_decodes() in
   // batch_plan.cpp; kernels/batch/side_lane.cuh). kAuto: in the steps that overlap_decodes()
-  // picks. Planned only where that kernel exists: head dims (64, 64) and (128, 128), page sizes
-  // whose TMA boxes are whole (a multiple of 8 slots in common with 128 keys); the plain kernel
-  // runs a kDecodeSide item as a decode tile, so every plan is complete for both kernels.
+  // picks (a partitioned step has no CTA with both kinds, so none there). Planned only where that
+  // kernel exists: head dims (64, 64) and (128, 128), page sizes whose TMA boxes are whole (a
+  // multiple of 8 slots in common with 128 keys); the plain kernel runs a kDecodeSide item as a
+  // decode tile, so every plan is complete for both kernels.
   BatchOverlap side_decodes = BatchOverlap::kAuto;
   // The side lane's cost factor the planner assumes (>= 1; hopattn bench batch --batch-side-cost).
   int64_t side_lane_cost = kSideLaneCost;
@@ -89,13 +91,29 @@ struct BatchPlanLimits {
   // (the math of one beside the other's HBM stream) instead of in the order of their costs. The
   // split minimizes the modelled time max(prefill / P, decode / min((G - P) r, G)) over the
   // group's G CTAs, r = decode_cta_rate_milli / 1000: how much faster than its share of HBM
-  // (every CTA streaming) a CTA that alone streams decodes goes. kAuto: in the mixed steps whose
-  // decodes cost more than their prefill (those overlap_decodes() leaves out; a step like the
-  // Llama (b), 1.12x faster than LPT on an H100, docs/perf/batch.md), where the side lane and
-  // the spread order cannot hide the decodes under the prefill. Takes the place of spread_decodes.
+  // (every CTA streaming) a CTA that alone streams decodes goes. kAuto: in every mixed step
+  // (H100, docs/perf/batch.md: the Llama (b) 1.12x faster than LPT; since a decode tile's boxes
+  // are issued by two warps, (a) 1.08x faster than the spread order and the side lane, and steps
+  // of (a)'s chunks with 8..64 decodes 1.03-1.26x), unless spread_decodes or side_decodes is
+  // kOn (they need both kinds on a CTA). Takes the place of spread_decodes and side_decodes (a
+  // CTA without prefill items gets no side items). r = 1.25: (a) 1252 us against
+  // 1295 at 1.5 and 1346 at 1.0, (b) within 1% of its best (2.0); on an H200 a CTA's share of
+  // HBM is larger, which points lower still.
   BatchOverlap partition_decodes = BatchOverlap::kAuto;
-  int decode_cta_rate_milli = 1500;
+  int decode_cta_rate_milli = 1250;
+  // The card's L2 bytes, for the order of the prefill works (0: plain LPT): in a step without
+  // decodes, or on the prefill CTAs of a partition, they go out in sections of consecutive
+  // requests whose K/V (all KV heads) fits fwd_section_bytes (half the L2 under a causal
+  // diagonal, as the fwd walk's sections), LPT within each section, the section holding the
+  // costliest work first. Plain LPT runs tile k of every request side by side, so a step whose
+  // K/V exceeds the L2 reads it from HBM again for every tile (H100, docs/perf/batch.md: 16 x
+  // 1024 tokens 389 -> 303 us with sections, the fwd family's 310; (d) 8 x 2048 537 -> 492, its
+  // 507). BatchAttention sets kBatchL2Bytes.
+  int64_t l2_bytes = 0;
 };
+
+// L2 of the Hopper parts the batch kernel runs on (H100 SXM and PCIe, H200: 50 MB).
+inline constexpr int64_t kBatchL2Bytes = int64_t{50} << 20;
 
 // ------------------------------------------------------------------------------- cost model
 inline constexpr int64_t kPrefillRowKeyCost = 1;
@@ -214,6 +232,7 @@ class BatchPlanner {
   void weigh_kinds();
   int choose_partition() const;
   void partition_order();
+  void section_prefills(int count);
   int side_decodes(int place_bits);
   bool overlap_decodes() const { return decode_cost_ <= prefill_cost_; }
 

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "plan/batch_plan.hpp"  // the class these members belong to
+#include "plan/fwd_order.hpp"
 
 namespace hopattn::plan {
 
@@ -484,6 +485,56 @@ void BatchPlanner::partition_order() {
     }
   }
   std::copy(decodes, decodes + n, order + prefills);
+}
+
+// BatchPlanLimits::l2_bytes: order_[0, count), the prefill works by decreasing cost, regrouped
+// into sections of consecutive requests (works are made request by request) whose K/V fits
+// fwd_section_bytes, the section of the costliest work first, then the section of the
+// costliest work left, each keeping its decreasing order (a stable counting sort on the
+// sections' ranks). The assignment stays list scheduling (each work onto the least-loaded CTA),
+// so the busiest CTA still carries at most the mean plus the largest work.
+void BatchPlanner::section_prefills(int count) {
+  constexpr int kMostSections = (kCostBuckets + 1) / 2;  // bucket_start_ holds ranks and counts
+  const bool growing =
+      fwd_growing_diagonal(limits_.window.left, limits_.causal ? 0 : limits_.window.right);
+  const int64_t limit = fwd_section_bytes(limits_.l2_bytes, growing);
+  const int dv = limits_.head_dim_v != 0 ? limits_.head_dim_v : limits_.head_dim;
+  // 16-bit K and V rows of every KV head
+  const int64_t row_bytes = int64_t{limits_.head_dim + dv} * 2 * limits_.num_kv_heads;
+  const BatchWorkItem* const records = work_items_.data();
+  uint16_t* const section = work_bucket_.data();  // free after sort_works()
+  int sections = 0;
+  int64_t held = 0;
+  int32_t request = -1;
+  for (int w = 0; w < num_works_; ++w) {
+    if (records[w].kind != static_cast<uint16_t>(BatchTileKind::kPrefill)) continue;
+    if (records[w].request != request) {
+      request = records[w].request;
+      const int64_t bytes = int64_t{records[w].kv_len} * row_bytes;
+      if (sections == 0 || (held + bytes > limit && sections < kMostSections)) {
+        ++sections;
+        held = 0;
+      }
+      held += bytes;
+    }
+    section[w] = static_cast<uint16_t>(sections - 1);
+  }
+  if (sections <= 1) return;
+  int32_t* const rank = bucket_start_.data();
+  int32_t* const start = rank + kMostSections;
+  std::fill(rank, rank + sections, -1);
+  std::fill(start, start + sections + 1, 0);
+  int32_t* const order = order_.data();
+  int ranked = 0;
+  for (int i = 0; i < count; ++i) {
+    int32_t& r = rank[section[order[i]]];
+    if (r < 0) r = ranked++;
+    ++start[r + 1];
+  }
+  for (int r = 1; r <= ranked; ++r) start[r] += start[r - 1];
+  int32_t* const sorted = sort_scratch_.data();
+  for (int i = 0; i < count; ++i) sorted[start[rank[section[order[i]]]]++] = order[i];
+  std::copy(sorted, sorted + count, order);
 }
 
 // assign_levels for the tree's depth (log2 of its leaves): unrolled walks for groups of up to

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hopattn/error.hpp"
+#include "plan/fwd_order.hpp"
 
 namespace hopattn::plan::check {
 
@@ -89,6 +90,58 @@ Plan read_plan(const unsigned char* base) {
   p.merges.resize(static_cast<size_t>(std::max(0, h.num_merges)));
   std::memcpy(p.merges.data(), base + h.merges_offset, sizeof(BatchMergeRecord) * p.merges.size());
   return p;
+}
+
+std::vector<int> prefill_section_ranks(const BatchPlanLimits& l, const Step& s, const Plan& p,
+                                       const BatchPlanInfo& info) {
+  std::vector<int> rank(static_cast<size_t>(s.batch()), 0);
+  std::vector<char> prefill(static_cast<size_t>(s.batch()), 0);
+  bool decodes = false;
+  for (const BatchWorkItem& it : p.items) {
+    if (it.kind == uint16_t(BatchTileKind::kPrefill)) {
+      prefill[static_cast<size_t>(it.request)] = 1;
+    } else {
+      decodes = true;
+    }
+  }
+  if (l.l2_bytes <= 0 || (decodes && info.partition_ctas == 0)) return rank;
+  const bool growing = fwd_growing_diagonal(l.window.left, l.causal ? 0 : l.window.right);
+  const int64_t limit = fwd_section_bytes(l.l2_bytes, growing);
+  const int dv = l.head_dim_v != 0 ? l.head_dim_v : l.head_dim;
+  const int64_t row_bytes = int64_t{l.head_dim + dv} * 2 * l.num_kv_heads;
+  std::vector<int> section(static_cast<size_t>(s.batch()), 0);
+  int sections = 0;
+  int64_t held = 0;
+  for (int b = 0; b < s.batch(); ++b) {
+    if (!prefill[static_cast<size_t>(b)]) continue;
+    const int64_t bytes = int64_t{s.kv[static_cast<size_t>(b)]} * row_bytes;
+    if (sections == 0 || held + bytes > limit) {
+      ++sections;
+      held = 0;
+    }
+    held += bytes;
+    section[static_cast<size_t>(b)] = sections - 1;
+  }
+  std::vector<int64_t> top(static_cast<size_t>(std::max(sections, 1)), 0);
+  for (const BatchWorkItem& it : p.items) {
+    if (it.kind != uint16_t(BatchTileKind::kPrefill)) continue;
+    int64_t& t = top[static_cast<size_t>(section[static_cast<size_t>(it.request)])];
+    t = std::max(t, batch_item_cost(it));
+  }
+  std::vector<int> by_rank(top.size());
+  std::iota(by_rank.begin(), by_rank.end(), 0);
+  std::stable_sort(by_rank.begin(), by_rank.end(), [&](int a, int b) {
+    return top[static_cast<size_t>(a)] > top[static_cast<size_t>(b)];
+  });
+  std::vector<int> rank_of_section(top.size());
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    rank_of_section[static_cast<size_t>(by_rank[r])] = static_cast<int>(r);
+  }
+  for (int b = 0; b < s.batch(); ++b) {
+    rank[static_cast<size_t>(b)] =
+        rank_of_section[static_cast<size_t>(section[static_cast<size_t>(b)])];
+  }
+  return rank;
 }
 
 namespace {
@@ -177,11 +230,14 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
   int64_t part_total[2] = {0, 0}, part_busiest[2] = {0, 0}, part_largest[2] = {0, 0};
   int part_ctas[2] = {0, 0};
   int64_t total = 0, busiest = 0, largest = 0;
+  const std::vector<int> section = prefill_section_ranks(l, s, p, info);
   for (int c = 0; c < h.num_ctas; ++c) {
     if (!f.expect(p.cta_offsets[c] <= p.cta_offsets[c + 1], "CTA offsets decrease at ", c)) return;
-    // Largest first; with spread decodes, within each kind (prefill, decode).
+    // Largest first; with spread decodes, within each kind (prefill, decode); with prefill
+    // sections, the prefill items section by section, largest first within each.
     int64_t load = 0, previous[2] = {std::numeric_limits<int64_t>::max(),
                                      std::numeric_limits<int64_t>::max()};
+    int previous_section = 0;
     int64_t prefill = 0, side = 0;  // side_decodes: the side lane's load within the prefill's
     const int part = part_of(c);
     for (int i = p.cta_offsets[c]; i < p.cta_offsets[c + 1]; ++i) {
@@ -195,6 +251,13 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
       if (p.items[i].kind == uint16_t(BatchTileKind::kDecodeSide)) side += cost;
       const int kind =
           info.decodes_spread && p.items[i].kind != uint16_t(BatchTileKind::kPrefill) ? 1 : 0;
+      if (p.items[i].kind == uint16_t(BatchTileKind::kPrefill)) {
+        const int sec = section[static_cast<size_t>(p.items[i].request)];
+        f.expect(sec >= previous_section, "CTA ", c, " runs prefill section ", sec, " after ",
+                 previous_section);
+        if (sec > previous_section) previous[kind] = std::numeric_limits<int64_t>::max();
+        previous_section = sec;
+      }
       f.expect(cost <= previous[kind], "CTA ", c, " does not run its items largest first");
       previous[kind] = cost;
       load += cost;

@@ -69,6 +69,14 @@ struct Plan {
 };
 Plan read_plan(const unsigned char* base);
 
+// BatchPlanLimits::l2_bytes, plainly: each request's prefill section's rank in the plan's order
+// (0 first), or 0 for every request where the plan has no sections (no L2 named, or a mixed
+// step not partitioned). Sections: consecutive requests with prefill items while their K/V
+// (16-bit rows of Dqk + Dv, every KV head) fits fwd_section_bytes; ranked by their costliest
+// item, ties to the earlier section.
+std::vector<int> prefill_section_ranks(const BatchPlanLimits& l, const Step& s, const Plan& p,
+                                       const BatchPlanInfo& info);
+
 // Every invariant above for the plan at `base` of step `s`: "" when all hold, else the first
 // violation.
 std::string verify(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& info,

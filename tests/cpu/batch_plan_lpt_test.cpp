@@ -37,7 +37,10 @@ int least_loaded(const std::vector<int64_t>& load, int first, int last) {
   return best;
 }
 
-void expect_rule(const BatchPlanLimits& l, const Step& s) {
+// `section_of(item)`: the rank of the item's section (BatchPlanLimits::l2_bytes), which orders
+// the group's items before their cost; 0 for every item without sections.
+template <class SectionOf>
+void expect_rule(const BatchPlanLimits& l, const Step& s, SectionOf&& section_of) {
   BatchPlanner planner(l);
   Buffer buf(BatchPlanner::workspace_bytes(l));
   planner.plan(s.cu.data(), s.kv.data(), s.batch(), buf.data(), buf.usable());
@@ -45,9 +48,10 @@ void expect_rule(const BatchPlanLimits& l, const Step& s) {
   const int ctas = l.num_ctas;
   const int groups = std::gcd(l.num_kv_heads, ctas);
   const int group_ctas = ctas / groups;
-  // Each CTA's item costs, largest first, as the plan gives them; and each group's costs.
+  // Each CTA's item costs, largest first, as the plan gives them; and each group's (section rank,
+  // cost) pairs.
   std::vector<std::vector<int64_t>> got(static_cast<size_t>(ctas));
-  std::vector<std::vector<int64_t>> group_costs(static_cast<size_t>(groups));
+  std::vector<std::vector<std::pair<int, int64_t>>> group_costs(static_cast<size_t>(groups));
   for (int c = 0; c < ctas; ++c) {
     for (int32_t i = p.cta_offsets[static_cast<size_t>(c)];
          i < p.cta_offsets[static_cast<size_t>(c) + 1]; ++i) {
@@ -55,69 +59,65 @@ void expect_rule(const BatchPlanLimits& l, const Step& s) {
       ASSERT_EQ(it.kv_head % groups, c / group_ctas) << "KV head " << it.kv_head << " on CTA " << c
                                                      << "; " << describe(l) << "; " << describe(s);
       got[static_cast<size_t>(c)].push_back(batch_item_cost(it));
-      group_costs[static_cast<size_t>(c / group_ctas)].push_back(batch_item_cost(it));
+      group_costs[static_cast<size_t>(c / group_ctas)].emplace_back(section_of(it),
+                                                                    batch_item_cost(it));
     }
     std::sort(got[static_cast<size_t>(c)].begin(), got[static_cast<size_t>(c)].end(),
               std::greater<>());
   }
-  // The rule, plainly, over the same multisets of costs.
+  // The rule, plainly, over the same multisets of costs: sections in rank order, each by
+  // decreasing cost.
   std::vector<std::vector<int64_t>> want(static_cast<size_t>(ctas));
   std::vector<int64_t> load(static_cast<size_t>(ctas), 0);
   for (int g = 0; g < groups; ++g) {
-    std::vector<int64_t>& costs = group_costs[static_cast<size_t>(g)];
-    std::sort(costs.begin(), costs.end(), std::greater<>());
-    for (const int64_t cost : costs) {
+    std::vector<std::pair<int, int64_t>>& costs = group_costs[static_cast<size_t>(g)];
+    std::sort(costs.begin(), costs.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    for (const auto& [section, cost] : costs) {
       const int best = least_loaded(load, g * group_ctas, (g + 1) * group_ctas);
       load[static_cast<size_t>(best)] += cost;
       want[static_cast<size_t>(best)].push_back(cost);
     }
   }
   for (int c = 0; c < ctas; ++c) {
+    std::sort(want[static_cast<size_t>(c)].begin(), want[static_cast<size_t>(c)].end(),
+              std::greater<>());
     ASSERT_EQ(got[static_cast<size_t>(c)], want[static_cast<size_t>(c)])
         << "CTA " << c << "; " << describe(l) << "; " << describe(s);
   }
 }
 
-TEST(BatchPlanLpt, MatchesThePlainRule) {
-  // (KV heads, CTAs): groups of 33 CTAs with 2 or 1 KV heads each, one group (7 CTAs, and 3 KV
-  // heads over 132), one CTA, and one group per KV head.
-  const int shapes[][2] = {{8, 132}, {8, 264}, {8, 7}, {8, 1}, {3, 132}, {6, 132}, {12, 132}};
-  for (const auto& shape : shapes) {
-    BatchPlanLimits l = llama8b(shape[1]);
-    l.num_kv_heads = shape[0];
-    l.num_qo_heads = 4 * shape[0];
-    // Equal requests: one run of B x KV heads items (pure decode, pure prefill).
-    for (int b : {17, 128, 256}) {
-      expect_rule(l, step_of(std::vector<int32_t>(b, 1), std::vector<int32_t>(b, 8193)));
+void expect_rule(const BatchPlanLimits& l, const Step& s) {
+  expect_rule(l, s, [](const BatchWorkItem&) { return 0; });
+}
+
+// With the card's L2 named, a pure prefill step whose K/V exceeds half of it goes out section by
+// section (16 x 1024 tokens: 64 MB, sections of six requests), the section of the costliest item
+// first, LPT within each (check::prefill_section_ranks has the sections, plainly).
+TEST(BatchPlanLpt, SectionsRunInTurn) {
+  for (int ctas : {132, 33, 7}) {
+    BatchPlanLimits l = llama8b(ctas);
+    l.l2_bytes = kBatchL2Bytes;
+    const std::vector<Step> steps = {
+        step_of(std::vector<int32_t>(16, 1024), std::vector<int32_t>(16, 1024)),
+        step_of(std::vector<int32_t>(8, 2048), std::vector<int32_t>(8, 2048)),
+        step_of({512, 2048, 300, 4096, 1000, 129}, {8192, 2048, 9000, 4096, 20000, 129}),
+        step_of(std::vector<int32_t>(3, 2048), std::vector<int32_t>(3, 2048)),  // one section
+    };
+    for (const Step& s : steps) {
+      BatchPlanner planner(l);
+      Buffer buf(BatchPlanner::workspace_bytes(l));
+      const BatchPlanInfo info =
+          planner.plan(s.cu.data(), s.kv.data(), s.batch(), buf.data(), buf.usable());
+      const std::vector<int> rank =
+          check::prefill_section_ranks(l, s, check::read_plan(buf.data()), info);
+      if (ctas == 132 && s.batch() == 16) {
+        EXPECT_EQ(*std::max_element(rank.begin(), rank.end()), 2) << "three sections";
+      }
+      expect_rule(l, s,
+                  [&](const BatchWorkItem& it) { return rank[static_cast<size_t>(it.request)]; });
     }
-    expect_rule(l, step_of(std::vector<int32_t>(8, 2048), std::vector<int32_t>(8, 2048)));
-    // Issue (a): prefill tiles (short runs) then a run of 124 x KV heads equal decodes.
-    std::vector<int32_t> q = {2048, 2048, 2048, 2048}, kv = {2048, 2048, 6144, 10240};
-    q.resize(128, 1);
-    kv.resize(128, 4097);
-    expect_rule(l, step_of(q, kv));
-    // Decodes of distinct lengths (runs of one work: the tree alone), and a mix of runs of each
-    // length.
-    std::mt19937_64 rng(7);
-    std::vector<int32_t> dq, dkv;
-    for (int i = 0; i < 255; ++i) {
-      dq.push_back(1);
-      dkv.push_back(std::uniform_int_distribution<int>(2048, 16384)(rng));
-    }
-    expect_rule(l, step_of(dq, dkv));
-    std::vector<int32_t> mq, mkv;
-    for (int i = 0; i < 200; ++i) {
-      mq.push_back(i % 3 == 0 ? 4 : 1);
-      mkv.push_back(1024 * (1 + i % 5) + 4);
-    }
-    expect_rule(l, step_of(mq, mkv));
-    // Costs that fall sharply: long prefill tiles, then short decodes of distinct lengths.
-    std::vector<int32_t> sq = {4096, 4096}, skv = {16384, 12288};
-    for (int i = 0; i < 200; ++i) {
-      sq.push_back(1);
-      skv.push_back(std::uniform_int_distribution<int>(16, 300)(rng));
-    }
-    expect_rule(l, step_of(sq, skv));
   }
 }
 

@@ -139,6 +139,10 @@ void check_seeded_steps(uint64_t base, int seeds, BatchOverlap spread_decodes,
     if (partition != BatchOverlap::kOff) {
       l.decode_cta_rate_milli = static_cast<int>(uniform(rng, 1000, 4000));
     }
+    // The prefill sections (BatchPlanLimits::l2_bytes): none, the card's, and 1 MB (a section a
+    // request or two). Drawn from the seed, so the steps stay those of earlier builds.
+    const int64_t l2_choices[3] = {0, kBatchL2Bytes, int64_t{1} << 20};
+    l.l2_bytes = l2_choices[seed % 3];
     const Step s = random_step(rng, l);
     BatchPlanner planner(l);
     Buffer buf(BatchPlanner::workspace_bytes(l));
@@ -205,20 +209,27 @@ TEST(BatchPlanPartition, SplitFollowsTheDecodeRate) {
   }
 }
 
-// The default order per step: (b) (its decodes cost more than its prefill) is partitioned, (a)
-// (the prefill costs more) spreads its decodes instead, and a pure step gets neither.
-TEST(BatchPlanPartition, AutoPicksPartitionWhereDecodesCostMore) {
-  const BatchPlanLimits l = llama8b(132);
+// The default order per step: every mixed step is partitioned ((b), whose decodes cost more than
+// its prefill, and (a), whose prefill costs more), with no spread order and no side items; a
+// pure step gets neither. Asking for the side lane (or the spread order) keeps (a) whole.
+TEST(BatchPlanPartition, AutoPartitionsMixedSteps) {
+  BatchPlanLimits l = llama8b(132);
   BatchPlanner planner(l);
   Buffer buf(BatchPlanner::workspace_bytes(l));
   BatchPlanInfo info;
-  ASSERT_EQ(plan_and_verify(planner, issue_step('b'), buf, &info), "");
-  EXPECT_GT(info.partition_ctas, 0);
-  EXPECT_FALSE(info.decodes_spread);
-  ASSERT_EQ(plan_and_verify(planner, issue_step('a'), buf, &info), "");
-  EXPECT_EQ(info.partition_ctas, 0);
-  EXPECT_TRUE(info.decodes_spread);
+  for (char step : {'a', 'b'}) {
+    ASSERT_EQ(plan_and_verify(planner, issue_step(step), buf, &info), "") << step;
+    EXPECT_GT(info.partition_ctas, 0) << step;
+    EXPECT_LT(info.partition_ctas, 33) << step;  // 8 KV heads on 132 CTAs: groups of 33
+    EXPECT_FALSE(info.decodes_spread) << step;
+    EXPECT_EQ(info.num_side_items, 0) << step;
+  }
   expect_pure_step_unpartitioned(planner, buf);
+  l.side_decodes = BatchOverlap::kOn;
+  BatchPlanner side(l);
+  ASSERT_EQ(plan_and_verify(side, issue_step('a'), buf, &info), "");
+  EXPECT_EQ(info.partition_ctas, 0);
+  EXPECT_GT(info.num_side_items, 0);
 }
 
 // One planner made for the limits serves every smaller step with the same buffer, and what it
@@ -290,9 +301,11 @@ TEST(BatchPlanEdges, QLensFormMatchesOffsets) {
 }
 
 // The issue's steps on Llama-3.1-8B attention (32 q heads, 8 KV heads) and an H200's grid of
-// 264 CTAs: what gets split, into how many pieces, and how even the busiest CTA comes out.
+// 264 CTAs: what gets split, into how many pieces, and how even the busiest CTA comes out (plain
+// LPT over both kinds: no partition).
 TEST(BatchPlanShapes, IssueSteps) {
-  const BatchPlanLimits l = llama8b(264);
+  BatchPlanLimits l = llama8b(264);
+  l.partition_decodes = BatchOverlap::kOff;
   BatchPlanner planner(l);
   Buffer buf(BatchPlanner::workspace_bytes(l));
   auto plan = [&](const Step& s) {
@@ -344,6 +357,7 @@ TEST(BatchPlanSpread, InvariantsAndIssueStep) {
   auto first_decode_at = [&](bool spread) {
     BatchPlanLimits l = llama8b(132);
     l.spread_decodes = spread ? BatchOverlap::kOn : BatchOverlap::kOff;
+    l.partition_decodes = BatchOverlap::kOff;
     BatchPlanner planner(l);
     Buffer buf(BatchPlanner::workspace_bytes(l));
     EXPECT_EQ(plan_and_verify(planner, a, buf), "");
@@ -398,7 +412,7 @@ TEST(BatchPlanSide, InvariantsAndIssueStep) {
     return n;
   };
   BatchPlanLimits l = llama8b(132);
-  l.spread_decodes = l.side_decodes = BatchOverlap::kOff;
+  l.spread_decodes = l.side_decodes = l.partition_decodes = BatchOverlap::kOff;
   const check::Plan plain = plan_of(l, step_of(q, kv));
   l.side_decodes = BatchOverlap::kOn;
   const check::Plan side = plan_of(l, step_of(q, kv));
@@ -434,9 +448,9 @@ TEST(BatchPlanSide, InvariantsAndIssueStep) {
   EXPECT_LE(cheap_moved, decodes);
 }
 
-// BatchOverlap::kAuto (the default): step (a) (decodes ~36% of the cost) gets the spread order and
-// the side lane, step (b) (decodes ~70%: the step streams HBM anyway) neither, nor do pure steps;
-// kOff keeps a mixed step plain.
+// BatchOverlap::kAuto for the spread order and the side lane, where no partition is made
+// (partition_decodes kOff): step (a) (decodes ~36% of the cost) gets both, step (b) (decodes
+// ~70%: the step streams HBM anyway) neither, nor do pure steps; kOff keeps a mixed step plain.
 TEST(BatchPlanOverlap, AutoPicksMixedStepsWhoseDecodesFitUnderThePrefill) {
   const auto info_of = [](const BatchPlanLimits& l, const Step& s) {
     BatchPlanner planner(l);
@@ -453,7 +467,8 @@ TEST(BatchPlanOverlap, AutoPicksMixedStepsWhoseDecodesFitUnderThePrefill) {
     bq.push_back(1);
     bkv.push_back(2048 + i * 14336 / 254);
   }
-  const BatchPlanLimits l = llama8b(132);
+  BatchPlanLimits l = llama8b(132);
+  l.partition_decodes = BatchOverlap::kOff;
   const BatchPlanInfo a = info_of(l, step_of(aq, akv));
   EXPECT_TRUE(a.decodes_spread);
   EXPECT_GT(a.num_side_items, 0);

@@ -329,6 +329,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.batch_side = parse_overlap(name, cur.value(name, inline_value), "off", "on");
     return;
   }
+  if (name == "--batch-sections") {
+    f.batch_sections =
+        parse_choice<bool>(name, cur.value(name, inline_value), {{"on", true}, {"off", false}});
+    return;
+  }
   if (name == "--batch-side-cost") {
     f.batch_side_cost = parse_integer(name, cur.value(name, inline_value), 1, 1024);
     return;

@@ -67,6 +67,7 @@ struct BenchFlags {
   std::optional<int> batch_decode_rate_milli;         // batch: --batch-decode-rate R (x1000)
   std::optional<plan::BatchOverlap> batch_side;       // batch: --batch-side auto | off | on
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
+  std::optional<bool> batch_sections;      // batch: --batch-sections on | off
   std::optional<int> iters, warmup;
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;

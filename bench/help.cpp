@@ -98,16 +98,18 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       give each alternative's time over the first row's.
   --batch-ctas N      batch: the persistent grid, N CTAs (BatchAttentionConfig::num_ctas;
                       default: the largest Hopper part's), e.g. to read one SM's rate
-  --batch-order O     batch: auto (default: in a mixed step, spread where its decodes cost no
-                      more than its prefill, else partition) | lpt (each CTA's items largest
-                      first, so its decodes last) | spread (each CTA's decodes between its
-                      prefill items) | partition (prefill and decode items on separate CTAs,
-                      side by side)
+  --batch-order O     batch: auto (default: a mixed step partitioned, unless --batch-side on) |
+                      lpt (each CTA's items largest first, so its decodes last) | spread (each
+                      CTA's decodes between its prefill items) | partition (prefill and decode
+                      items on separate CTAs, side by side)
   --batch-decode-rate R  batch, partition: a CTA that alone streams decodes goes R times its
-                      share of HBM (default 1.5; the planner's split follows it)
-  --batch-side S      batch: auto (default: on where the order's auto picks spread) | off | on
-                      (decodes of <= 8 rows on two producer warps beside the prefill tiles: the
-                      side-lane kernel; 16-bit caches, D 64/128, TMA page boxes)
+                      share of HBM (default 1.25; the planner's split follows it)
+  --batch-side S      batch: auto (default: on where the order is spread and the decodes cost
+                      no more than the prefill) | off | on (decodes of <= 8 rows on two producer
+                      warps beside the prefill tiles: the side-lane kernel; 16-bit caches, D
+                      64/128, TMA page boxes)
+  --batch-sections S  batch: on (default: the prefill works in sections of requests whose K/V
+                      fits half the L2) | off (plain LPT over them)
   --batch-side-cost N batch: the planner's side-lane factor (default 6: a CTA's side lane
                       takes decodes of at most 1/N of its prefill cost)
 Run:

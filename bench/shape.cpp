@@ -42,6 +42,7 @@ std::string Shape::describe() const {
       os << (batch_side == plan::BatchOverlap::kOn ? " side" : " no-side");
     }
     if (batch_side_cost != plan::kSideLaneCost) os << " side-cost=" << batch_side_cost;
+    if (!batch_sections) os << " no-sections";
     if (!fwd_launch.paged_tma) os << " paged-gather";
   } else {
     os << "B=" << batch << " Sq=" << q_len << " Sk=" << kv_len << " H=" << q_heads;
@@ -165,6 +166,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.batch_spread.has_value() && !batch, fam, "--batch-order");
   reject(f.batch_side.has_value() && !batch, fam, "--batch-side");
   reject(f.batch_side_cost.has_value() && !batch, fam, "--batch-side-cost");
+  reject(f.batch_sections.has_value() && !batch, fam, "--batch-sections");
   reject(f.batch_decode_rate_milli.has_value() && !batch, fam, "--batch-decode-rate");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
   if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
@@ -231,6 +233,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.batch_spread) s.batch_spread = *f.batch_spread;
   if (f.batch_side) s.batch_side = *f.batch_side;
   if (f.batch_side_cost) s.batch_side_cost = *f.batch_side_cost;
+  if (f.batch_sections) s.batch_sections = *f.batch_sections;
   if (f.batch_partition) s.batch_partition = *f.batch_partition;
   if (f.batch_decode_rate_milli) s.batch_decode_rate_milli = *f.batch_decode_rate_milli;
   if (fam == Family::kDecode && s.q_len > 16) {

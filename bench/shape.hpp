@@ -47,6 +47,7 @@ struct Shape {
   plan::BatchOverlap batch_spread = plan::BatchOverlap::kAuto;
   plan::BatchOverlap batch_side = plan::BatchOverlap::kAuto;
   int64_t batch_side_cost = plan::kSideLaneCost;  // the planner's side-lane factor
+  bool batch_sections = true;  // the prefill works in L2 sections (--batch-sections)
   // batch: prefill and decode works on separate CTAs (--batch-order partition), the split from
   // a decode CTA's rate (--batch-decode-rate; plan::BatchPlanLimits::partition_decodes).
   plan::BatchOverlap batch_partition = plan::BatchOverlap::kAuto;

@@ -281,6 +281,10 @@ void BatchAttentionVariants::side_lane_cost(BatchAttention& attention, int64_t c
   set_limit(attention, &plan::BatchPlanLimits::side_lane_cost, cost);
 }
 
+void BatchAttentionVariants::l2_sections(BatchAttention& attention, bool on) {
+  set_limit(attention, &plan::BatchPlanLimits::l2_bytes, on ? plan::kBatchL2Bytes : int64_t{0});
+}
+
 void BatchAttentionVariants::paged_tma(BatchAttention& attention, bool on) {
   attention.impl_->paged_tma = on;
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   tools/experiments/next_device_run.sh MAIN GATHER OUT [PARTS]
+#   tools/experiments/next_device_run.sh MAIN GATHER SPLIT OUT [PARTS]
 #
-# MAIN, GATHER: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main and of main +
-# gather_page_ids.patch. PARTS: any of "steps order gather tests_gather peers" (default "steps
-# order gather": ~5 minutes on an H100). Logs under OUT:
+# MAIN, GATHER, SPLIT: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
+# gather_page_ids.patch and of main + decode_split.patch. PARTS: any of "steps order gather
+# split tests_split tests_gather peers" (default "steps order split": ~6 minutes on an H100).
+# Logs under OUT:
 #   gpu.txt          the card
 #   steps.txt        main: batch steps a-d as batch / separate / varlen, two rounds
 #   order.txt        main: (a) and (b) at decode CTA rates 1.0 .. 2.0 and (a) in the spread
@@ -13,12 +14,17 @@
 #   gather.txt       main against GATHER: the cp.async gather (--paged-tma off) on step (c) at
 #                    132 and 16 CTAs, fwd paged rows with pages of 1 (the gather's page size)
 #                    and of 16 by the gather; TMA rows as controls
+#   split.txt        main against SPLIT: a decode tile's rate (step (c) on 16 CTAs), steps a-d,
+#                    (a) and (b) at decode CTA rates 1.25 / 1.5 / 2 (faster decode CTAs move the
+#                    partition's best split), decode-shaped fwd calls
+#   tests_split.txt  SPLIT's GPU tests (fwd, paged, batch, safety), memcheck, racecheck and
+#                    synccheck on decode-shaped steps
 #   tests_gather.txt GATHER's GPU tests of every paged path, memcheck and racecheck
 #   fi_peers.txt     FlashInfer 0.7.4's batch rows (batch_peers.py --peers-only), when the peer
 #                    kit is carried (.peers)
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 G=$2 R=$3 PARTS=${4:-steps order gather}
+M=$1 G=$2 S=$3 R=$4 PARTS=${5:-steps order split}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
@@ -63,6 +69,34 @@ if has gather; then
     if [ $r = 1 ]; then gr $M main; gr $G gather; else gr $G gather; gr $M main; fi
   done > $R/gather.txt 2>&1
   cat $R/gather.txt
+fi
+
+if has split; then
+  sr() {
+    echo "r$r $2 c16 $(bb $1 --step c --batch-ctas 16) c16_p64 $(bb $1 --step c --batch-ctas 16 --page-size 64)" \
+      "a $(bb $1 --step a) a_r1.5 $(bb $1 --step a --batch-decode-rate 1.5) a_r2 $(bb $1 --step a --batch-decode-rate 2)" \
+      "b $(bb $1 --step b) b_r2 $(bb $1 --step b --batch-decode-rate 2) c $(bb $1 --step c) d $(bb $1 --step d)" \
+      "| fwd dec128 $(ff $1 --head-dim 128 --batch 128 --q-len 1 --kv-len 8192 --heads 32:8 --page-size 16)" \
+      "dec8 $(ff $1 --head-dim 128 --batch 8 --q-len 1 --kv-len 8192 --heads 32:8 --page-size 16)" \
+      "hd64_dec $(ff $1 --head-dim 64 --batch 64 --q-len 4 --kv-len 4096 --heads 32:8 --page-size 16)"
+  }
+  for r in 1 2; do
+    if [ $r = 1 ]; then sr $M main; sr $S split; else sr $S split; sr $M main; fi
+  done > $R/split.txt 2>&1
+  cat $R/split.txt
+fi
+
+if has tests_split; then
+  logged $R/tests_split.txt 360 $S/hopattn_gpu_tests \
+    --gtest_filter='*Fwd*:*Batch*:*Paged*:PageSizes/*:Safety*'
+  logged $R/split_mem.txt 150 compute-sanitizer --tool memcheck $S/hopattn_gpu_tests \
+    --gtest_filter='BatchKernel.PureDecode128x8k:BatchKernelPartition.*:FwdPaged.*'
+  logged $R/split_race.txt 150 compute-sanitizer --tool racecheck $S/hopattn_gpu_tests \
+    --gtest_filter='BatchKernelPartition.*'
+  logged $R/split_sync.txt 120 compute-sanitizer --tool synccheck $S/hopattn_gpu_tests \
+    --gtest_filter='BatchKernelPartition.*'
+  grep -H "PASSED\|FAILED\|SUMMARY\|rc=" $R/tests_split.txt $R/split_mem.txt $R/split_race.txt \
+    $R/split_sync.txt
 fi
 
 if has tests_gather; then

@@ -147,10 +147,11 @@ struct FwdMainloop {
     }
   }
 
-  // kPagedTma runs on all of warp 0 (each lane issues one page box, kv_loader.cuh): lane 0 alone
-  // raises the barriers' byte counts and loads Q; every lane waits on the empty barriers. A full
-  // barrier's phase completes only after lane 0's arrival, so other lanes' bytes landing first
-  // are safe (the transaction count may dip below zero until then). Other sources: one thread.
+  // kPagedTma runs on all of warp 0 (Q and K) and of warp 1 (V), each lane issuing one page box
+  // (kv_loader.cuh): lane 0 of each alone raises its barriers' byte counts (and warp 0's loads
+  // Q); every lane waits on the empty barriers. A full barrier's phase completes only after lane
+  // 0's arrival, so other lanes' bytes landing first are safe (the transaction count may dip
+  // below zero until then). Other sources: one thread.
   template <KVSource kSource>
   __device__ static bool leads() {
     return (kSource != KVSource::kPagedTma && kSource != KVSource::kPagedTmaWiden) ||

@@ -45,7 +45,6 @@ template <class Expected, class Given>
 }
 
 bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
-int value_dim(const BatchPlanLimits& l) { return l.head_dim_v == 0 ? l.head_dim : l.head_dim_v; }
 
 void validate_limits(const BatchPlanLimits& l) {
   if (l.max_batch < 1) fail(ErrorKind::kValue, arg_at(kWhere, "max_batch"), ">= 1", l.max_batch);
@@ -167,7 +166,7 @@ BatchPlanCapacity BatchPlanner::capacity(const BatchPlanLimits& l) {
   c.max_merges = ctas;
   c.max_partial_rows = 2 * ctas * kPrefillTileRows;
   c.plan_bytes = batch_plan_offsets(ctas, c.max_items, c.max_merges).end;
-  c.partial_o_bytes = static_cast<size_t>(c.max_partial_rows) * value_dim(l) * sizeof(float);
+  c.partial_o_bytes = static_cast<size_t>(c.max_partial_rows) * l.dv() * sizeof(float);
   c.partial_lse_bytes = static_cast<size_t>(c.max_partial_rows) * sizeof(float);
   if (c.plan_bytes > std::numeric_limits<uint32_t>::max()) {
     fail(ErrorKind::kValue, arg_at(kWhere, "max_tokens"),
@@ -202,8 +201,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
     spread_prefill_.resize(placements);
     spread_decode_.resize(placements);
   }
-  const int dv = limits_.head_dim_v != 0 ? limits_.head_dim_v : limits_.head_dim;
-  side_ok_ = limits_.side_decodes != BatchOverlap::kOff && limits_.head_dim == dv &&
+  side_ok_ = limits_.side_decodes != BatchOverlap::kOff && limits_.head_dim == limits_.dv() &&
              limits_.head_dim <= kSideMaxHeadDim &&
              std::gcd(limits_.page_size, kPrefillKvBlock) % 8 == 0;
   if (side_ok_) side_slot_.resize(placements);

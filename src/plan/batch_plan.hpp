@@ -67,7 +67,7 @@ struct BatchPlanLimits {
   int num_qo_heads = 0;
   int num_kv_heads = 0;
   int head_dim = 128;  // Dqk: 64, 128 or 256
-  int head_dim_v = 0;  // Dv: 64, 128 or 256; 0 = head_dim
+  int head_dim_v = 0;  // Dv: 64, 128 or 256; 0 = head_dim (dv())
   int page_size = 16;  // 1..256 (the kernel's page walk; splits do not depend on it)
   bool causal = true;  // bottom-right aligned
   Window window{};     // (left, right), -1 = unbounded, same alignment
@@ -110,6 +110,8 @@ struct BatchPlanLimits {
   // 1024 tokens 389 -> 303 us with sections, the fwd family's 310; (d) 8 x 2048 537 -> 492, its
   // 507). BatchAttention sets kBatchL2Bytes.
   int64_t l2_bytes = 0;
+
+  int dv() const { return head_dim_v != 0 ? head_dim_v : head_dim; }
 };
 
 // L2 of the Hopper parts the batch kernel runs on (H100 SXM and PCIe, H200: 50 MB).

@@ -498,9 +498,8 @@ void BatchPlanner::section_prefills(int count) {
   const bool growing =
       fwd_growing_diagonal(limits_.window.left, limits_.causal ? 0 : limits_.window.right);
   const int64_t limit = fwd_section_bytes(limits_.l2_bytes, growing);
-  const int dv = limits_.head_dim_v != 0 ? limits_.head_dim_v : limits_.head_dim;
   // 16-bit K and V rows of every KV head
-  const int64_t row_bytes = int64_t{limits_.head_dim + dv} * 2 * limits_.num_kv_heads;
+  const int64_t row_bytes = int64_t{limits_.head_dim + limits_.dv()} * 2 * limits_.num_kv_heads;
   const BatchWorkItem* const records = work_items_.data();
   uint16_t* const section = work_bucket_.data();  // free after sort_works()
   int sections = 0;

@@ -107,8 +107,7 @@ std::vector<int> prefill_section_ranks(const BatchPlanLimits& l, const Step& s, 
   if (l.l2_bytes <= 0 || (decodes && info.partition_ctas == 0)) return rank;
   const bool growing = fwd_growing_diagonal(l.window.left, l.causal ? 0 : l.window.right);
   const int64_t limit = fwd_section_bytes(l.l2_bytes, growing);
-  const int dv = l.head_dim_v != 0 ? l.head_dim_v : l.head_dim;
-  const int64_t row_bytes = int64_t{l.head_dim + dv} * 2 * l.num_kv_heads;
+  const int64_t row_bytes = int64_t{l.head_dim + l.dv()} * 2 * l.num_kv_heads;
   std::vector<int> section(static_cast<size_t>(s.batch()), 0);
   int sections = 0;
   int64_t held = 0;

@@ -27,6 +27,17 @@
 
 namespace hopattn::kernels::fwd {
 
+// `load(w, t)` for every tile the producer loads, in the scheduler's order: the tiles with rows
+// and KV blocks (the consumers write zeros for the others). Every loading warp walks these.
+template <class Traits, class Scheduler, class Load>
+__device__ void for_each_loaded_tile(const FwdParams& p, Load&& load) {
+  for (Scheduler sched(p); sched.valid(); sched.advance()) {
+    const WorkTile w = sched.tile();
+    const TileInfo t = sched.template info<Traits>(p, w);
+    if (t.has_rows() && t.n_blocks() > 0) load(w, t);
+  }
+}
+
 // The producer thread (thread 0); kPagedTma: all of warp 0, lane 0 leading, Q and K only
 // (FwdMainloop::load_tile; V comes from warp 1, run_v_producer). kPagedGather: K and V come from
 // the gather warps, which this thread feeds with one job per KV block (kv_loader.cuh).
@@ -40,13 +51,10 @@ __device__ void run_producer(const FwdParams& p, const SharedPlan<Traits>& sm) {
     ptx::prefetch_tensor_map(&p.tm_v);
   }
   typename Mainloop::ProducerState st;
-  for (Scheduler sched(p); sched.valid(); sched.advance()) {
-    const WorkTile w = sched.tile();
-    const TileInfo t = sched.template info<Traits>(p, w);
-    if (!t.has_rows() || t.n_blocks() == 0) continue;  // consumers write zeros, need no loads
+  for_each_loaded_tile<Traits, Scheduler>(p, [&](const WorkTile& w, const TileInfo& t) {
     Mainloop::template load_tile<kSource, /*kWithV=*/kSource != KVSource::kPagedTma>(p, sm, w, t,
                                                                                      st);
-  }
+  });
   if (kGather || kSource == KVSource::kPagedTmaWiden) Mainloop::finish_jobs(sm, st);
   if (kSource == KVSource::kPagedTmaWiden) {  // the whole warp
     __syncwarp();
@@ -62,12 +70,8 @@ __device__ void run_v_producer(const FwdParams& p, const SharedPlan<Traits>& sm)
   using Mainloop = FwdMainloop<Traits>;
   ptx::prefetch_tensor_map(&p.tm_v);
   typename Mainloop::Pipeline kv;
-  for (Scheduler sched(p); sched.valid(); sched.advance()) {
-    const WorkTile w = sched.tile();
-    const TileInfo t = sched.template info<Traits>(p, w);
-    if (!t.has_rows() || t.n_blocks() == 0) continue;  // as run_producer: no loads
-    Mainloop::load_tile_v(p, sm, w, t, kv);
-  }
+  for_each_loaded_tile<Traits, Scheduler>(
+      p, [&](const WorkTile& w, const TileInfo& t) { Mainloop::load_tile_v(p, sm, w, t, kv); });
   __syncwarp();
   if (ptx::lane_id() == 0) KVLoader<Traits>::report_bad_page(p, sm.bad_page_note(1));
 }

@@ -85,14 +85,27 @@ struct KVLoader {
     int page = 0;  // the slot within the page is recomputed at the copy (a register less held)
   };
   static_assert(kBlockN / 8 <= 32, "paged TMA: one box a lane of the producer warp");
+  // The first row of this lane's box in a KV block (kBlockN or more: the lane has no box).
+  __device__ static int box_row(const FwdParams& p) {
+    return static_cast<int>(ptx::lane_id()) * p.kv.box_rows;
+  }
   __device__ static PagedBox read_box(const FwdParams& p, const Source& s, int n) {
     PagedBox b;
-    const int row = static_cast<int>(ptx::lane_id()) * p.kv.box_rows;
+    const int row = box_row(p);
     const int token = n * kBlockN + row;
     if (row < kBlockN && token < s.seqlen_k) {  // page-list entries past the length: never read
       b.page = s.pages[p.kv.page_div.divide(token)];
     }
     return b;
+  }
+  // A page id outside the pool, in a box that holds keys (`valid`), noted for the report; with
+  // `&`, so that ptxas predicates the note's store. TMA never reads through such an id anyway
+  // (it lies outside the map's page dimension: TMA writes zeros).
+  __device__ static void note_if_outside(const FwdParams& p, const Source& s, bool valid,
+                                         const PagedBox& box, int2* note) {
+    if (valid & (static_cast<uint32_t>(box.page) >= static_cast<uint32_t>(p.kv.num_pages))) {
+      note_bad_page(note, s.batch, box.page);
+    }
   }
 
   template <KVSource kSource>
@@ -132,21 +145,15 @@ struct KVLoader {
       // of the producer warp (at most kBlockN / 8 = 22), so that a block's page-table reads are
       // in flight together, and read one block ahead (read_box).
       const int rows = p.kv.box_rows;
-      const int row = static_cast<int>(ptx::lane_id()) * rows;
+      const int row = box_row(p);
       if (row >= kBlockN) return;
       const int token = first + row;
       const bool valid = token < s.seqlen_k;
       const int slot =
           valid ? token - static_cast<int>(p.kv.page_div.divide(token)) * p.kv.page_size : 0;
-      // A page id outside the pool lies outside the map's page dimension: TMA reads nothing
-      // and writes zeros. kPagedTma: producer warp 1 checks the ids for the report
-      // (audit_box); kPagedTmaWiden, whose warps 1..3 widen: noted here, with `&`, so that
-      // ptxas predicates the note's store.
-      if constexpr (kSource == KVSource::kPagedTmaWiden) {
-        if (valid & (static_cast<uint32_t>(box.page) >= static_cast<uint32_t>(p.kv.num_pages))) {
-          note_bad_page(note, s.batch, box.page);
-        }
-      }
+      // Page ids outside the pool: kPagedTma's producer warp 1 checks them for the report
+      // (audit_box); kPagedTmaWiden, whose warps 1..3 widen, here.
+      if constexpr (kSource == KVSource::kPagedTmaWiden) note_if_outside(p, s, valid, box, note);
       const int r = valid ? 0 : rows;
       uint8_t* dst = stage + kFirstPanel * Traits::kKVPanelBytes + row * Traits::kRowBytes;
 #pragma unroll
@@ -164,15 +171,11 @@ struct KVLoader {
   }
 
   // kPagedTma: this lane's page id of block n (read_box), checked for the report by producer
-  // warp 1 (FwdMainloop::load_tile_v), as tma_block does it for kPagedTmaWiden; TMA never reads
-  // through a bad id anyway (the map's page dimension ends at the pool).
+  // warp 1 (FwdMainloop::load_tile_v), as tma_block does it for kPagedTmaWiden.
   __device__ static void audit_box(const FwdParams& p, const Source& s, int n, const PagedBox& box,
                                    int2* note) {
-    const int row = static_cast<int>(ptx::lane_id()) * p.kv.box_rows;
-    const bool valid = (row < kBlockN) & (n * kBlockN + row < s.seqlen_k);
-    if (valid & (static_cast<uint32_t>(box.page) >= static_cast<uint32_t>(p.kv.num_pages))) {
-      note_bad_page(note, s.batch, box.page);
-    }
+    const int row = box_row(p);
+    note_if_outside(p, s, (row < kBlockN) & (n * kBlockN + row < s.seqlen_k), box, note);
   }
 
   // Where a gathered 16-byte piece of token `token` (before the sequence's end; page-list entry

@@ -41,6 +41,11 @@ T parse_choice(std::string_view flag, std::string_view text,
   throw UsageError(std::string(flag) + ": expected " + names + ", got " + quoted(text));
 }
 
+// "on" | "off" (--paged-tma, --batch-sections).
+bool parse_on_off(std::string_view flag, std::string_view text) {
+  return parse_choice<bool>(flag, text, {{"on", true}, {"off", false}});
+}
+
 // A batch planner switch (plan::BatchOverlap): "auto", or the words for off and on.
 plan::BatchOverlap parse_overlap(std::string_view flag, std::string_view text, std::string_view off,
                                  std::string_view on) {
@@ -273,8 +278,7 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--paged-tma") {
-    f.paged_tma =
-        parse_choice<bool>(name, cur.value(name, inline_value), {{"on", true}, {"off", false}});
+    f.paged_tma = parse_on_off(name, cur.value(name, inline_value));
     return;
   }
   if (name == "--kv-tiles") {
@@ -330,8 +334,7 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--batch-sections") {
-    f.batch_sections =
-        parse_choice<bool>(name, cur.value(name, inline_value), {{"on", true}, {"off", false}});
+    f.batch_sections = parse_on_off(name, cur.value(name, inline_value));
     return;
   }
   if (name == "--batch-side-cost") {

@@ -17,9 +17,10 @@
 #   split.txt        main against SPLIT: a decode tile's rate (step (c) on 16 CTAs), steps a-d,
 #                    (a) and (b) at decode CTA rates 1.25 / 1.5 / 2 (faster decode CTAs move the
 #                    partition's best split), decode-shaped fwd calls
-#   tests_split.txt  SPLIT's GPU tests (fwd, paged, batch, safety), memcheck, racecheck and
-#                    synccheck on decode-shaped steps
-#   tests_gather.txt GATHER's GPU tests of every paged path, memcheck and racecheck
+#   tests_split.txt  SPLIT's GPU tests (fwd, paged, batch, safety); split_memcheck.txt,
+#                    split_racecheck.txt, split_synccheck.txt on decode-shaped steps
+#   tests_gather.txt GATHER's GPU tests of every paged path; gather_memcheck.txt,
+#                    gather_racecheck.txt
 #   fi_peers.txt     FlashInfer 0.7.4's batch rows (batch_peers.py --peers-only), when the peer
 #                    kit is carried (.peers)
 set -u
@@ -31,6 +32,29 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
 # `bb CLI_DIR FLAGS`: the batch kernel's time of one step (us); `ff CLI_DIR FLAGS` the fwd's.
 bb() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl ${BI:-batch} "${@:2}" | us_of; }
 ff() { $1/hopattn bench fwd --impl kernel --no-check --csv "${@:2}" | us_of; }
+# `ab ROW DIR NAME`: ROW (a function of a build's folder and label, reading $r) for main and for
+# the build in DIR, two rounds in turned order.
+ab() {
+  for r in 1 2; do
+    if [ $r = 1 ]; then $1 $M main; $1 $2 $3; else $1 $2 $3; $1 $M main; fi
+  done
+}
+# `checked DIR NAME SECONDS TESTS MEMCHECK RACECHECK [SYNCCHECK]`: the build's GPU tests, then
+# compute-sanitizer's tools on the given filters, into tests_NAME.txt and NAME_TOOL.txt.
+checked() {
+  local d=$1 n=$2 files=()
+  logged $R/tests_$n.txt $3 $d/hopattn_gpu_tests --gtest_filter="$4"
+  files+=($R/tests_$n.txt)
+  local tool filter
+  for tool in memcheck racecheck synccheck; do
+    case $tool in memcheck) filter=$5 ;; racecheck) filter=$6 ;; synccheck) filter=${7:-} ;; esac
+    [ -n "$filter" ] || continue
+    logged $R/${n}_$tool.txt 150 compute-sanitizer --tool $tool $d/hopattn_gpu_tests \
+      --gtest_filter="$filter"
+    files+=($R/${n}_$tool.txt)
+  done
+  grep -H "PASSED\|FAILED\|SUMMARY\|rc=" "${files[@]}"
+}
 
 if has steps; then
   for r in 1 2; do
@@ -65,9 +89,7 @@ if has gather; then
       "p16_tma $(ff $1 --head-dim 128 --batch 4 --q-len 2048 --kv-len 8192 --heads 32:8 --page-size 16)" \
       "dec_p1 $(ff $1 --head-dim 128 --batch 128 --q-len 1 --kv-len 8192 --heads 32:8 --page-size 1)"
   }
-  for r in 1 2; do
-    if [ $r = 1 ]; then gr $M main; gr $G gather; else gr $G gather; gr $M main; fi
-  done > $R/gather.txt 2>&1
+  ab gr $G gather > $R/gather.txt 2>&1
   cat $R/gather.txt
 fi
 
@@ -80,33 +102,19 @@ if has split; then
       "dec8 $(ff $1 --head-dim 128 --batch 8 --q-len 1 --kv-len 8192 --heads 32:8 --page-size 16)" \
       "hd64_dec $(ff $1 --head-dim 64 --batch 64 --q-len 4 --kv-len 4096 --heads 32:8 --page-size 16)"
   }
-  for r in 1 2; do
-    if [ $r = 1 ]; then sr $M main; sr $S split; else sr $S split; sr $M main; fi
-  done > $R/split.txt 2>&1
+  ab sr $S split > $R/split.txt 2>&1
   cat $R/split.txt
 fi
 
 if has tests_split; then
-  logged $R/tests_split.txt 360 $S/hopattn_gpu_tests \
-    --gtest_filter='*Fwd*:*Batch*:*Paged*:PageSizes/*:Safety*'
-  logged $R/split_mem.txt 150 compute-sanitizer --tool memcheck $S/hopattn_gpu_tests \
-    --gtest_filter='BatchKernel.PureDecode128x8k:BatchKernelPartition.*:FwdPaged.*'
-  logged $R/split_race.txt 150 compute-sanitizer --tool racecheck $S/hopattn_gpu_tests \
-    --gtest_filter='BatchKernelPartition.*'
-  logged $R/split_sync.txt 120 compute-sanitizer --tool synccheck $S/hopattn_gpu_tests \
-    --gtest_filter='BatchKernelPartition.*'
-  grep -H "PASSED\|FAILED\|SUMMARY\|rc=" $R/tests_split.txt $R/split_mem.txt $R/split_race.txt \
-    $R/split_sync.txt
+  checked $S split 360 '*Fwd*:*Batch*:*Paged*:PageSizes/*:Safety*' \
+    'BatchKernel.PureDecode128x8k:BatchKernelPartition.*:FwdPaged.*' 'BatchKernelPartition.*' \
+    'BatchKernelPartition.*'
 fi
 
 if has tests_gather; then
-  logged $R/tests_gather.txt 300 $G/hopattn_gpu_tests \
-    --gtest_filter='FwdPaged.*:PageSizes/*:FwdKVLoadPath.*:*Batch*:Safety*:*Paged*'
-  logged $R/gather_mem.txt 150 compute-sanitizer --tool memcheck $G/hopattn_gpu_tests \
-    --gtest_filter='FwdKVLoadPath.*:FwdPaged.*'
-  logged $R/gather_race.txt 150 compute-sanitizer --tool racecheck $G/hopattn_gpu_tests \
-    --gtest_filter='FwdKVLoadPath.PagedTmaTurnedOff'
-  grep -H "PASSED\|FAILED\|SUMMARY\|rc=" $R/tests_gather.txt $R/gather_mem.txt $R/gather_race.txt
+  checked $G gather 300 'FwdPaged.*:PageSizes/*:FwdKVLoadPath.*:*Batch*:Safety*:*Paged*' \
+    'FwdKVLoadPath.*:FwdPaged.*' 'FwdKVLoadPath.PagedTmaTurnedOff'
 fi
 
 if has peers; then

@@ -388,7 +388,7 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
   weigh_kinds();
   // partition_decodes: mixed steps only, and a group of at least two CTAs to split.
   partition_ = 0;
-  const bool mixed = prefill_works_ > 0 && prefill_works_ < num_works_;
+  const bool mixed = mixed_step();
   // kAuto partitions every mixed step unless the spread order or the side lane is asked for (they
   // need both kinds on a CTA).
   const bool overlap_asked =
@@ -485,7 +485,7 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
                                                static_cast<uint32_t>(p);
     }
   }
-  const bool mixed = prefill_works_ > 0 && prefill_works_ < num_works_;
+  const bool mixed = mixed_step();
   const bool overlap = mixed && overlap_decodes();
   const auto wanted = [&](BatchOverlap s) {
     return s == BatchOverlap::kOn ? mixed : s == BatchOverlap::kAuto && overlap;

@@ -237,6 +237,7 @@ class BatchPlanner {
   void section_prefills(int count);
   int side_decodes(int place_bits);
   bool overlap_decodes() const { return decode_cost_ <= prefill_cost_; }
+  bool mixed_step() const { return prefill_works_ > 0 && prefill_works_ < num_works_; }
 
   BatchPlanLimits limits_;
   BatchPlanCapacity capacity_;

@@ -96,11 +96,14 @@ struct BatchPlanLimits {
   // are issued by two warps, (a) 1.08x faster than the spread order and the side lane, and steps
   // of (a)'s chunks with 8..64 decodes 1.03-1.26x), unless spread_decodes or side_decodes is
   // kOn (they need both kinds on a CTA). Takes the place of spread_decodes and side_decodes (a
-  // CTA without prefill items gets no side items). r = 1.25: (a) 1252 us against
-  // 1295 at 1.5 and 1346 at 1.0, (b) within 1% of its best (2.0); on an H200 a CTA's share of
-  // HBM is larger, which points lower still.
+  // CTA without prefill items gets no side items). r = 1.5 since decode tiles are computed by
+  // both consumer warpgroups (mainloop.cuh, compute_split; a decode tile on 16 CTAs 1.3x
+  // faster): (a) 1215 us against 1252 at 1.25 and 1318 at 2.0, (b) within 1% of its best (2.0).
+  // Before that split 1.25 was best ((a) 1252 against 1291 at 1.5). Measured on bf16 caches
+  // (fp8 decode tiles are not split); on an H200 a CTA's share of HBM is larger, which points
+  // lower.
   BatchOverlap partition_decodes = BatchOverlap::kAuto;
-  int decode_cta_rate_milli = 1250;
+  int decode_cta_rate_milli = 1500;
   // The card's L2 bytes, for the order of the prefill works (0: plain LPT): in a step without
   // decodes, or on the prefill CTAs of a partition, they go out in sections of consecutive
   // requests whose K/V (all KV heads) fits fwd_section_bytes (half the L2 under a causal

@@ -197,15 +197,45 @@ struct KVLoader {
     return 16;
   }
 
+  // The kGatherThreads gather threads (tid 0..95), before a job's copies: the page-list entries
+  // of KV block job.n_block from its first token's on, as gather_block reads them (entry
+  // index - first_index). With pages of fewer than kBlockN / kStagedIdsMin tokens (8 at
+  // 128-key blocks; SGLang's 1 among them) the entries before seqlen_k are first staged into
+  // `ids`, a thread an entry, all in flight together, then a barrier of the gather threads: read
+  // per row from the global page list, each lookup sat between two copies (a copy is a memory
+  // barrier to the compiler) and waited alone, and with pages of 1 that is every row (decode
+  // with pages of 1: 1.29x faster staged, H100, docs/perf/NOTES.md run set af). With larger
+  // pages the rows' lookups hit the same few entries in L1, and the staging's barrier and extra
+  // round trip cost more (pages of 16 by the gather: 1.10-1.13x slower staged). The choice is
+  // the launch's (the page size), so every job of it stages: a stage's ids are rewritten two
+  // jobs later, after every gather thread passed the next job's barrier, hence after its copies
+  // of this job.
+  static constexpr int kStagedIdsMin = 16;
+  __device__ static const int* block_page_ids(const FwdParams& p, const GatherJob& job, int* ids,
+                                              uint32_t tid) {
+    const uint32_t first = job.n_block * kBlockN;
+    const uint32_t first_index = p.kv.page_div.divide(first);
+    const int* pages = page_list(p, job.batch) + first_index;
+    if (p.kv.page_size * kStagedIdsMin >= kBlockN) return pages;
+    const uint32_t end = min(first + kBlockN, static_cast<uint32_t>(job.seqlen_k));
+    if (first < end) {  // page-list entries past the length are never read
+      const uint32_t count = p.kv.page_div.divide(end - 1) - first_index + 1;
+#pragma unroll 1
+      for (uint32_t i = tid; i < count; i += Traits::kGatherThreads) ids[i] = pages[i];
+    }
+    ptx::named_barrier_sync(kGatherIds, Traits::kGatherThreads);
+    return ids;
+  }
+
   // The kGatherThreads gather threads (tid 0..95): KV block job.n_block, kCols columns, copied 16
   // bytes per cp.async into the 128B-swizzled panels at shared address `stage` (the layout TMA
   // would have written: 16-byte chunk c of row r at chunk c ^ (r % 8)), then one arrival per
   // thread on `bar` once its copies landed. A thread keeps one chunk and walks rows
-  // kRowsPerRound apart, so it looks up one page per row.
+  // kRowsPerRound apart, so it looks up one page per row, in `ids` (block_page_ids).
   template <int kCols>
   __device__ static void gather_block(const FwdParams& p, const PoolParams& pool, uint32_t stage,
-                                      uint64_t* bar, const GatherJob& job, uint32_t tid,
-                                      int2* note) {
+                                      uint64_t* bar, const GatherJob& job, const int* ids,
+                                      uint32_t tid, int2* note) {
     constexpr uint32_t kChunks = kCols / 8;  // 16-byte pieces per row
     constexpr uint32_t kRowsPerRound = Traits::kGatherThreads / kChunks;
     static_assert(Traits::kGatherThreads % kChunks == 0, "gather: whole rows per round");
@@ -216,7 +246,7 @@ struct KVLoader {
     const uint32_t head_offset = job.kv_head * pool.head_stride + chunk * 8;
     const uint32_t first = job.n_block * kBlockN;
     const uint32_t end = job.seqlen_k;
-    const int* pages = page_list(p, job.batch);
+    const uint32_t first_index = p.kv.page_div.divide(first);
     const Elt* base = static_cast<const Elt*>(pool.base);
 #pragma unroll 1
     for (uint32_t row = tid / kChunks; row < kBlockN; row += kRowsPerRound) {
@@ -225,8 +255,8 @@ struct KVLoader {
       uint32_t bytes = 0;
       if (token < end) {  // page-list entries past the length are never read
         const uint32_t index = p.kv.page_div.divide(token);
-        bytes = piece_source(p, pool, base, pages[index], index, token, head_offset, job.batch,
-                             note, src);
+        bytes = piece_source(p, pool, base, ids[index - first_index], index, token, head_offset,
+                             job.batch, note, src);
       }
       ptx::cp_async_16(stage + (chunk / 8) * Traits::kKVPanelBytes + row * Traits::kRowBytes +
                            (((chunk % 8) ^ (row % 8)) << 4),

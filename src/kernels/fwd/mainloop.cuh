@@ -263,11 +263,12 @@ struct FwdMainloop {
         ptx::cp_async_wait<0>();
         Loader::template widen_codes<Traits::kHeadDimV>(v_stage, sm.v_full(s), tid);
       } else {
+        const int* const ids = Loader::block_page_ids(p, job, sm.page_ids(s), tid);
         Loader::template gather_block<Traits::kHeadDim>(p, p.kv.k_pool, k_stage, sm.k_full(s), job,
-                                                        tid, note);
+                                                        ids, tid, note);
         producer_wait(sm.v_empty(s), kv.phase() ^ 1);
         Loader::template gather_block<Traits::kHeadDimV>(p, p.kv.v_pool, v_stage, sm.v_full(s), job,
-                                                         tid, note);
+                                                         ids, tid, note);
       }
       kv.advance();
     }
@@ -444,11 +445,153 @@ struct FwdMainloop {
                                       const WorkTile& w, const TileInfo& t, int consumer,
                                       ConsumerState& st, OTile& o,
                                       OnlineSoftmax<Traits::kSRegs>& softmax, float softcap_scale) {
+    if constexpr (kSplitTiles) {
+      if (split_tile(p, t)) {
+        compute_split(p, sm, w, t, consumer, st, o, softmax, softcap_scale);
+        return;
+      }
+    }
     if (consumer_idle(p, t, consumer)) {
       compute_rows</*kIdle=*/true>(p, sm, w, t, consumer, st, o, softmax, softcap_scale);
     } else {
       compute_rows</*kIdle=*/false>(p, sm, w, t, consumer, st, o, softmax, softcap_scale);
     }
+  }
+
+  // Split tiles: a tile whose rows all lie in consumer 0's 64 (a batch decode item, a short
+  // varlen tail) and that has at least two KV blocks. Consumer 1 would idle through it
+  // (compute_rows<true>), and consumer 0 alone was the bound of a decode tile on few CTAs (run
+  // set ae: ~2400 cycles a 128-key block against ~1024 of tensor work). Instead both compute
+  // consumer 0's rows, each every other KV block (consumer c the blocks i = c, c + 2, .. counted
+  // from the tile's first, highest one) with its own softmax state, and consumer 1 hands its
+  // state to consumer 0 at the end (exchange_split). No GEMM turns (the ring's state is the same
+  // after the tile); every block's full barriers are waited and its empty barriers arrived on by
+  // both, the owner after its GEMMs, the other at once (after the full wait: an arrival before
+  // the stage holds the block would count toward the phase of the block before). Not for fp8
+  // caches (consumer 1 widens V there), O staged in Q, more than two consumers, or a V stage
+  // smaller than consumer 1's O in fp32 ((192, 128): 112-key blocks). Run set af (H100): a
+  // decode tile on 16 CTAs 1.27x faster, step (a) 1.02x (docs/perf/batch.md).
+  static constexpr bool kSplitTiles = !Traits::kFp8KV && !Traits::kOInQ &&
+                                      Traits::kConsumerWarpgroups == 2 &&
+                                      Traits::kORegs * 128 * 4 <= Traits::kVStageBytes;
+  __device__ static bool split_tile(const FwdParams& p, const TileInfo& t) {
+    return consumer_idle(p, t, 1) && t.n_blocks() >= 2;
+  }
+
+  __device__ static void compute_split(const FwdParams& p, const SharedPlan<Traits>& sm,
+                                       const WorkTile& w, const TileInfo& t, int consumer,
+                                       ConsumerState& st, OTile& o,
+                                       OnlineSoftmax<Traits::kSRegs>& softmax,
+                                       float softcap_scale) {
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    const int lane = tid % 32;
+    const int row0 = (tid / 32) * 16 + lane / 4;  // consumer 0's rows, for both
+    const RowLimits rows[2] = {row_limits(p, t, row_address(p, w, t, row0).q_pos),
+                               row_limits(p, t, row_address(p, w, t, row0 + 8).q_pos)};
+    const uint64_t q_desc = ptx::make_kmajor_desc(sm.q());
+    const uint64_t k_desc0 = ptx::make_kmajor_desc(sm.k(0));
+    const uint64_t v_desc0 = ptx::make_mnmajor_desc(sm.v(0), Traits::kKVPanelBytes);
+
+    float s[Traits::kSRegs];
+    uint32_t pf[Traits::kPSteps][4];
+    float correction[2];
+    const int blocks = t.n_blocks();
+    // Consumer 1's last block: its V stage carries the exchange (its release waits for it).
+    const int last_of_1 = blocks - 1 - ((blocks - 2) & 1);
+    Pipeline exchange = st.kv;
+
+    ptx::mbarrier_wait_or_trap(sm.q_full(), st.q_phase);
+    bool first = true;
+    for (int i = 0, n = t.n_block_max - 1; n >= t.n_block_min; ++i, --n) {
+      const uint32_t stage = st.kv.stage();
+      const bool own = (i & 1) == consumer;
+      wait_kv(p, sm.k_full(stage), st.kv.phase());
+      if (own) {
+        fence_all(s, o, pf);
+        ptx::wgmma_fence();
+        issue_qk(s, q_desc, ptx::desc_advance(k_desc0, stage * Traits::kKStageBytes));
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        ptx::fence_operands(s);
+      }
+      ptx::mbarrier_arrive(sm.k_empty(stage));
+      // The tile's first block holds the sequence's end: both zero V's rows past it (and meet).
+      if (i == 0 && p.kv.zero_v_tail) zero_v_tail(sm, t, st.kv, n, consumer);
+      if (own) {
+        transform_scores(p, t, s, rows, n, lane, softcap_scale);
+        update_softmax(softmax, s, correction);
+        convert_p(s, pf);
+        if (!first) rescale_o(o, correction);  // the first block's O is still zero
+        first = false;
+        wait_kv(p, sm.v_full(stage), st.kv.phase());
+        fence_all(s, o, pf);
+        ptx::wgmma_fence();
+        issue_pv(o, pf, ptx::desc_advance(v_desc0, stage * Traits::kVStageBytes));
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        ptx::fence_operands(o);
+      } else {
+        ptx::mbarrier_wait_or_trap(sm.v_full(stage), st.kv.phase());
+      }
+      // Both note the exchange's stage (consumer 0 reads O1 there); consumer 1 releases it
+      // after exchange_split.
+      if (i == last_of_1) exchange = st.kv;
+      if (consumer == 0 || i != last_of_1) ptx::mbarrier_arrive(sm.v_empty(stage));
+      st.kv.advance();
+    }
+    exchange_split(sm, consumer, exchange, o, softmax);
+    ptx::mbarrier_arrive(sm.q_empty());  // after the exchange, which uses Q's unused rows
+    if (consumer == 1) ptx::mbarrier_arrive(sm.v_empty(exchange.stage()));
+    st.q_phase ^= 1;
+  }
+
+  // Consumer 1's O (fp32) into the V stage of its last block, its row maxima and partial sums
+  // into Q's rows 64..127 (a split tile has no rows there, and Q is not released before this),
+  // element r of thread t at float r * 128 + t (one store a register, every bank once); consumer
+  // 0 then folds them into its own: m = max(m0, m1), O = O0 2^(m0 - m) + O1 2^(m1 - m), the sums
+  // alike (in units of the logits' scale). Each thread of consumer 1 holds the same rows and
+  // columns as its twin in consumer 0, so the per-thread sums stay partial sums of the same
+  // columns (finalize's quad reduction adds them up). The second barrier keeps consumer 1 from
+  // its epilogue and the stage's release until consumer 0 has read everything; the proxy fence
+  // then orders these generic-proxy accesses before TMA (async proxy) refills the stage and Q.
+  __device__ static void exchange_split(const SharedPlan<Traits>& sm, int consumer,
+                                        const Pipeline& exchange, OTile& o,
+                                        OnlineSoftmax<Traits::kSRegs>& softmax) {
+    static_assert(Traits::kORegs * 128 * 4 <= Traits::kVStageBytes, "split: O1 fits a V stage");
+    // Q's first panel, rows 64..127 (panels are 128 rows of 128 bytes).
+    static_assert(4 * 128 * 4 <= 64 * Traits::kRowBytes, "split: statistics fit Q's upper rows");
+    const uint32_t tid = static_cast<uint32_t>(threadIdx.x) % 128;
+    float* const o1 = reinterpret_cast<float*>(sm.v(exchange.stage()));
+    float* const stats = reinterpret_cast<float*>(sm.q() + 64 * Traits::kRowBytes);
+    if (consumer == 1) {
+#pragma unroll
+      for (int r = 0; r < Traits::kORegs; ++r) o1[r * 128 + tid] = o[r];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        stats[h * 128 + tid] = softmax.row_max[h];
+        stats[(2 + h) * 128 + tid] = softmax.row_sum[h];
+      }
+    }
+    ptx::named_barrier_sync(kSplitMerge, kConsumerThreads);
+    if (consumer == 0) {
+      float f0[2], f1[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m0 = softmax.row_max[h], m1 = stats[h * 128 + tid];
+        const float m = fmaxf(m0, m1);
+        // A side that saw no visible key (max -inf) adds nothing; both: the row stays empty.
+        f0[h] = m0 == -INFINITY ? 0.f : ptx::exp2_approx((m0 - m) * softmax.scale_log2);
+        f1[h] = m1 == -INFINITY ? 0.f : ptx::exp2_approx((m1 - m) * softmax.scale_log2);
+        softmax.row_sum[h] = softmax.row_sum[h] * f0[h] + stats[(2 + h) * 128 + tid] * f1[h];
+        softmax.row_max[h] = m;
+      }
+#pragma unroll
+      for (int r = 0; r < Traits::kORegs; ++r) {
+        o[r] = fmaf(o[r], f0[(r >> 1) & 1], o1[r * 128 + tid] * f1[(r >> 1) & 1]);
+      }
+    }
+    ptx::named_barrier_sync(kSplitMerge, kConsumerThreads);
+    ptx::fence_proxy_async_shared();
   }
 
   // kIdle: none of this warpgroup's 64 rows exists (a varlen tile's tail, a batch decode item of

@@ -25,6 +25,10 @@ enum NamedBarrier : uint32_t {
   kEpilogue0 = kGemmTurn0 + kMaxConsumers,
   kVTail = kEpilogue0 + kMaxConsumers,  // every consumer, once its zeros over a V tail are written
   kSideLane = kVTail + 1,  // the batch side lane's two warps, once a block (batch/side_lane.cuh)
+  kGatherIds = kSideLane + 1,  // the 16-bit gather warps, once a block's page ids are staged
+  // Both consumers of a split tile (mainloop.cuh, compute_split), around the exchange of
+  // consumer 1's state.
+  kSplitMerge = kGatherIds + 1,
 };
 
 // Elt: __nv_bfloat16 or __half (q, k, v, o). kHeadDim = Dqk, kHeadDimV = Dv, multiples of 64
@@ -126,7 +130,12 @@ struct FwdTraits {
   static constexpr uint32_t kNoteBytes = kProducerWarps * 8;
   // A bad device-resident index the consumers met at a tile start (mask.cuh report_index).
   static constexpr uint32_t kIndexNoteOffset = kNoteOffset + kNoteBytes;
-  static constexpr uint32_t kSmemBytes = kIndexNoteOffset + sizeof(DeviceStatus);
+  // Paged gather: the page ids of each stage's KV block, staged once by the gather warps for
+  // K's and V's copies (kv_loader.cuh, block_page_ids).
+  static constexpr uint32_t kPageIdOffset =
+      (kIndexNoteOffset + sizeof(DeviceStatus) + 15) / 16 * 16;
+  static constexpr uint32_t kPageIdBytes = kBlockN * 4;
+  static constexpr uint32_t kSmemBytes = kPageIdOffset + kStages * kPageIdBytes;
   // Dynamic shared memory is only 16-byte aligned: ask for slack to align the base to 1024.
   static constexpr uint32_t kSmemAlloc = kSmemBytes + 1024;
   static_assert(kSmemAlloc <= 227 * 1024, "fwd: shared-memory plan exceeds 227 KB");
@@ -178,6 +187,10 @@ struct SharedPlan {
   // Producer warp w's note of a bad page id: {request + 1, page id}, {0, 0} when none.
   __device__ int2* bad_page_note(int warp) const {
     return reinterpret_cast<int2*>(base + Traits::kNoteOffset) + warp;
+  }
+  // Stage s's page ids (paged gather): entry i for the block's i-th page-list entry.
+  __device__ int* page_ids(int s) const {
+    return reinterpret_cast<int*>(base + Traits::kPageIdOffset + s * Traits::kPageIdBytes);
   }
   // The consumers' note of a bad device-resident index (tag 0 when none).
   __device__ DeviceStatus* index_note() const {

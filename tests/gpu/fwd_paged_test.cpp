@@ -165,21 +165,24 @@ INSTANTIATE_TEST_SUITE_P(PageSizes, FwdPagedGrid,
 
 // ---------------------------------------------------------------------------- paged extras
 // Page sizes whose TMA boxes are smaller or larger than one page piece: 8-row boxes (24), a page
-// longer than the tile (256), and the smallest multiple of 8 (8).
+// longer than the tile (256), and the smallest multiple of 8 (8). 3 and 7: the gather with a
+// block's page ids staged in shared memory (pages below 8 tokens, KVLoader::block_page_ids),
+// pages straddling the blocks' edges.
 TEST(FwdPaged, OtherPageSizes) {
   SKIP_WITHOUT_HOPPER();
-  for (int page_size : {8, 24, 256}) {
+  for (int page_size : {8, 24, 256, 3, 7}) {
     check_case(paged_case(page_size, KVLayout::kNHD, false, 2, 4, true), test_seed());
     check_case(paged_case(page_size, KVLayout::kHND, true, 1, 3, false), test_seed());
   }
 }
 
 // Other head dims (kBlockN 128, 112, 80): TMA for 16 and 64 (boxes of 16 or 64 rows), the
-// gather for 13.
+// gather for 13 and 5 (5: page ids staged where 16 pages are less than a block, kBlockN 128 and
+// 112, read per row at 80).
 TEST(FwdPaged, HeadDims) {
   SKIP_WITHOUT_HOPPER();
   for (const auto& [d, dv] : {std::pair{64, 64}, std::pair{192, 128}, std::pair{256, 256}}) {
-    for (int page_size : {16, 64, 13}) {
+    for (int page_size : {16, 64, 13, 5}) {
       FwdCase c = paged_case(page_size, page_size == 64 ? KVLayout::kHND : KVLayout::kNHD,
                              page_size == 13, 2, 2, true);
       c.d = d;

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
-# MAIN: a folder with main's `hopattn` CLI. PARTS: any of "steps order peers" (default "steps
-# order": ~4 minutes on an H100). Logs under OUT:
+# MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
+# fp8_split.patch and of main + batch_deep_ring.patch. PARTS: any of "paged fp8 deep steps
+# order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
 #   gpu.txt          the card
-#   steps.txt        batch steps a-d as batch / separate / varlen, two rounds
-#   order.txt        (a) and (b) at decode CTA rates 1.0 .. 2.0 and (a) in the spread order;
-#                    (d), 16 x 1024 and 2 x 8192 with and without the prefill sections
+#   paged.txt        main's paged fwd tests with pages of 3, 5, 7 (the staged gather page ids)
+#   fp8.txt          main against F8: fp8 steps (c) on 16 CTAs, (a), (b), (c), (d), bf16 (a);
+#                    tests_fp8.txt, fp8_memcheck.txt, fp8_racecheck.txt, fp8_synccheck.txt
+#   deep.txt         main against DEEP: (c) on 16 CTAs, (b), (c), (a), (d); tests_deep.txt,
+#                    deep_racecheck.txt, deep_synccheck.txt
+#   steps.txt        main: batch steps a-d as batch / separate / varlen, two rounds
+#   order.txt        main: (a) and (b) at decode CTA rates 1.0 .. 2.0 and (a) in the spread
+#                    order; (d), 16 x 1024 and 2 x 8192 with and without the prefill sections
 #   fi_peers.txt     FlashInfer 0.7.4's batch rows (batch_peers.py --peers-only), when the peer
 #                    kit is carried (.peers)
 set -u
@@ -19,6 +25,60 @@ has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
 # `bb CLI_DIR FLAGS`: the batch kernel's time of one step (us).
 bb() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl ${BI:-batch} "${@:2}" | us_of; }
+# `ab ROW DIR NAME`: ROW (a function of a build's folder and label, reading $r) for main and for
+# the build in DIR, two rounds in turned order.
+ab() {
+  for r in 1 2; do
+    if [ $r = 1 ]; then $1 $M main; $1 $2 $3; else $1 $2 $3; $1 $M main; fi
+  done
+}
+# `checked DIR NAME SECONDS TESTS RACECHECK SYNCCHECK [MEMCHECK]`: the build's GPU tests, then
+# compute-sanitizer's tools on the given filters, into tests_NAME.txt and NAME_TOOL.txt.
+checked() {
+  local d=$1 n=$2 files=()
+  logged $R/tests_$n.txt $3 $d/hopattn_gpu_tests --gtest_filter="$4"
+  files+=($R/tests_$n.txt)
+  local tool filter
+  for tool in racecheck synccheck memcheck; do
+    case $tool in racecheck) filter=$5 ;; synccheck) filter=$6 ;; memcheck) filter=${7:-} ;; esac
+    [ -n "$filter" ] || continue
+    logged $R/${n}_$tool.txt 150 compute-sanitizer --tool $tool $d/hopattn_gpu_tests \
+      --gtest_filter="$filter"
+    files+=($R/${n}_$tool.txt)
+  done
+  grep -H "PASSED\|FAILED\|SUMMARY\|rc=" "${files[@]}"
+}
+
+if has paged; then
+  logged $R/paged.txt 120 $M/hopattn_gpu_tests --gtest_filter='FwdPaged.*:PageSizes/*'
+  grep -H "PASSED\|FAILED\|rc=" $R/paged.txt
+fi
+
+if has fp8; then
+  fp8_partition='BatchKernelPartition.Fp8PerHeadScalesGqa5'
+  checked $F8 fp8 200 '*Batch*:*Fp8*:FwdPaged.*' "$fp8_partition" "$fp8_partition" \
+    "$fp8_partition:BatchKernel.MixedPrefillAndDecodesFp8PerHeadScales"
+  fr() {
+    local f8='--kv-dtype fp8_e4m3'
+    echo "r$r $2 f8_c16 $(bb $1 --step c --batch-ctas 16 $f8) f8_a $(bb $1 --step a $f8)" \
+      "f8_b $(bb $1 --step b $f8) f8_c $(bb $1 --step c $f8) f8_d $(bb $1 --step d $f8)" \
+      "bf16_a $(bb $1 --step a)"
+  }
+  ab fr $F8 f8 > $R/fp8.txt 2>&1
+  cat $R/fp8.txt
+fi
+
+if has deep; then
+  checked $DEEP deep 300 '*Batch*:FwdPaged.*:*WideTiles*' 'BatchKernelPartition.*' \
+    'BatchKernelPartition.*'
+  dr() {
+    echo "r$r $2 c16 $(bb $1 --step c --batch-ctas 16) b $(bb $1 --step b) c $(bb $1 --step c)" \
+      "a $(bb $1 --step a) d $(bb $1 --step d)"
+  }
+  ab dr $DEEP deep > $R/deep.txt 2>&1
+  cat $R/deep.txt
+fi
+
 if has steps; then
   for r in 1 2; do
     for s in a b c d; do

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "hopattn/options.hpp"
@@ -41,6 +42,10 @@ class DeviceMemory {
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void fill_device_bytes(void* dst, int byte, size_t bytes);
+// n elements of elt_bytes (1, 2 or 4) at dst, element i the entry of `host_table`
+// (random_draw::kEntries of them) that random_draw.hpp's draws give it: the host fill's bytes
+// (tensor.cpp, fill_random), made on the device.
+void fill_device_random(void* dst, const void* host_table, int elt_bytes, int64_t n, uint64_t seed);
 // Waits for all work on the device; raises any error a kernel left behind.
 void device_synchronize();
 // Overwrites a buffer twice the L2's size, so the next timed call reads its inputs from HBM.

@@ -31,6 +31,9 @@ DeviceMemory& DeviceMemory::operator=(DeviceMemory&&) noexcept = default;
 void copy_to_device(void*, const void*, size_t) { no_cuda("copy_to_device"); }
 void copy_to_host(void*, const void*, size_t) { no_cuda("copy_to_host"); }
 void fill_device_bytes(void*, int, size_t) { no_cuda("fill_device_bytes"); }
+void fill_device_random(void*, const void*, int, int64_t, uint64_t) {
+  no_cuda("fill_device_random");
+}
 void device_synchronize() { no_cuda("device_synchronize"); }
 void flush_l2() { no_cuda("flush_l2"); }
 GpuTimer::GpuTimer() { no_cuda("GpuTimer"); }

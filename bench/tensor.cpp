@@ -5,13 +5,44 @@
 
 #include "common/element_access.hpp"
 #include "hopattn/error.hpp"
+#include "random_draw.hpp"
 #include "reference/parallel_for.hpp"
 
 namespace hopattn::cli {
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
-  host_.resize(static_cast<size_t>(numel()) * dtype_size(dtype_));
+namespace {
+
+// Encoded bytes of random_draw::kEntries evenly spaced values in [lo, hi).
+std::vector<uint8_t> value_table(DType dtype, double lo, double hi) {
+  constexpr int kEntries = random_draw::kEntries;
+  std::vector<uint8_t> table(static_cast<size_t>(kEntries) * dtype_size(dtype));
+  const TensorView table_view(table.data(), dtype, {kEntries});
+  for (int i = 0; i < kEntries; ++i) {
+    store_element(table_view, i, lo + (hi - lo) * (i + 0.5) / kEntries);
+  }
+  return table;
 }
+
+// n elements at `out` from the table by random_draw's draws, chunk by chunk in parallel: a
+// multi-GB cache (B = 128 at 8k keys) took seconds on one core per CLI call, and the values do
+// not depend on the core count.
+void fill_host(uint8_t* out, const std::vector<uint8_t>& table, int elt, int64_t n, uint64_t seed) {
+  using random_draw::kGroupsPerChunk;
+  const int64_t groups = (n + 3) / 4;
+  reference::parallel_for((groups + kGroupsPerChunk - 1) / kGroupsPerChunk, [&](int64_t c) {
+    const int64_t end = std::min(groups, (c + 1) * kGroupsPerChunk);
+    for (int64_t g = c * kGroupsPerChunk; g < end; ++g) {
+      uint64_t z = random_draw::draw(seed, g);
+      for (int64_t i = 4 * g; i < 4 * g + 4 && i < n; ++i, z >>= 16) {
+        std::memcpy(out + i * elt, table.data() + (z & 0xffff) * elt, elt);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {}
 
 int64_t Tensor::numel() const {
   int64_t n = 1;
@@ -19,15 +50,39 @@ int64_t Tensor::numel() const {
   return n;
 }
 
+size_t Tensor::bytes() const {
+  return defined() ? static_cast<size_t>(numel()) * dtype_size(dtype_) : 0;
+}
+
+uint8_t* Tensor::host_for_overwrite() const {
+  if (!host_made_) {
+    host_.resize(bytes());
+    host_made_ = true;
+  }
+  return host_.data();
+}
+
+uint8_t* Tensor::host_bytes() const {
+  const bool made = host_made_;
+  uint8_t* out = host_for_overwrite();
+  if (!made && has_fill_) {
+    fill_host(out, value_table(dtype_, fill_.lo, fill_.hi), dtype_size(dtype_), numel(),
+              fill_.seed);
+  }
+  return out;
+}
+
 TensorView Tensor::view(Side side) const {
   if (!defined()) return {};
-  void* data = const_cast<uint8_t*>(host_.data());
   Device device;
+  void* data = nullptr;
   if (side == Side::kDevice) {
     check(on_device_, ErrorKind::kValue, "Tensor::view", "a tensor copied with to_device()",
           "a host-only tensor");
     data = device_.data();
     device = {DeviceType::kCUDA, 0};
+  } else {
+    data = host_bytes();
   }
   return TensorView(data, dtype_, static_cast<int>(shape_.size()), shape_.data(), nullptr, device);
 }
@@ -38,16 +93,24 @@ void Tensor::to_device() {
     device_ = DeviceMemory(bytes());
     on_device_ = true;
   }
-  if (bytes() > 0) copy_to_device(device_.data(), host_.data(), bytes());
+  if (bytes() == 0) return;
+  if (host_made_) {
+    copy_to_device(device_.data(), host_.data(), bytes());
+  } else if (has_fill_) {
+    const std::vector<uint8_t> table = value_table(dtype_, fill_.lo, fill_.hi);
+    fill_device_random(device_.data(), table.data(), dtype_size(dtype_), numel(), fill_.seed);
+  } else {
+    fill_device_bytes(device_.data(), 0, bytes());  // the zeros the host would hold
+  }
 }
 
 void Tensor::from_device() {
-  if (on_device_ && bytes() > 0) copy_to_host(host_.data(), device_.data(), bytes());
+  if (on_device_ && bytes() > 0) copy_to_host(host_for_overwrite(), device_.data(), bytes());
 }
 
 void Tensor::poison(Side side) {
   if (side == Side::kHost) {
-    std::memset(host_.data(), 0xff, host_.size());
+    std::memset(host_for_overwrite(), 0xff, bytes());
   } else if (on_device_ && bytes() > 0) {
     fill_device_bytes(device_.data(), 0xff, bytes());
   }
@@ -55,34 +118,13 @@ void Tensor::poison(Side side) {
 
 void fill_random(Tensor& t, double lo, double hi, uint64_t seed) {
   if (t.numel() == 0) return;
-  // Encoded bytes of 65536 evenly spaced values in [lo, hi).
-  const int elt = dtype_size(t.dtype());
-  constexpr int kEntries = 1 << 16;
-  std::vector<uint8_t> table(static_cast<size_t>(kEntries) * elt);
-  const TensorView table_view(table.data(), t.dtype(), {kEntries});
-  for (int i = 0; i < kEntries; ++i) {
-    store_element(table_view, i, lo + (hi - lo) * (i + 0.5) / kEntries);
+  t.fill_ = {lo, hi, seed};
+  t.has_fill_ = true;
+  // Bytes someone may hold a pointer to are filled now; otherwise on first use.
+  if (t.host_made_) {
+    fill_host(t.host_.data(), value_table(t.dtype(), lo, hi), dtype_size(t.dtype()), t.numel(),
+              seed);
   }
-  // splitmix64: four table indices per 64-bit draw. Fixed chunks of elements, each with its own
-  // stream (the seed and the chunk index), fill in parallel: a multi-GB cache (B = 128 at 8k
-  // keys) took seconds on one core per CLI call, and the values do not depend on the core count.
-  constexpr int64_t kChunk = int64_t{1} << 22;  // a multiple of 4
-  auto* out = static_cast<uint8_t*>(t.host_data());
-  const int64_t n = t.numel();
-  reference::parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c) {
-    uint64_t state =
-        (seed + 0x632be59bd9b4e019ull * static_cast<uint64_t>(c + 1)) * 0x9e3779b97f4a7c15ull;
-    const int64_t end = std::min(n, (c + 1) * kChunk);
-    for (int64_t i = c * kChunk; i < end; i += 4) {
-      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      for (int64_t j = i; j < i + 4 && j < end; ++j, z >>= 16) {
-        std::memcpy(out + j * elt, table.data() + (z & 0xffff) * elt, elt);
-      }
-    }
-  });
 }
 
 Tensor int32_tensor(const std::vector<int32_t>& values, std::vector<int64_t> shape) {

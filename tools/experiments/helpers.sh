@@ -18,3 +18,11 @@ bwd_us() {
   $1/hopattn bench bwd $2 --impl kernel --no-check --csv |
     python3 -c 'import csv,sys; print(" ".join(str(round(float(r["time_ms"])*1000,1)) for r in csv.DictReader(sys.stdin)))'
 }
+
+# `wall_s CMD ...`: CMD's wall time in seconds (its output dropped).
+wall_s() {
+  python3 -c 'import subprocess, sys, time
+t = time.time()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(round(time.time() - t, 2))' "$@"
+}

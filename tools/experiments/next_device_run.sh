@@ -4,9 +4,11 @@
 #   [F8=DIR] [DEEP=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
-# fp8_split.patch and of main + batch_deep_ring.patch. PARTS: any of "paged fp8 deep steps
-# order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
+# fp8_split.patch and of main + batch_deep_ring.patch. PARTS: any of "cli paged fp8 deep
+# steps order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
 #   gpu.txt          the card
+#   cli.txt          main's CLI: checked rows (inputs written on the device must match the
+#                    host's), the wall time of two timing-only calls
 #   paged.txt        main's paged fwd tests with pages of 3, 5, 7 (the staged gather page ids)
 #   fp8.txt          main against F8: fp8 steps (c) on 16 CTAs, (a), (b), (c), (d), bf16 (a);
 #                    tests_fp8.txt, fp8_memcheck.txt, fp8_racecheck.txt, fp8_synccheck.txt
@@ -48,6 +50,18 @@ checked() {
   done
   grep -H "PASSED\|FAILED\|SUMMARY\|rc=" "${files[@]}"
 }
+
+if has cli; then
+  # The CLI's inputs written on the device (bench/device_fill.cu) must be the host fill's bytes:
+  # checked rows (the GPU check reads the host copy), then the wall time of timing-only calls.
+  for f in "batch --step a" "batch --step b --batch-impl batch" "fwd" "decode" "bwd"; do
+    echo "== $f: $($M/hopattn bench $f --impl kernel --csv 2>&1 | tail -n +2 | cut -c1-200)"
+  done > $R/cli.txt 2>&1
+  for f in "batch --step b --batch-impl batch" "batch --step c --batch-impl batch"; do
+    echo "== wall of '$f --no-check': $(wall_s $M/hopattn bench $f --impl kernel --no-check) s"
+  done >> $R/cli.txt 2>&1
+  cat $R/cli.txt
+fi
 
 if has paged; then
   logged $R/paged.txt 120 $M/hopattn_gpu_tests --gtest_filter='FwdPaged.*:PageSizes/*'

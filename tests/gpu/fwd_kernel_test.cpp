@@ -159,6 +159,36 @@ TEST(FwdKernel, VarlenOddLengths) {
   }
 }
 
+// Tiles whose rows all lie in the first consumer's 64 with two or more KV blocks
+// (FwdMainloop::compute_split: both consumer warpgroups take every other block, each with its own
+// softmax state, merged through shared memory at the end): 2, 3 (odd: consumer 0 also takes the
+// last), 6 and 8 blocks; GQA-packed rows (q_len x 4 <= 64); a window that leaves rows without a
+// visible key in one consumer's blocks; softcap and sinks; NaN / Inf in the rows past every
+// sequence's end.
+TEST(FwdKernel, SplitTiles) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int> q_lens{1, 17, 64, 40, 3, 64};
+  const std::vector<int> kv_lens{129, 256, 300, 700, 1000, 383};
+  for (int d : {64, 128}) {
+    FwdCase c = varlen_case(DType::kBF16, q_lens, kv_lens, 2, 1, true);
+    c.d = d;
+    c.poison_idle_requests = true;
+    c.extra_kv_rows = 130;
+    check_case(c, test_seed());
+    c.opts.window = {150, 0};
+    check_case(c, test_seed());
+    FwdCase packed = varlen_case(DType::kBF16, {1, 16, 9}, {300, 129, 1000}, 2, 4, true);
+    packed.d = d;
+    check_case(packed, test_seed());
+    FwdCase s = varlen_case(DType::kFP16, q_lens, kv_lens, 1, 1, false);
+    s.d = d;
+    s.opts.softcap = 20.f;
+    s.opts.window = {200, 100};
+    s.sinks = true;
+    check_case(s, test_seed());
+  }
+}
+
 TEST(FwdKernel, VarlenRandomBatch17) {
   SKIP_WITHOUT_HOPPER();
   const uint64_t seed = test_seed();

@@ -9,7 +9,8 @@
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls
-#   paged.txt        main's paged fwd tests with pages of 3, 5, 7 (the staged gather page ids)
+#   paged.txt        main's tests added after run set af: paged fwd with pages of 3, 5, 7 (the
+#                    staged gather page ids), FwdKernel.SplitTiles
 #   fp8.txt          main against F8: fp8 steps (c) on 16 CTAs, (a), (b), (c), (d), bf16 (a);
 #                    tests_fp8.txt, fp8_memcheck.txt, fp8_racecheck.txt, fp8_synccheck.txt
 #   deep.txt         main against DEEP: (c) on 16 CTAs, (b), (c), (a), (d); tests_deep.txt,
@@ -64,7 +65,7 @@ if has cli; then
 fi
 
 if has paged; then
-  logged $R/paged.txt 120 $M/hopattn_gpu_tests --gtest_filter='FwdPaged.*:PageSizes/*'
+  logged $R/paged.txt 150 $M/hopattn_gpu_tests --gtest_filter='FwdPaged.*:PageSizes/*:FwdKernel.SplitTiles'
   grep -H "PASSED\|FAILED\|rc=" $R/paged.txt
 fi
 

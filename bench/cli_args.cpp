@@ -417,9 +417,18 @@ Command parse_command(int argc, const char* const* argv) {
     cmd.kind = Command::Kind::kHelp;
     return cmd;
   }
+  if (first == "script") {
+    cur.take();
+    if (cur.done()) throw UsageError("script: expected a file of bench lines (or - for stdin)");
+    cmd.kind = Command::Kind::kScript;
+    cmd.script = std::string(cur.take());
+    if (!cur.done()) throw UsageError("script: takes one file, got " + quoted(cur.take()) + " too");
+    return cmd;
+  }
   if (first != "bench") {
     if (first.substr(0, 2) != "--") {
-      throw UsageError("unknown command " + quoted(first) + " (expected none or 'bench')");
+      throw UsageError("unknown command " + quoted(first) +
+                       " (expected none, 'bench' or 'script')");
     }
     while (!cur.done()) parse_flag(cur.take(), cur, cmd.flags, /*tour=*/true);
     return cmd;

@@ -77,10 +77,11 @@ struct BenchFlags {
 };
 
 struct Command {
-  enum class Kind { kTour, kBench, kHelp, kBenchHelp };
+  enum class Kind { kTour, kBench, kHelp, kBenchHelp, kScript };
   Kind kind = Kind::kTour;
   Family family = Family::kFwd;
-  BenchFlags flags;  // bench; the tour reads csv and seed only
+  BenchFlags flags;    // bench; the tour reads csv and seed only
+  std::string script;  // kScript: the file of bench lines ("-": standard input)
 };
 
 Command parse_command(int argc, const char* const* argv);

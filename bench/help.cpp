@@ -11,6 +11,10 @@ Usage:
                                 tour: run every family (fwd, bwd, decode, mla, merge, batch) on
                                 default model shapes, check each result, print a table
   hopattn bench FAMILY [flags]  benchmark one family (see hopattn bench --help)
+  hopattn script FILE           run each line of FILE ("-": standard input) as a bench command
+                                (`bench FAMILY [flags]`, words split at spaces, no quoting;
+                                blank and # lines skipped) in one process, each line's output
+                                after a "# line N: ..." header; the exit code is the worst line's
   hopattn --help                this text
 
 The tour on a GPU runs each family's kernel on model shapes (Llama-3-8B: 32 q heads, 8 KV heads,

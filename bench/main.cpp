@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
         return run_bench(cmd.family, cmd.flags, std::cout);
       case Command::Kind::kTour:
         return run_tour(cmd.flags, std::cout);
+      case Command::Kind::kScript:
+        return run_script(cmd.script, std::cout);
     }
   } catch (const UsageError& e) {
     std::cerr << "hopattn: " << e.what() << "\n(see hopattn --help)\n";

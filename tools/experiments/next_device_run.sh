@@ -8,7 +8,8 @@
 # steps order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
-#                    host's), the wall time of two timing-only calls
+#                    host's), the wall time of two timing-only calls, `hopattn script` rows
+#                    (ab_rows.py) against one process a row
 #   paged.txt        main's tests added after run set af: paged fwd with pages of 3, 5, 7 (the
 #                    staged gather page ids), FwdKernel.SplitTiles
 #   fp8.txt          main against F8: fp8 steps (c) on 16 CTAs, (a), (b), (c), (d), bf16 (a);
@@ -61,6 +62,14 @@ if has cli; then
   for f in "batch --step b --batch-impl batch" "batch --step c --batch-impl batch"; do
     echo "== wall of '$f --no-check': $(wall_s $M/hopattn bench $f --impl kernel --no-check) s"
   done >> $R/cli.txt 2>&1
+  # `hopattn script` (every row in one process, ab_rows.py) against one process a row.
+  printf 'c batch --step c --batch-impl batch\na batch --step a --batch-impl batch\n' > $R/rows.txt
+  for r in 1 2; do
+    echo "r$r one process a row: c $(bb $M --step c) a $(bb $M --step a)"
+  done >> $R/cli.txt 2>&1
+  echo "== wall of ab_rows.py, 2 rounds: $(wall_s python3 "$(dirname "$0")/ab_rows.py" $R/rows.txt main=$M) s" \
+    >> $R/cli.txt 2>&1
+  python3 "$(dirname "$0")/ab_rows.py" $R/rows.txt main=$M >> $R/cli.txt 2>&1
   cat $R/cli.txt
 fi
 

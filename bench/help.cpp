@@ -107,7 +107,7 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       CTA's decodes between its prefill items) | partition (prefill and decode
                       items on separate CTAs, side by side)
   --batch-decode-rate R  batch, partition: a CTA that alone streams decodes goes R times its
-                      share of HBM (default 1.25; the planner's split follows it)
+                      share of HBM (default 1.5; the planner's split follows it)
   --batch-side S      batch: auto (default: on where the order is spread and the decodes cost
                       no more than the prefill) | off | on (decodes of <= 8 rows on two producer
                       warps beside the prefill tiles: the side-lane kernel; 16-bit caches, D

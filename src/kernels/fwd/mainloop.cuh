@@ -345,6 +345,43 @@ struct FwdMainloop {
     for (int j = 0; j < Traits::kPSteps; ++j) ptx::fence_operands(pf[j]);
   }
 
+  // One GEMM group (`issue`) issued and waited for at once, `result` its accumulator: the split
+  // path (compute_split) keeps no GEMM in flight across its steps.
+  template <class Result, class Issue>
+  __device__ static void gemm_and_wait(STile& s, OTile& o, PFragments& pf, Result& result,
+                                       Issue&& issue) {
+    fence_all(s, o, pf);
+    ptx::wgmma_fence();
+    issue();
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    ptx::fence_operands(result);
+  }
+
+  // What a consumer thread's GEMMs and masks read on a tile: the limits of its two rows (rows g
+  // and g + 8 of its warp's 16 in the accumulator layout, from tile row `first_row`), Q's
+  // descriptor at that row, and K's and V's of a stage.
+  struct TileOperands {
+    RowLimits rows[2];
+    uint64_t q_desc, k_desc0, v_desc0;
+    __device__ TileOperands(const FwdParams& p, const SharedPlan<Traits>& sm, const WorkTile& w,
+                            const TileInfo& t, int first_row) {
+      const int tid = static_cast<int>(threadIdx.x) % 128;
+      const int row0 = first_row + (tid / 32) * 16 + tid % 32 / 4;
+      rows[0] = row_limits(p, t, row_address(p, w, t, row0).q_pos);
+      rows[1] = row_limits(p, t, row_address(p, w, t, row0 + 8).q_pos);
+      q_desc = ptx::make_kmajor_desc(sm.q() + first_row * Traits::kRowBytes);
+      k_desc0 = ptx::make_kmajor_desc(sm.k(0));
+      v_desc0 = ptx::make_mnmajor_desc(sm.v(0), Traits::kKVPanelBytes);
+    }
+    __device__ uint64_t k_desc(uint32_t stage) const {
+      return ptx::desc_advance(k_desc0, stage * Traits::kKStageBytes);
+    }
+    __device__ uint64_t v_desc(uint32_t stage) const {
+      return ptx::desc_advance(v_desc0, stage * Traits::kVStageBytes);
+    }
+  };
+
   // Softcap, then the mask where the block needs one.
   // `softcap_scale`: the tile's (kernel.cuh, tile_scales), nonzero with a softcap (negative with a
   // negative scale).
@@ -483,14 +520,8 @@ struct FwdMainloop {
                                        ConsumerState& st, OTile& o,
                                        OnlineSoftmax<Traits::kSRegs>& softmax,
                                        float softcap_scale) {
-    const int tid = static_cast<int>(threadIdx.x) % 128;
-    const int lane = tid % 32;
-    const int row0 = (tid / 32) * 16 + lane / 4;  // consumer 0's rows, for both
-    const RowLimits rows[2] = {row_limits(p, t, row_address(p, w, t, row0).q_pos),
-                               row_limits(p, t, row_address(p, w, t, row0 + 8).q_pos)};
-    const uint64_t q_desc = ptx::make_kmajor_desc(sm.q());
-    const uint64_t k_desc0 = ptx::make_kmajor_desc(sm.k(0));
-    const uint64_t v_desc0 = ptx::make_mnmajor_desc(sm.v(0), Traits::kKVPanelBytes);
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const TileOperands op(p, sm, w, t, /*first_row=*/0);  // consumer 0's rows, for both
 
     float s[Traits::kSRegs];
     uint32_t pf[Traits::kPSteps][4];
@@ -501,35 +532,23 @@ struct FwdMainloop {
     Pipeline exchange = st.kv;
 
     ptx::mbarrier_wait_or_trap(sm.q_full(), st.q_phase);
-    bool first = true;
     for (int i = 0, n = t.n_block_max - 1; n >= t.n_block_min; ++i, --n) {
       const uint32_t stage = st.kv.stage();
       const bool own = (i & 1) == consumer;
       wait_kv(p, sm.k_full(stage), st.kv.phase());
       if (own) {
-        fence_all(s, o, pf);
-        ptx::wgmma_fence();
-        issue_qk(s, q_desc, ptx::desc_advance(k_desc0, stage * Traits::kKStageBytes));
-        ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<0>();
-        ptx::fence_operands(s);
+        gemm_and_wait(s, o, pf, s, [&] { issue_qk(s, op.q_desc, op.k_desc(stage)); });
       }
       ptx::mbarrier_arrive(sm.k_empty(stage));
       // The tile's first block holds the sequence's end: both zero V's rows past it (and meet).
       if (i == 0 && p.kv.zero_v_tail) zero_v_tail(sm, t, st.kv, n, consumer);
       if (own) {
-        transform_scores(p, t, s, rows, n, lane, softcap_scale);
+        transform_scores(p, t, s, op.rows, n, lane, softcap_scale);
         update_softmax(softmax, s, correction);
         convert_p(s, pf);
-        if (!first) rescale_o(o, correction);  // the first block's O is still zero
-        first = false;
+        if (i > 1) rescale_o(o, correction);  // before its first block (i < 2) O is still zero
         wait_kv(p, sm.v_full(stage), st.kv.phase());
-        fence_all(s, o, pf);
-        ptx::wgmma_fence();
-        issue_pv(o, pf, ptx::desc_advance(v_desc0, stage * Traits::kVStageBytes));
-        ptx::wgmma_commit_group();
-        ptx::wgmma_wait_group<0>();
-        ptx::fence_operands(o);
+        gemm_and_wait(s, o, pf, o, [&] { issue_pv(o, pf, op.v_desc(stage)); });
       } else {
         ptx::mbarrier_wait_or_trap(sm.v_full(stage), st.kv.phase());
       }
@@ -606,22 +625,8 @@ struct FwdMainloop {
                                       const WorkTile& w, const TileInfo& t, int consumer,
                                       ConsumerState& st, OTile& o,
                                       OnlineSoftmax<Traits::kSRegs>& softmax, float softcap_scale) {
-    const int tid = static_cast<int>(threadIdx.x) % 128;
-    const int lane = tid % 32;
-    const int row0 = consumer * Traits::kRowsPerConsumer + (tid / 32) * 16 + lane / 4;
-    const RowLimits rows[2] = {row_limits(p, t, row_address(p, w, t, row0).q_pos),
-                               row_limits(p, t, row_address(p, w, t, row0 + 8).q_pos)};
-
-    const uint64_t q_desc =
-        ptx::make_kmajor_desc(sm.q() + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes);
-    const uint64_t k_desc0 = ptx::make_kmajor_desc(sm.k(0));
-    const uint64_t v_desc0 = ptx::make_mnmajor_desc(sm.v(0), Traits::kKVPanelBytes);
-    const auto k_desc = [&](uint32_t stage) {
-      return ptx::desc_advance(k_desc0, stage * Traits::kKStageBytes);
-    };
-    const auto v_desc = [&](uint32_t stage) {
-      return ptx::desc_advance(v_desc0, stage * Traits::kVStageBytes);
-    };
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const TileOperands op(p, sm, w, t, consumer * Traits::kRowsPerConsumer);
 
     float s[Traits::kSRegs];
     uint32_t pf[Traits::kPSteps][4];
@@ -637,7 +642,7 @@ struct FwdMainloop {
     if constexpr (!kIdle) {
       fence_all(s, o, pf);
       ptx::wgmma_fence();
-      issue_qk(s, q_desc, k_desc(st.kv.stage()));
+      issue_qk(s, op.q_desc, op.k_desc(st.kv.stage()));
       ptx::wgmma_commit_group();
     }
     turn_end(consumer);
@@ -646,7 +651,7 @@ struct FwdMainloop {
     if (!Traits::kOInQ && t.n_blocks() == 1) ptx::mbarrier_arrive(sm.q_empty());
     ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
     if constexpr (!kIdle) {
-      transform_scores(p, t, s, rows, n, lane, softcap_scale);
+      transform_scores(p, t, s, op.rows, n, lane, softcap_scale);
       update_softmax(softmax, s, correction);
       convert_p(s, pf);
       correction[0] = correction[1] = 1.f;  // O is still zero: nothing to correct
@@ -664,14 +669,14 @@ struct FwdMainloop {
       if constexpr (!kIdle) {
         fence_all(s, o, pf);
         ptx::wgmma_fence();
-        issue_qk(s, q_desc, k_desc(st.kv.stage()));
+        issue_qk(s, op.q_desc, op.k_desc(st.kv.stage()));
         ptx::wgmma_commit_group();
         // The last update's rescale of O runs while S is on the tensor cores, off the path from
         // the last P V's completion to this turn (FlashAttention-3's place for it).
         rescale_o(o, correction);
         ptx::fence_operands(o);
         ptx::wgmma_fence();
-        issue_pv(o, pf, v_desc(prev.stage()));
+        issue_pv(o, pf, op.v_desc(prev.stage()));
         ptx::wgmma_commit_group();
       }
       turn_end(consumer);
@@ -680,7 +685,7 @@ struct FwdMainloop {
       if (!Traits::kOInQ && n == t.n_block_min) ptx::mbarrier_arrive(sm.q_empty());
       ptx::mbarrier_arrive(sm.k_empty(st.kv.stage()));
       if constexpr (!kIdle) {
-        transform_scores(p, t, s, rows, n, lane, softcap_scale);
+        transform_scores(p, t, s, op.rows, n, lane, softcap_scale);
         update_softmax(softmax, s, correction);
       }
       ptx::wgmma_wait_group<0>();  // O and the P registers are free again
@@ -698,7 +703,7 @@ struct FwdMainloop {
     if constexpr (!kIdle) {
       fence_all(s, o, pf);
       ptx::wgmma_fence();
-      issue_pv(o, pf, v_desc(prev.stage()));
+      issue_pv(o, pf, op.v_desc(prev.stage()));
       ptx::wgmma_commit_group();
     }
     turn_end(consumer);

@@ -5,19 +5,13 @@
 
 #include <utility>
 
+#include "cuda_check.hpp"
 #include "device.hpp"
 #include "hopattn/error.hpp"
 #include "naive_gpu/naive_attention.hpp"
 
 namespace hopattn::cli {
 namespace {
-
-void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw Error(ErrorKind::kRuntime, detail::concat(what, " failed: ", cudaGetErrorName(status),
-                                                    ": ", cudaGetErrorString(status)));
-  }
-}
 
 GpuInfo query() {
   GpuInfo info;

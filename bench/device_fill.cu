@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cuda_check.hpp"
 #include "device.hpp"
 #include "hopattn/error.hpp"
 #include "random_draw.hpp"
@@ -27,13 +28,6 @@ __global__ void fill_from_table(Word* out, const Word* table, int64_t n, uint64_
   }
 }
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw Error(ErrorKind::kRuntime, detail::concat(what, " failed: ", cudaGetErrorName(status),
-                                                    ": ", cudaGetErrorString(status)));
-  }
-}
-
 template <class Word>
 void launch(void* dst, const void* table, int64_t n, uint64_t seed) {
   constexpr int kThreads = 256;
@@ -41,7 +35,7 @@ void launch(void* dst, const void* table, int64_t n, uint64_t seed) {
   const int blocks = static_cast<int>(std::min<int64_t>((groups + kThreads - 1) / kThreads, 65536));
   fill_from_table<Word>
       <<<blocks, kThreads>>>(static_cast<Word*>(dst), static_cast<const Word*>(table), n, seed);
-  check(cudaGetLastError(), "fill_from_table launch");
+  check_cuda(cudaGetLastError(), "fill_from_table launch");
 }
 
 }  // namespace
@@ -68,7 +62,7 @@ void fill_device_random(void* dst, const void* host_table, int elt_bytes, int64_
                                                     elt_bytes));
   }
   // Before the table is freed; a fault shows up here, named.
-  check(cudaDeviceSynchronize(), "fill_from_table");
+  check_cuda(cudaDeviceSynchronize(), "fill_from_table");
 }
 
 }  // namespace hopattn::cli

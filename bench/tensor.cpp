@@ -62,13 +62,15 @@ uint8_t* Tensor::host_for_overwrite() const {
   return host_.data();
 }
 
+void Tensor::fill_on_host() const {
+  fill_host(host_.data(), value_table(dtype_, fill_.lo, fill_.hi), dtype_size(dtype_), numel(),
+            fill_.seed);
+}
+
 uint8_t* Tensor::host_bytes() const {
   const bool made = host_made_;
   uint8_t* out = host_for_overwrite();
-  if (!made && has_fill_) {
-    fill_host(out, value_table(dtype_, fill_.lo, fill_.hi), dtype_size(dtype_), numel(),
-              fill_.seed);
-  }
+  if (!made && has_fill_) fill_on_host();
   return out;
 }
 
@@ -121,10 +123,7 @@ void fill_random(Tensor& t, double lo, double hi, uint64_t seed) {
   t.fill_ = {lo, hi, seed};
   t.has_fill_ = true;
   // Bytes someone may hold a pointer to are filled now; otherwise on first use.
-  if (t.host_made_) {
-    fill_host(t.host_.data(), value_table(t.dtype(), lo, hi), dtype_size(t.dtype()), t.numel(),
-              seed);
-  }
+  if (t.host_made_) t.fill_on_host();
 }
 
 Tensor int32_tensor(const std::vector<int32_t>& values, std::vector<int64_t> shape) {

@@ -52,6 +52,8 @@ class Tensor {
   uint8_t* host_bytes() const;
   // The host buffer for bytes about to be overwritten whole (no pending fill applied).
   uint8_t* host_for_overwrite() const;
+  // fill_ written into the host buffer (which exists).
+  void fill_on_host() const;
 
   DType dtype_ = DType::kFP32;
   std::vector<int64_t> shape_;

@@ -5,11 +5,13 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch. PARTS: any of "cli paged fp8 deep
-# steps order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
+# tests steps order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls, `hopattn script` rows
 #                    (ab_rows.py) against one process a row
+#   tests_main.txt   main's GPU tests (fwd, batch, paged, page sizes, safety); main_racecheck.txt,
+#                    main_synccheck.txt, main_memcheck.txt
 #   paged.txt        main's tests added after run set af: paged fwd with pages of 3, 5, 7 (the
 #                    staged gather page ids), FwdKernel.SplitTiles
 #   fp8.txt          main against F8: fp8 steps (c) on 16 CTAs, (a), (b), (c), (d), bf16 (a);
@@ -71,6 +73,14 @@ if has cli; then
     >> $R/cli.txt 2>&1
   python3 "$(dirname "$0")/ab_rows.py" $R/rows.txt main=$M >> $R/cli.txt 2>&1
   cat $R/cli.txt
+fi
+
+if has tests; then
+  # main since run set af: the mainloop's split path refactored (TileOperands, gemm_and_wait;
+  # SASS as before), the staged gather ids, the new tests.
+  checked $M main 300 '*Fwd*:*Batch*:*Paged*:PageSizes/*:Safety*' \
+    'BatchKernelPartition.MixedStepBf16AndFp16Hnd:FwdKernel.SplitTiles' \
+    'BatchKernelPartition.MixedStepBf16AndFp16Hnd' 'BatchKernel.PureDecode128x8k:FwdPaged.*'
 fi
 
 if has paged; then

@@ -15,11 +15,12 @@ PTX ISA: "Asynchronous Warpgroup Level Matrix Multiply-Accumulate: wgmma.mma_asy
 
 import sys
 
-# N values of m64nNk16 with f32 accumulators. QK^T uses N = kBlockN, PV uses N = head dim V,
+# N values of m64nNk16 with f32 accumulators. N = 8: tools/wgmma_rate.cu's narrow rows (a decode
+# tile's packed rows as N). QK^T uses N = kBlockN, PV uses N = head dim V,
 # the bwd S^T of head dims above 128 N = 32 (half a q tile per MMA warpgroup), the MLA narrow
 # schedule N = 16 (S^T = K Q^T and O^T += V^T P^T for up to 16 rows), the fwd's wide KV tiles
 # (configs.hpp kFwdWideConfigs) N = 176 and 192.
-SHAPES = [16, 32, 48, 64, 80, 96, 112, 128, 176, 192, 256]
+SHAPES = [8, 16, 32, 48, 64, 80, 96, 112, 128, 176, 192, 256]
 TYPES = [("bf16", "__nv_bfloat16"), ("f16", "__half")]
 
 

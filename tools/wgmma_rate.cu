@@ -1,8 +1,10 @@
-// Throughput of back-to-back SS wgmma m64nNk16 (bf16 -> fp32) on one H200, per SM and clock:
-// the question behind the MLA kernel's S = Q K^T tile width (N = 32 keys a block vs 64).
-// Each CTA (one per SM) runs W warpgroups; each issues groups of 36 accumulating wgmma (the
-// 576-deep S of one MLA block) from one 128B-swizzled panel of A (64 rows) and one of B (N rows),
-// commits and waits, kIters times. Prints cycles per wgmma and FLOP per clock per SM.
+// Throughput of back-to-back SS wgmma m64nNk16 (bf16 -> fp32) on one GPU, per SM and clock: the
+// question behind the MLA kernel's S = Q K^T tile width (N = 32 keys a block vs 64), and behind a
+// decode tile's transposition (S^T = K Q^T: N = 8 or 16 packed rows, groups of 8 k16 steps, the
+// 128-deep S of one block at head dim 128, each group waited for before the next).
+// Each CTA (one per SM) runs W warpgroups; each issues groups of kSteps accumulating wgmma from
+// one 128B-swizzled panel of A (64 rows) and one of B (N rows), commits and waits, kIters times.
+// Prints cycles per wgmma (a group's wait included) and FLOP per clock per SM.
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //        tools/wgmma_rate.cu -o wgmma_rate && ./wgmma_rate
@@ -16,10 +18,10 @@
 
 namespace {
 
-constexpr int kSteps = 36;  // k16 steps of one MLA S tile (576 columns)
 constexpr int kIters = 256;
 
-template <int N, int W>
+// kSteps: k16 steps a group (36: one MLA S tile of 576 columns; 8: a 128-deep S).
+template <int N, int W, int kSteps>
 __global__ void __launch_bounds__(128 * W, 1) rate_kernel(long long* cycles, float* sink) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
@@ -56,15 +58,17 @@ __global__ void __launch_bounds__(128 * W, 1) rate_kernel(long long* cycles, flo
   if (threadIdx.x % 128 == 0) cycles[blockIdx.x * W + threadIdx.x / 128] = t1 - t0;
 }
 
-template <int N, int W>
+template <int N, int W, int kSteps = 36>
 void measure(int sms) {
   long long* d_cycles;
   float* d_sink;
   cudaMalloc(&d_cycles, sizeof(long long) * sms * W);
   cudaMalloc(&d_sink, sizeof(float) * 1024);
   const int smem = (64 + N) * 128 + 1024;
-  cudaFuncSetAttribute(rate_kernel<N, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  for (int rep = 0; rep < 2; ++rep) rate_kernel<N, W><<<sms, 128 * W, smem>>>(d_cycles, d_sink);
+  cudaFuncSetAttribute(rate_kernel<N, W, kSteps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       smem);
+  for (int rep = 0; rep < 2; ++rep)
+    rate_kernel<N, W, kSteps><<<sms, 128 * W, smem>>>(d_cycles, d_sink);
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::printf("N=%d W=%d: %s\n", N, W, cudaGetErrorString(err));
@@ -78,9 +82,9 @@ void measure(int sms) {
   const double per_wgmma = mean / (kIters * kSteps);
   const double flop_per_clk = W * 64.0 * N * 16 * 2 / per_wgmma;
   std::printf(
-      "m64n%dk16 SS, %d warpgroup(s) a CTA: %.1f cycles a wgmma per warpgroup, %.0f FLOP/clk/SM"
-      " (%.0f%% of 4096)\n",
-      N, W, per_wgmma, flop_per_clk, 100.0 * flop_per_clk / 4096.0);
+      "m64n%dk16 SS, %d warpgroup(s) a CTA, groups of %d: %.1f cycles a wgmma per warpgroup,"
+      " %.0f FLOP/clk/SM (%.0f%% of 4096)\n",
+      N, W, kSteps, per_wgmma, flop_per_clk, 100.0 * flop_per_clk / 4096.0);
   cudaFree(d_cycles);
   cudaFree(d_sink);
 }
@@ -90,6 +94,18 @@ void measure(int sms) {
 int main() {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  measure<8, 1>(sms);
+  measure<8, 2>(sms);
+  measure<16, 1>(sms);
+  measure<16, 2>(sms);
+  measure<8, 1, 8>(sms);
+  measure<8, 2, 8>(sms);
+  measure<16, 1, 8>(sms);
+  measure<16, 2, 8>(sms);
+  measure<64, 1, 8>(sms);
+  measure<64, 2, 8>(sms);
+  measure<128, 1, 8>(sms);
+  measure<128, 2, 8>(sms);
   measure<32, 1>(sms);
   measure<32, 2>(sms);
   measure<64, 1>(sms);

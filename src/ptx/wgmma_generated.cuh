@@ -13,6 +13,82 @@
 namespace hopattn::ptx {
 
 template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n8k16_ss_bf16(float (&d)[4], uint64_t desc_a,
+                                                       uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16\n"
+      "{%0, %1, %2, %3},\n"
+      "%4, %5, p, 1, 1, %7, %8;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n8k16_rs_bf16(float (&d)[4], const uint32_t (&a)[4],
+                                                       uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16\n"
+      "{%0, %1, %2, %3},\n"
+      "{%4, %5, %6, %7}, %8, p, 1, 1, %10;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n8k16_ss_f16(float (&d)[4], uint64_t desc_a,
+                                                      uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16\n"
+      "{%0, %1, %2, %3},\n"
+      "%4, %5, p, 1, 1, %7, %8;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n8k16_rs_f16(float (&d)[4], const uint32_t (&a)[4],
+                                                      uint64_t desc_b, uint32_t scale_d) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16\n"
+      "{%0, %1, %2, %3},\n"
+      "{%4, %5, %6, %7}, %8, p, 1, 1, %10;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB));
+#else
+  __trap();
+#endif
+}
+
+template <int kTransA, int kTransB>
 __device__ __forceinline__ void wgmma_m64n16k16_ss_bf16(float (&d)[8], uint64_t desc_a,
                                                         uint64_t desc_b, uint32_t scale_d) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1430,7 +1506,13 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
                                          uint32_t scale_d) {
   constexpr bool kBf16 = std::is_same_v<Elt, __nv_bfloat16>;
   static_assert(kBf16 || std::is_same_v<Elt, __half>, "wgmma: bf16 or fp16 operands");
-  if constexpr (N == 16) {
+  if constexpr (N == 8) {
+    if constexpr (kBf16) {
+      wgmma_m64n8k16_ss_bf16<kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+    } else {
+      wgmma_m64n8k16_ss_f16<kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+    }
+  } else if constexpr (N == 16) {
     if constexpr (kBf16) {
       wgmma_m64n16k16_ss_bf16<kTransA, kTransB>(d, desc_a, desc_b, scale_d);
     } else {
@@ -1506,7 +1588,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
                                          uint32_t scale_d) {
   constexpr bool kBf16 = std::is_same_v<Elt, __nv_bfloat16>;
   static_assert(kBf16 || std::is_same_v<Elt, __half>, "wgmma: bf16 or fp16 operands");
-  if constexpr (N == 16) {
+  if constexpr (N == 8) {
+    if constexpr (kBf16) {
+      wgmma_m64n8k16_rs_bf16<kTransB>(d, a, desc_b, scale_d);
+    } else {
+      wgmma_m64n8k16_rs_f16<kTransB>(d, a, desc_b, scale_d);
+    }
+  } else if constexpr (N == 16) {
     if constexpr (kBf16) {
       wgmma_m64n16k16_rs_bf16<kTransB>(d, a, desc_b, scale_d);
     } else {

@@ -329,6 +329,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.batch_decode_rate_milli = static_cast<int>(r * 1000.f + 0.5f);
     return;
   }
+  if (name == "--batch-partition-ctas") {
+    f.batch_partition_ctas =
+        static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));
+    return;
+  }
   if (name == "--batch-side") {
     f.batch_side = parse_overlap(name, cur.value(name, inline_value), "off", "on");
     return;

@@ -65,6 +65,7 @@ struct BenchFlags {
   std::optional<plan::BatchOverlap> batch_spread;     // batch: --batch-order auto | lpt | spread
   std::optional<plan::BatchOverlap> batch_partition;  // batch: --batch-order partition
   std::optional<int> batch_decode_rate_milli;         // batch: --batch-decode-rate R (x1000)
+  std::optional<int> batch_partition_ctas;            // batch: --batch-partition-ctas P
   std::optional<plan::BatchOverlap> batch_side;       // batch: --batch-side auto | off | on
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<bool> batch_sections;      // batch: --batch-sections on | off

@@ -123,8 +123,8 @@ class BatchWorkload final : public Workload {
     internal::BatchAttentionVariants::side_decodes(*attn_, s_.batch_side);
     internal::BatchAttentionVariants::side_lane_cost(*attn_, s_.batch_side_cost);
     internal::BatchAttentionVariants::l2_sections(*attn_, s_.batch_sections);
-    internal::BatchAttentionVariants::partition_decodes(*attn_, s_.batch_partition,
-                                                        s_.batch_decode_rate_milli);
+    internal::BatchAttentionVariants::partition_decodes(
+        *attn_, s_.batch_partition, s_.batch_decode_rate_milli, s_.batch_partition_ctas);
     internal::BatchAttentionVariants::paged_tma(*attn_, s_.fwd_launch.paged_tma);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.

@@ -108,6 +108,9 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       items on separate CTAs, side by side)
   --batch-decode-rate R  batch, partition: a CTA that alone streams decodes goes R times its
                       share of HBM (default 1.5; the planner's split follows it)
+  --batch-partition-ctas P  batch, partition: P prefill CTAs in each group of CTAs (one group
+                      a KV head's share of the grid, 33 of 132 at 8 KV heads) instead of the
+                      split the decode rate models
   --batch-side S      batch: auto (default: on where the order is spread and the decodes cost
                       no more than the prefill) | off | on (decodes of <= 8 rows on two producer
                       warps beside the prefill tiles: the side-lane kernel; 16-bit caches, D

@@ -38,6 +38,7 @@ std::string Shape::describe() const {
     if (batch_decode_rate_milli != plan::BatchPlanLimits{}.decode_cta_rate_milli) {
       os << " decode-rate=" << batch_decode_rate_milli / 1000.0;
     }
+    if (batch_partition_ctas > 0) os << " partition-ctas=" << batch_partition_ctas;
     if (batch_side != plan::BatchOverlap::kAuto) {
       os << (batch_side == plan::BatchOverlap::kOn ? " side" : " no-side");
     }
@@ -168,6 +169,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.batch_side_cost.has_value() && !batch, fam, "--batch-side-cost");
   reject(f.batch_sections.has_value() && !batch, fam, "--batch-sections");
   reject(f.batch_decode_rate_milli.has_value() && !batch, fam, "--batch-decode-rate");
+  reject(f.batch_partition_ctas.has_value() && !batch, fam, "--batch-partition-ctas");
   reject(f.head_dim && fam == Family::kMla, fam, "--head-dim");
   if (f.head_dim_v && fam != Family::kFwd && fam != Family::kBwd) {
     throw UsageError(std::string("--head-dim: ") + family_name(fam) +
@@ -236,6 +238,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.batch_sections) s.batch_sections = *f.batch_sections;
   if (f.batch_partition) s.batch_partition = *f.batch_partition;
   if (f.batch_decode_rate_milli) s.batch_decode_rate_milli = *f.batch_decode_rate_milli;
+  if (f.batch_partition_ctas) s.batch_partition_ctas = *f.batch_partition_ctas;
   if (fam == Family::kDecode && s.q_len > 16) {
     throw UsageError("--q-len: decode takes 1..16 query tokens, got " + std::to_string(s.q_len));
   }

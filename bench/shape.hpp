@@ -52,6 +52,7 @@ struct Shape {
   // a decode CTA's rate (--batch-decode-rate; plan::BatchPlanLimits::partition_decodes).
   plan::BatchOverlap batch_partition = plan::BatchOverlap::kAuto;
   int batch_decode_rate_milli = plan::BatchPlanLimits{}.decode_cta_rate_milli;
+  int batch_partition_ctas = 0;  // --batch-partition-ctas (0: the planner's modelled split)
 
   int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   // "B=2 Sq=4096 Sk=4096 H=32/8 D=128 causal bf16"; Dqk != Dv prints "D=192/128".

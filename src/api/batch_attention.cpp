@@ -290,9 +290,10 @@ void BatchAttentionVariants::paged_tma(BatchAttention& attention, bool on) {
 }
 
 void BatchAttentionVariants::partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,
-                                               int decode_cta_rate_milli) {
+                                               int decode_cta_rate_milli, int partition_ctas) {
   set_limit(attention, &plan::BatchPlanLimits::partition_decodes, mode);
   set_limit(attention, &plan::BatchPlanLimits::decode_cta_rate_milli, decode_cta_rate_milli);
+  set_limit(attention, &plan::BatchPlanLimits::partition_ctas, partition_ctas);
 }
 
 }  // namespace internal

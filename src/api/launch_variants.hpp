@@ -19,17 +19,19 @@ void attention_bwd(const BwdArgs& args, const AttentionOptions& opts, Stream str
                    const kernels::bwd::LaunchOptions& launch);
 
 // BatchAttention's planner variants (hopattn bench batch --batch-order, --batch-side,
-// --batch-side-cost, --batch-decode-rate, --batch-sections): the object's planner remade with
-// plan::BatchPlanLimits::spread_decodes, side_decodes, side_lane_cost, partition_decodes and
-// decode_cta_rate_milli or l2_bytes set, before its first plan().
+// --batch-side-cost, --batch-decode-rate, --batch-partition-ctas, --batch-sections): the
+// object's planner remade with plan::BatchPlanLimits::spread_decodes, side_decodes,
+// side_lane_cost, partition_decodes, decode_cta_rate_milli and partition_ctas or l2_bytes set,
+// before its first plan().
 struct BatchAttentionVariants {
   static void spread_decodes(BatchAttention& attention, plan::BatchOverlap mode);
   static void side_decodes(BatchAttention& attention, plan::BatchOverlap mode);
   static void side_lane_cost(BatchAttention& attention, int64_t cost);
   // The prefill sections: l2_bytes plan::kBatchL2Bytes (on, the default) or 0.
   static void l2_sections(BatchAttention& attention, bool on);
+  // partition_ctas: plan::BatchPlanLimits::partition_ctas (0: the modelled split).
   static void partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,
-                                int decode_cta_rate_milli);
+                                int decode_cta_rate_milli, int partition_ctas = 0);
   // run()'s kernels::fwd::LaunchOptions::paged_tma (hopattn bench batch --paged-tma off).
   static void paged_tma(BatchAttention& attention, bool on);
 

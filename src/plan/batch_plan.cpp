@@ -92,6 +92,10 @@ void validate_limits(const BatchPlanLimits& l) {
     fail(ErrorKind::kValue, arg_at(kWhere, "decode_cta_rate_milli"), "1000..64000",
          l.decode_cta_rate_milli);
   }
+  if (l.partition_ctas < 0 || l.partition_ctas > (1 << 16)) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "partition_ctas"), "0..65536 (0: modelled)",
+         l.partition_ctas);
+  }
   if (l.side_lane_cost < 1 || l.side_lane_cost > 1024) {
     fail(ErrorKind::kValue, arg_at(kWhere, "side_lane_cost"), "1..1024", l.side_lane_cost);
   }

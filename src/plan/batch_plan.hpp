@@ -104,6 +104,10 @@ struct BatchPlanLimits {
   // lower.
   BatchOverlap partition_decodes = BatchOverlap::kAuto;
   int decode_cta_rate_milli = 1500;
+  // A partitioned step's prefill CTAs of each group, fixed instead of modelled (0: the model's
+  // split above; clamped to the group's CTAs - 1): to time the split itself (hopattn bench batch
+  // --batch-partition-ctas).
+  int partition_ctas = 0;
   // The card's L2 bytes, for the order of the prefill works (0: plain LPT): in a step without
   // decodes, or on the prefill CTAs of a partition, they go out in sections of consecutive
   // requests whose K/V (all KV heads) fits fwd_section_bytes (half the L2 under a causal

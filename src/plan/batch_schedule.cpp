@@ -452,6 +452,7 @@ void BatchPlanner::assign_range(int begin, int end, int64_t& item) {
 // partition_decodes: the split of each group's CTAs (batch_plan.hpp), from the works' costs by
 // kind: the P of least modelled time max(prefill / P, decode / min((G - P) r, G)).
 int BatchPlanner::choose_partition() const {
+  if (limits_.partition_ctas > 0) return std::min(limits_.partition_ctas, group_ctas_ - 1);
   const double prefill = static_cast<double>(prefill_cost_);
   const double decode = static_cast<double>(decode_cost_);
   const int g = group_ctas_;

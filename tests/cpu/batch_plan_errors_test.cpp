@@ -72,6 +72,9 @@ TEST(BatchPlanErrors, Limits) {
       {[](BatchPlanLimits& l) { l.decode_cta_rate_milli = 999; },
        ErrorKind::kValue,
        {"decode_cta_rate_milli: expected 1000..64000, got 999"}},
+      {[](BatchPlanLimits& l) { l.partition_ctas = -1; },
+       ErrorKind::kValue,
+       {"partition_ctas: expected 0..65536 (0: modelled), got -1"}},
       {[](BatchPlanLimits& l) { l.max_batch = 0; }, ErrorKind::kValue, {"max_batch", "got 0"}},
       {[](BatchPlanLimits& l) { l.max_tokens = -1; }, ErrorKind::kValue, {"max_tokens", "got -1"}},
       // 2^29 - 1 tokens (the most at GQA ratio 4): 2^24 prefill tiles x 8 KV heads, whose loads

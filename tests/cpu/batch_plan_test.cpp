@@ -209,6 +209,21 @@ TEST(BatchPlanPartition, SplitFollowsTheDecodeRate) {
   }
 }
 
+// partition_ctas fixes the split (clamped to the group's CTAs - 1), whatever the rate models; the
+// plan still covers the step exactly once.
+TEST(BatchPlanPartition, FixedSplit) {
+  const Step b = issue_step('b');
+  for (int fixed : {1, 16, 32, 40}) {
+    BatchPlanLimits l = llama8b(132);
+    l.partition_ctas = fixed;
+    BatchPlanner planner(l);
+    Buffer buf(BatchPlanner::workspace_bytes(l));
+    BatchPlanInfo info;
+    ASSERT_EQ(plan_and_verify(planner, b, buf, &info), "") << "fixed " << fixed;
+    EXPECT_EQ(info.partition_ctas, std::min(fixed, 32)) << "fixed " << fixed;
+  }
+}
+
 // The default order per step: every mixed step is partitioned ((b), whose decodes cost more than
 // its prefill, and (a), whose prefill costs more), with no spread order and no side items; a
 // pure step gets neither. Asking for the side lane (or the spread order) keeps (a) whole.

@@ -4,8 +4,8 @@
 #   [F8=DIR] [DEEP=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
-# fp8_split.patch and of main + batch_deep_ring.patch. PARTS: any of "cli paged fp8 deep
-# tests steps order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
+# fp8_split.patch and of main + batch_deep_ring.patch. PARTS: any of "cli paged fp8 deep deepp
+# split tests steps order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls, `hopattn script` rows
@@ -18,6 +18,8 @@
 #                    tests_fp8.txt, fp8_memcheck.txt, fp8_racecheck.txt, fp8_synccheck.txt
 #   deep.txt         main against DEEP: (c) on 16 CTAs, (b), (c), (a), (d); tests_deep.txt,
 #                    deep_racecheck.txt, deep_synccheck.txt
+#   deepp.txt        main against DEEP on (b) at 9..12 prefill CTAs a group, decodes alone
+#   split.txt        main: (b) and (a) at fixed splits (--batch-partition-ctas), parts alone
 #   steps.txt        main: batch steps a-d as batch / separate / varlen, two rounds
 #   order.txt        main: (a) and (b) at decode CTA rates 1.0 .. 2.0 and (a) in the spread
 #                    order; (d), 16 x 1024 and 2 x 8192 with and without the prefill sections
@@ -113,6 +115,30 @@ if has deep; then
   }
   ab dr $DEEP deep > $R/deep.txt 2>&1
   cat $R/deep.txt
+fi
+
+if has deepp; then
+  # Run set ag: beside the decode stream (b)'s prefill CTAs wait on K / V arrival (ncu); the deep
+  # ring's third stage where the prefill bounds (b) (P = 9..11 through the decode rate; the DEEP
+  # build predates --batch-partition-ctas), and the decodes alone on 92 and 132 CTAs.
+  dp() {
+    echo "r$r $2 P9 $(bb $1 --step b --batch-decode-rate 1.0) P10 $(bb $1 --step b --batch-decode-rate 1.1)" \
+      "P11 $(bb $1 --step b --batch-decode-rate 1.2) P12 $(bb $1 --step b)" \
+      "dec92 $(bb $1 --step 255x1@2048..16384 --batch-ctas 92) dec132 $(bb $1 --step 255x1@2048..16384)"
+  }
+  ab dp $DEEP deep > $R/deepp.txt 2>&1
+  cat $R/deepp.txt
+fi
+
+if has split; then
+  # (b)'s split fixed (--batch-partition-ctas) and each part alone (run set ag's table).
+  for r in 1 2; do
+    echo "r$r b $(for q in 10 12 13 14 15 16 17 18; do echo -n "P$q $(bb $M --step b --batch-partition-ctas $q) "; done)"
+    echo "r$r a $(for q in 22 23 24 25; do echo -n "P$q $(bb $M --step a --batch-partition-ctas $q) "; done)"
+    echo "r$r alone pre40 $(bb $M --step 8192@0 --batch-ctas 40) pre60 $(bb $M --step 8192@0 --batch-ctas 60)" \
+      "dec72 $(bb $M --step 255x1@2048..16384 --batch-ctas 72) dec92 $(bb $M --step 255x1@2048..16384 --batch-ctas 92)"
+  done > $R/split.txt 2>&1
+  cat $R/split.txt
 fi
 
 if has steps; then

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
-# fp8_split.patch and of main + batch_deep_ring.patch. PARTS: any of "cli paged fp8 deep deepp
-# split tests steps order peers" (default "steps order": ~4 minutes on an H100). Logs under OUT:
+# fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
+# PARTS: any of "cli paged fp8 deep deepp deepk split tests steps order peers" (default "steps
+# order": ~4 minutes on an H100). Logs under OUT:
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls, `hopattn script` rows
@@ -19,6 +20,8 @@
 #   deep.txt         main against DEEP: (c) on 16 CTAs, (b), (c), (a), (d); tests_deep.txt,
 #                    deep_racecheck.txt, deep_synccheck.txt
 #   deepp.txt        main against DEEP on (b) at 9..12 prefill CTAs a group, decodes alone
+#   deepk.txt        DEEPK (main + batch_deep_k.patch): tests_deepk.txt and its sanitizers, then
+#                    --batch-k-stages 3 against 2 in that binary on (b), (a), (c), (d)
 #   split.txt        main: (b) and (a) at fixed splits (--batch-partition-ctas), parts alone
 #   steps.txt        main: batch steps a-d as batch / separate / varlen, two rounds
 #   order.txt        main: (a) and (b) at decode CTA rates 1.0 .. 2.0 and (a) in the spread
@@ -128,6 +131,23 @@ if has deepp; then
   }
   ab dp $DEEP deep > $R/deepp.txt 2>&1
   cat $R/deepp.txt
+fi
+
+if has deepk; then
+  # batch_deep_k.patch (DEEPK: its build): the third K stage's tests and sanitizers, then the
+  # instance against the default one of the same binary (--batch-k-stages 3 / 2).
+  checked $DEEPK deepk 300 '*Batch*:FwdPaged.*' 'BatchKernelDeepK.*' 'BatchKernelDeepK.*' \
+    'BatchKernelDeepK.*'
+  kr() {
+    local k="--batch-k-stages $1"
+    echo "r$r k$1 b $(bb $DEEPK --step b $k) b10 $(bb $DEEPK --step b --batch-partition-ctas 10 $k)" \
+      "b15 $(bb $DEEPK --step b --batch-partition-ctas 15 $k) a $(bb $DEEPK --step a $k)" \
+      "c $(bb $DEEPK --step c $k) d $(bb $DEEPK --step d $k) c16 $(bb $DEEPK --step c --batch-ctas 16 $k)"
+  }
+  for r in 1 2; do
+    if [ $r = 1 ]; then kr 2; kr 3; else kr 3; kr 2; fi
+  done > $R/deepk.txt 2>&1
+  cat $R/deepk.txt
 fi
 
 if has split; then

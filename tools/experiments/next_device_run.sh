@@ -36,13 +36,15 @@ has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
 # `bb CLI_DIR FLAGS`: the batch kernel's time of one step (us).
 bb() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl ${BI:-batch} "${@:2}" | us_of; }
-# `ab ROW DIR NAME`: ROW (a function of a build's folder and label, reading $r) for main and for
-# the build in DIR, two rounds in turned order.
-ab() {
+# `alternate ROW "A ARGS" "B ARGS"`: ROW (a function reading $r) with A's and B's arguments, two
+# rounds in turned order.
+alternate() {
   for r in 1 2; do
-    if [ $r = 1 ]; then $1 $M main; $1 $2 $3; else $1 $2 $3; $1 $M main; fi
+    if [ $r = 1 ]; then $1 $2; $1 $3; else $1 $3; $1 $2; fi
   done
 }
+# `ab ROW DIR NAME`: ROW (of a build's folder and label) for main and for the build in DIR.
+ab() { alternate $1 "$M main" "$2 $3"; }
 # `checked DIR NAME SECONDS TESTS RACECHECK SYNCCHECK [MEMCHECK]`: the build's GPU tests, then
 # compute-sanitizer's tools on the given filters, into tests_NAME.txt and NAME_TOOL.txt.
 checked() {
@@ -144,9 +146,7 @@ if has deepk; then
       "b15 $(bb $DEEPK --step b --batch-partition-ctas 15 $k) a $(bb $DEEPK --step a $k)" \
       "c $(bb $DEEPK --step c $k) d $(bb $DEEPK --step d $k) c16 $(bb $DEEPK --step c --batch-ctas 16 $k)"
   }
-  for r in 1 2; do
-    if [ $r = 1 ]; then kr 2; kr 3; else kr 3; kr 2; fi
-  done > $R/deepk.txt 2>&1
+  alternate kr 2 3 > $R/deepk.txt 2>&1
   cat $R/deepk.txt
 fi
 

@@ -58,8 +58,8 @@ struct SmallTraits : Traits<kHeadDim, kKvBytes, 2> {
   static_assert(smem_fits(smem_bytes(), 2), "two CTAs an SM");
 };
 
-// Page of key `lane` (< 16) of the warp's block i, or kNoKey: looked up one block before its
-// copies are issued (as fetch_page does for kernel.cuh's tiles).
+// Page of key `lane` (< 16) of the warp's block i, or kNoKey: looked up kPagesAhead blocks before
+// its copies are issued (PageWindow).
 __device__ __forceinline__ PageRef small_fetch(const Params& p, const SmallRange& r, int i,
                                                int lane) {
   PageRef ref{kNoKey, 0};
@@ -72,6 +72,31 @@ __device__ __forceinline__ PageRef small_fetch(const Params& p, const SmallRange
   }
   return ref;
 }
+
+// The page-table entries of a lane's key in the warp's next kAhead blocks, looked up kAhead
+// blocks before the block's copies are issued (kAhead = 1: one block ahead, as kernel.cuh's
+// fetch_page). At batch 1 over pages of 16, Nsight Compute put 10% of the stall samples on the
+// issue's first use of an entry looked up one block ahead, but four ahead gained no time there
+// (the warp then waits on its copies); over pages of 1, where a block's 16 keys lie in 16
+// pages, it did (docs/perf/NOTES.md, run set ah).
+template <int kAhead>
+struct PageWindow {
+  PageRef ref[kAhead];  // blocks b .. b + kAhead - 1, oldest first
+
+  // Blocks 0 .. kAhead - 1, loaded together.
+  __device__ __forceinline__ void start(const Params& p, const SmallRange& r, int lane) {
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) ref[j] = small_fetch(p, r, j, lane);
+  }
+  // The oldest block's entry; the window then looks up block `next` (b + kAhead).
+  __device__ __forceinline__ PageRef pop(const Params& p, const SmallRange& r, int next, int lane) {
+    const PageRef oldest = ref[0];
+#pragma unroll
+    for (int j = 0; j + 1 < kAhead; ++j) ref[j] = ref[j + 1];
+    ref[kAhead - 1] = small_fetch(p, r, next, lane);
+    return oldest;
+  }
+};
 
 // The merge of a problem's split partials for (row rr, features d .. d + 3), by one thread: up
 // to 16 splits' lse and o loaded at once, then folded into a running (top, total, acc) with
@@ -126,6 +151,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   // bf16 q over an 8-bit cache runs its MMAs in fp16 (to_half_q in mainloop.cuh says why).
   constexpr bool kHalfMma = kFormat != KvFormat::kNative16 && std::is_same_v<Elt, __nv_bfloat16>;
   using MmaElt = std::conditional_t<kHalfMma, __half, Elt>;
+  // Blocks whose page-table entries a lane has in flight beyond the copies issued (PageWindow):
+  // four over a 16-bit cache (pages of 1, batch 1: 1.04x faster, others equal to 1.008x), one
+  // over 8-bit caches, where four measured 1.009x slower at B = 64 (run set ah, H100).
+  constexpr int kPagesAhead = kFormat == KvFormat::kNative16 ? 4 : 1;
   extern __shared__ __align__(128) char smem[];
   __shared__ CtaShared cs;
 
@@ -142,7 +171,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int kv_len_loaded = p.kv_lens[request * p.kv_lens_stride];
   load_q<T, kHalfMma>(p, cs, q_smem, request, kv_head, 0, rows_valid);
   const SmallRange range = small_range(p, request, split, warp, kv_len_loaded);
-  PageRef next = small_fetch(p, range, 0, lane);
+  PageWindow<kPagesAhead> pages;
+  pages.start(p, range, lane);
   if (tid == 0) {
     cs.kv_len[0] = range.kv_len;
     cs.bad_claimed = 0u;
@@ -171,8 +201,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const char* v_head = p.v_cache + kv_head * p.v_head_stride;
 #pragma unroll 1
   for (int s = 0; s < T::kStages - 1; ++s) {
-    const PageRef cur = next;
-    next = small_fetch(p, range, s + 1, lane);
+    const PageRef cur = pages.pop(p, range, s + kPagesAhead, lane);
     if (s < range.blocks) {
       issue_tile<T>(p, cs, warp_ring + s * T::kStageBytes, cur, k_head, v_head, 0, lane);
     }
@@ -185,8 +214,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // is done with block i - 1, whose stage the next copies overwrite.
     ptx::cp_async_wait<T::kStages - 2>();
     __syncwarp();
-    const PageRef cur = next;
-    next = small_fetch(p, range, i + T::kStages, lane);
+    const PageRef cur = pages.pop(p, range, i + T::kStages - 1 + kPagesAhead, lane);
     if (i + T::kStages - 1 < range.blocks) {
       issue_tile<T>(p, cs, warp_ring + issue_stage * T::kStageBytes, cur, k_head, v_head, 0, lane);
     }

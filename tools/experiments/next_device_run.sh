@@ -5,8 +5,11 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "cli paged fp8 deep deepp deepk split tests steps order peers" (default "steps
-# order": ~4 minutes on an H100). Logs under OUT:
+# PARTS: any of "decode cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# "decode steps order": ~5 minutes on an H100). Logs under OUT:
+#   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
+#                    small kernel's page window (run set ah) landed without a run of its 8-bit
+#                    instances
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls, `hopattn script` rows
@@ -30,7 +33,7 @@
 #                    kit is carried (.peers)
 set -u
 source "$(dirname "$0")/helpers.sh"
-M=$1 R=$2 PARTS=${3:-steps order}
+M=$1 R=$2 PARTS=${3:-decode steps order}
 mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
@@ -80,6 +83,17 @@ if has cli; then
     >> $R/cli.txt 2>&1
   python3 "$(dirname "$0")/ab_rows.py" $R/rows.txt main=$M >> $R/cli.txt 2>&1
   cat $R/cli.txt
+fi
+
+if has decode; then
+  # Run set ah landed the small decode kernel's page window over 16-bit caches; its 8-bit
+  # instances (one block ahead, as before) were rebuilt and not run.
+  small='Grid/DecodeKernel.MatchesReference/page1_nhd:Grid/DecodeKernel.MatchesReference/page37_hnd'
+  small+=':Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
+  small+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small'
+  small+=':Grid/DecodeKernel.MatchesReference/q_fp16_kv_fp8_e5m2_per_head_small'
+  small+=':Grid/DecodeKernel.MatchesReference/page16_padded_pool_int8_small'
+  checked $M decode 200 '*Decode*' "$small" '' "$small"
 fi
 
 if has tests; then

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "decode cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's page window (run set ah) landed without a run of its 8-bit
@@ -23,6 +23,15 @@
 #   deep.txt         main against DEEP: (c) on 16 CTAs, (b), (c), (a), (d); tests_deep.txt,
 #                    deep_racecheck.txt, deep_synccheck.txt
 #   deepp.txt        main against DEEP on (b) at 9..12 prefill CTAs a group, decodes alone
+#   half.txt         main against HALF (main + batch_half_kv_reads.patch: prefill tiles load half
+#                    of each K / V block's page boxes, results wrong): (b) at fixed splits, the
+#                    chunk alone, (d), (a): the most item 8's multicast can gain
+#   ring6.txt        main against RING6 (main + decode_small_ring6.patch: the small decode
+#                    kernel's ring 48 KB a warp, six 16-bit stages, one CTA an SM): decode rows
+#   clock.txt        nvidia-smi's SM clock and power (20 ms samples) while main and NOGEMM (main +
+#                    batch_decode_nogemm.patch: decode tiles without GEMMs, results wrong) run
+#                    (b) at 14 and 10 prefill CTAs a group, (a), the decodes alone on 76 CTAs,
+#                    (c); main's chunk alone on 56 / 40 CTAs and (d) (warm L2, 300 iterations)
 #   deepk.txt        DEEPK (main + batch_deep_k.patch): tests_deepk.txt and its sanitizers, then
 #                    --batch-k-stages 3 against 2 in that binary on (b), (a), (c), (d)
 #   split.txt        main: (b) and (a) at fixed splits (--batch-partition-ctas), parts alone
@@ -147,6 +156,64 @@ if has deepp; then
   }
   ab dp $DEEP deep > $R/deepp.txt 2>&1
   cat $R/deepp.txt
+fi
+
+if has half; then
+  # Run set ah: (b)'s prefill beside the decode stream is bound by L2 throughput, not latency.
+  # HALF's prefill tiles read half of each block's K / V from L2: the bound on a multicast's gain.
+  hf() {
+    echo "r$r $2 b $(for q in 10 12 14; do echo -n "P$q $(bb $1 --step b --batch-partition-ctas $q) "; done)" \
+      "default $(bb $1 --step b) pre40 $(bb $1 --step 8192@0 --batch-ctas 40) d $(bb $1 --step d)" \
+      "a $(bb $1 --step a)"
+  }
+  ab hf $HALF half > $R/half.txt 2>&1
+  cat $R/half.txt
+fi
+
+if has ring6; then
+  # Batch 1 kv 8k: a warp streams 8 blocks with two in flight (four latency rounds); RING6 keeps
+  # five in flight. Predicted: B=1 kv 8k 1.05-1.12x faster if the rounds bind; larger batches
+  # lose the second CTA an SM.
+  dd() { $1/hopattn bench decode --impl kernel --no-check --csv --heads 32:8 --head-dim 128 "${@:2}" | us_of; }
+  r6() {
+    echo "r$r $2 b1k1 $(dd $1 --batch 1 --kv-len 1024) b1k8 $(dd $1 --batch 1 --kv-len 8192)" \
+      "b1k32 $(dd $1 --batch 1 --kv-len 32768) b4k8 $(dd $1 --batch 4 --kv-len 8192) b8k4 $(dd $1 --batch 8 --kv-len 4096)" \
+      "b32k8 $(dd $1 --batch 32 --kv-len 8192) f8b1k8 $(dd $1 --batch 1 --kv-len 8192 --kv-dtype fp8_e4m3)" \
+      "p1b1k8 $(dd $1 --batch 1 --kv-len 8192 --page-size 1)"
+  }
+  ab r6 $RING6 ring6 > $R/ring6.txt 2>&1
+  cat $R/ring6.txt
+fi
+
+if has clock; then
+  # Is (b)'s prefill beside the decode stream slowed by the SM clock (power)? smi_BUILD_ROW.txt
+  # keep the samples; each line of clock.txt: the row's time, then the busier half's samples.
+  probe() {  # probe BUILD_DIR NAME ARGS...
+    local d=$1 n=$2 pid us
+    shift 2
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+      --format=csv,noheader,nounits -lms 20 > "$R/smi_$n.txt" 2>&1 &
+    pid=$!
+    sleep 0.3
+    us=$($d/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch --iters 300 --warm-l2 "$@" | us_of)
+    kill $pid
+    wait $pid 2>/dev/null
+    python3 "$(dirname "$0")/smi_summary.py" "$R/smi_$n.txt" "$n" "$us"
+  }
+  for r in 1 2; do
+    for b in main nogemm; do
+      d=$M; [ $b = nogemm ] && d=$NOGEMM
+      probe $d ${b}_bP14_$r --step b --batch-partition-ctas 14
+      probe $d ${b}_bP10_$r --step b --batch-partition-ctas 10
+      probe $d ${b}_a_$r --step a
+      probe $d ${b}_dec76_$r --step 255x1@2048..16384 --batch-ctas 76
+      probe $d ${b}_c_$r --step c
+    done
+    probe $M main_pre56_$r --step 8192@0 --batch-ctas 56
+    probe $M main_pre40_$r --step 8192@0 --batch-ctas 40
+    probe $M main_d_$r --step d
+  done > $R/clock.txt 2>&1
+  cat $R/clock.txt
 fi
 
 if has deepk; then

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [PDL=DIR NOPDL=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "pdl decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
+#   tests_pdl.txt    PDL's decode and merge tests (the decode kernels launched as programmatic
+#                    dependents), pdl_racecheck.txt, pdl_memcheck.txt; pdl.txt: NOPDL (the same
+#                    tree launching them plainly) against PDL on decode rows, flushed single
+#                    calls and --chain 20 --warm-l2 (calls back to back)
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's page window (run set ah) landed without a run of its 8-bit
 #                    instances
@@ -92,6 +96,27 @@ if has cli; then
     >> $R/cli.txt 2>&1
   python3 "$(dirname "$0")/ab_rows.py" $R/rows.txt main=$M >> $R/cli.txt 2>&1
   cat $R/cli.txt
+fi
+
+if has pdl; then
+  f='*Decode*:*DecodeProgrammatic*:*Merge*'
+  san='Kernels/DecodeProgrammaticLaunch.*:Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
+  san+=':Grid/DecodeKernel.MatchesReference/page1_nhd'
+  checked $PDL pdl 240 "$f" "$san" '' "$san"
+  dd() { $1/hopattn bench decode --impl kernel --no-check --csv --heads 32:8 --head-dim 128 "${@:2}" | us_of; }
+  pr() {
+    local x="$3"
+    echo "r$r $2 $x b1k1 $(dd $1 --batch 1 --kv-len 1024 $x) b1k8 $(dd $1 --batch 1 --kv-len 8192 $x)" \
+      "b1k32 $(dd $1 --batch 1 --kv-len 32768 $x) b4k8 $(dd $1 --batch 4 --kv-len 8192 $x)" \
+      "b8k4 $(dd $1 --batch 8 --kv-len 4096 $x) b32k8 $(dd $1 --batch 32 --kv-len 8192 $x)" \
+      "f8b1k8 $(dd $1 --batch 1 --kv-len 8192 --kv-dtype fp8_e4m3 $x) tiles_b1k8 $(dd $1 --batch 1 --kv-len 8192 --decode-kernel tiles $x)"
+  }
+  for r in 1 2; do
+    for x in "--iters 20" "--chain 20 --warm-l2"; do
+      if [ $r = 1 ]; then pr $NOPDL nopdl "$x"; pr $PDL pdl "$x"; else pr $PDL pdl "$x"; pr $NOPDL nopdl "$x"; fi
+    done
+  done > $R/pdl.txt 2>&1
+  cat $R/pdl.txt
 fi
 
 if has decode; then

@@ -45,6 +45,7 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
     r.iters = flags.iters.value_or(slow ? 3 : 20);
     r.check = flags.check;
     r.flush_l2 = !flags.warm_l2;
+    r.chain = flags.chain;
     r.seed = flags.seed.value_or(kDefaultSeed);
     if (family == Family::kBatch) {
       // BatchAttention and the alternatives of the same step, each a row of its own; the report

@@ -204,6 +204,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.page_size = int_value(1, 256);
     return;
   }
+  if (name == "--chain") {
+    f.chain = int_value(1, 1000);
+    return;
+  }
   if (name == "--iters") {
     f.iters = int_value(1, 100000);
     return;

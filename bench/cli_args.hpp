@@ -70,6 +70,7 @@ struct BenchFlags {
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<bool> batch_sections;      // batch: --batch-sections on | off
   std::optional<int> iters, warmup;
+  int chain = 1;  // --chain N: GPU calls a timed iteration, back to back (time / N)
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;
   bool check = true;

@@ -128,6 +128,9 @@ Run:
   --seed N            seed of the random inputs (default: fixed)
   --no-check          skip the correctness check
   --warm-l2           no L2 flush before each timed GPU call (a diagnostic)
+  --chain N           GPU: N calls back to back in each timed iteration, its time / N (as a
+                      serving step's kernels follow one another: a launch overlaps the tail of
+                      the call before; the L2 is flushed before the first call only)
   --csv               print the table as CSV
 
 Examples:

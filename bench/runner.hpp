@@ -55,6 +55,7 @@ struct RunRequest {
   int iters = 3;
   bool check = true;
   bool flush_l2 = true;  // GPU: overwrite the L2 before each timed call (off: --warm-l2)
+  int chain = 1;         // GPU: calls a timed iteration, back to back (--chain)
   uint64_t seed = 0;
   Progress* progress = nullptr;
 };

@@ -47,7 +47,7 @@ Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress
   return summarize(std::move(ms));
 }
 
-Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, bool flush,
+Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, bool flush, int chain,
                 Progress* progress) {
   for (int i = 0; i < warmup; ++i) {
     report(progress, "warmup", i, warmup, false);
@@ -60,8 +60,8 @@ Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, bool flu
     report(progress, "timing", i, iters, true);
     if (flush) flush_l2();
     timer.start();
-    fn();
-    ms.push_back(timer.stop_ms());
+    for (int c = 0; c < chain; ++c) fn();
+    ms.push_back(timer.stop_ms() / chain);
   }
   device_synchronize();
   return summarize(std::move(ms));

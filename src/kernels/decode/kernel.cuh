@@ -18,6 +18,7 @@
 #include "kernels/decode/mainloop.cuh"
 #include "kernels/decode/split_merge.cuh"
 #include "ptx/atomic.cuh"
+#include "ptx/grid_dependency.cuh"
 
 namespace hopattn::kernels::decode {
 
@@ -48,6 +49,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   constexpr bool kHalfMma = kFormat != KvFormat::kNative16 && std::is_same_v<Elt, __nv_bfloat16>;
   using MmaElt = std::conditional_t<kHalfMma, __half, Elt>;
 
+  // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
+  // what the kernel before wrote (q, the cache's new tokens, lengths, page table, workspace).
+  ptx::wait_for_prior_grids();
+  ptx::allow_dependent_launch();
   if (tid == 0) setup_cta(p, cs, request, row_begin, rows_valid, split);
   load_q<T, kHalfMma>(p, cs, q_smem, request, kv_head, row_begin, rows_valid);
   __syncthreads();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/common/programmatic_launch.cuh"
 #include "kernels/decode/configs.cuh"
 #include "kernels/decode/kernel.cuh"
 
@@ -40,8 +41,8 @@ cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
   constexpr auto kernel = &decode_kernel<kHeadDim, Elt, kFormat, kCtasPerSm>;
   const cudaError_t status = allow_dynamic_smem_once<kernel>(T::smem_bytes(T::kMaxRows));
   if (status != cudaSuccess) return status;
-  kernel<<<grid, kThreads, T::smem_bytes(p.rows_per_cta), stream>>>(p);
-  return cudaGetLastError();
+  return launch_programmatic(kernel, grid, dim3(kThreads), T::smem_bytes(p.rows_per_cta), stream,
+                             /*programmatic=*/true, p);
 }
 
 // The kernel of `format` (a row of kKvFormats): the three-CTA one where it is built and asked for.

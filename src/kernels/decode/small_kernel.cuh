@@ -28,6 +28,7 @@
 
 #include "kernels/decode/epilogue.cuh"
 #include "kernels/decode/mainloop.cuh"
+#include "ptx/grid_dependency.cuh"
 
 namespace hopattn::kernels::decode {
 
@@ -165,6 +166,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   char* q_smem = smem + T::kRingBytes;
   char* warp_ring = ring + warp * T::kWarpRingBytes;
 
+  // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
+  // what the kernel before wrote (q, the cache's new tokens, lengths, page table, workspace).
+  ptx::wait_for_prior_grids();
+  ptx::allow_dependent_launch();
   // Every thread: kv_len's load, q's, then the key range (no thread-0 setup to wait for), then
   // the first page ids: kv_len and q are in flight together (load_q stores each q piece as it
   // arrives, so kv_len is loaded before it), the page ids one round trip later.

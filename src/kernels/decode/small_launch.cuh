@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/common/programmatic_launch.cuh"
 #include "kernels/decode/configs.cuh"
 #include "kernels/decode/launch_kernel.cuh"
 #include "kernels/decode/small_kernel.cuh"
@@ -19,8 +20,8 @@ cudaError_t launch_small_variant(const Params& p, dim3 grid, cudaStream_t stream
   constexpr auto kernel = &decode_small_kernel<kHeadDim, Elt, kFormat>;
   const cudaError_t status = allow_dynamic_smem_once<kernel>(T::smem_bytes());
   if (status != cudaSuccess) return status;
-  kernel<<<grid, kThreads, T::smem_bytes(), stream>>>(p);
-  return cudaGetLastError();
+  return launch_programmatic(kernel, grid, dim3(kThreads), T::smem_bytes(), stream,
+                             /*programmatic=*/true, p);
 }
 
 template <int kHeadDim>

@@ -6,6 +6,7 @@
 
 #include "hopattn/error.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/programmatic_launch.cuh"
 #include "kernels/merge/kernel.cuh"
 #include "kernels/merge/launch.hpp"
 
@@ -25,19 +26,11 @@ bool aligned(const void* ptr, const int64_t* strides, int count, int64_t elem, i
 // One merge kernel launch; as a programmatic dependent of the kernel before it when
 // p.after_kernel (its blocks may then start during that kernel's tail and wait in
 // ptx::wait_for_prior_grids for its results).
-template <class... KernelArgs>
-void start(void (*kernel)(KernelArgs...), unsigned blocks, int threads, const Params& p,
+void start(void (*kernel)(Params), unsigned blocks, int threads, const Params& p,
            cudaStream_t stream) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attribute;
-  config.numAttrs = p.after_kernel ? 1 : 0;
-  check_cuda(cudaLaunchKernelEx(&config, kernel, p), "kernel launch");
+  check_cuda(launch_programmatic(kernel, dim3(blocks), dim3(static_cast<unsigned>(threads)), 0,
+                                 stream, p.after_kernel, p),
+             "kernel launch");
 }
 
 // Whether merge_vec_kernel applies: every row of every state starts 16-byte aligned, whole

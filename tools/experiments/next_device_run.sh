@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [PDL=DIR NOPDL=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [PDL=DIR NOPDL=DIR] [NOWAIT=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "pdl decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "pdl pdlcheck decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    PDL's decode and merge tests (the decode kernels launched as programmatic
 #                    dependents), pdl_racecheck.txt, pdl_memcheck.txt; pdl.txt: NOPDL (the same
 #                    tree launching them plainly) against PDL on decode rows, flushed single
 #                    calls and --chain 20 --warm-l2 (calls back to back)
+#   tests_nowait.txt NOWAIT (PDL's tree without the decode kernels' wait for prior grids): the
+#                    DecodeProgrammaticLaunch cases must fail there; tests_pdl_mla.txt: PDL's mla
+#                    and merge tests (the merge launch's helper changed)
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's page window (run set ah) landed without a run of its 8-bit
 #                    instances
@@ -117,6 +120,12 @@ if has pdl; then
     done
   done > $R/pdl.txt 2>&1
   cat $R/pdl.txt
+fi
+
+if has pdlcheck; then
+  logged $R/tests_nowait.txt 120 $NOWAIT/hopattn_gpu_tests --gtest_filter='Kernels/DecodeProgrammaticLaunch.*'
+  logged $R/tests_pdl_mla.txt 300 $PDL/hopattn_gpu_tests --gtest_filter='*Mla*:*Merge*'
+  grep -H "PASSED\|FAILED\|rc=" $R/tests_nowait.txt $R/tests_pdl_mla.txt
 fi
 
 if has decode; then

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [PDL=DIR NOPDL=DIR] [NOWAIT=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [PDL=DIR NOPDL=DIR] [NOWAIT=DIR] [PDL2=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "pdl pdlcheck decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "pdl2 pdl pdlcheck decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    PDL's decode and merge tests (the decode kernels launched as programmatic
 #                    dependents), pdl_racecheck.txt, pdl_memcheck.txt; pdl.txt: NOPDL (the same
 #                    tree launching them plainly) against PDL on decode rows, flushed single
 #                    calls and --chain 20 --warm-l2 (calls back to back)
+#   tests_pdl2.txt   PDL2 (main + pdl_mla_merge_batch.patch: the mla kernels, the public merge
+#                    and the batch merge launched as programmatic dependents): mla, merge and batch
+#                    tests, pdl2_racecheck.txt / pdl2_memcheck.txt; pdl2.txt: main against PDL2
+#                    on mla batch 1 kv 32k, the merge's short row and step (a), flushed single
+#                    calls and --chain 20
 #   tests_nowait.txt NOWAIT (PDL's tree without the decode kernels' wait for prior grids): the
 #                    DecodeProgrammaticLaunch cases must fail there; tests_pdl_mla.txt: PDL's mla
 #                    and merge tests (the merge launch's helper changed)
@@ -99,6 +104,25 @@ if has cli; then
     >> $R/cli.txt 2>&1
   python3 "$(dirname "$0")/ab_rows.py" $R/rows.txt main=$M >> $R/cli.txt 2>&1
   cat $R/cli.txt
+fi
+
+if has pdl2; then
+  san='MlaGraph.*:Grid/MlaKernel.MatchesReference/b1_q1_h16_kv113_p16:Grid/MergeKernel.MatchesReference/pair_bf16:BatchKernel.SplitKeysGoThroughTheMerge'
+  checked $PDL2 pdl2 300 '*Mla*:*Merge*:*Batch*' "$san" '' "$san"
+  p2() {
+    local x="$3" m="$1/hopattn bench"
+    echo "r$r $2 $x mla_b1k32 $($m mla --page-size 64 --batch 1 --kv-len 32768 --heads 128 --no-check --csv $x | us_of)" \
+      "mla_f8_b1k32 $($m mla --page-size 64 --batch 1 --kv-len 32768 --heads 128 --kv-dtype fp8_e4m3 --no-check --csv $x | us_of)" \
+      "merge_4096x32 $($m merge --batch 4096 --q-len 1 --heads 32 --head-dim 128 --no-check --csv $x | us_of)" \
+      "merge_16384x32 $($m merge --batch 16384 --q-len 1 --heads 32 --head-dim 128 --no-check --csv $x | us_of)" \
+      "batch_a $($m batch --step a --impl kernel --batch-impl batch --no-check --csv $x | us_of)"
+  }
+  for r in 1 2; do
+    for x in "--iters 20" "--chain 20"; do
+      if [ $r = 1 ]; then p2 $M main "$x"; p2 $PDL2 pdl2 "$x"; else p2 $PDL2 pdl2 "$x"; p2 $M main "$x"; fi
+    done
+  done > $R/pdl2.txt 2>&1
+  cat $R/pdl2.txt
 fi
 
 if has pdl; then

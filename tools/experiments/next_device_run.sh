@@ -67,6 +67,17 @@ alternate() {
     if [ $r = 1 ]; then $1 $2; $1 $3; else $1 $3; $1 $2; fi
   done
 }
+# `timing_ab ROW "A_DIR A_NAME" "B_DIR B_NAME" FLAGS...`: ROW (of a build's folder, label and
+# timing flags) for A and B under each FLAGS, two rounds in turned order.
+timing_ab() {
+  local row=$1 a=$2 b=$3 x
+  shift 3
+  for r in 1 2; do
+    for x in "$@"; do
+      if [ $r = 1 ]; then $row $a "$x"; $row $b "$x"; else $row $b "$x"; $row $a "$x"; fi
+    done
+  done
+}
 # `ab ROW DIR NAME`: ROW (of a build's folder and label) for main and for the build in DIR.
 ab() { alternate $1 "$M main" "$2 $3"; }
 # `checked DIR NAME SECONDS TESTS RACECHECK SYNCCHECK [MEMCHECK]`: the build's GPU tests, then
@@ -117,11 +128,7 @@ if has pdl2; then
       "merge_16384x32 $($m merge --batch 16384 --q-len 1 --heads 32 --head-dim 128 --no-check --csv $x | us_of)" \
       "batch_a $($m batch --step a --impl kernel --batch-impl batch --no-check --csv $x | us_of)"
   }
-  for r in 1 2; do
-    for x in "--iters 20" "--chain 20"; do
-      if [ $r = 1 ]; then p2 $M main "$x"; p2 $PDL2 pdl2 "$x"; else p2 $PDL2 pdl2 "$x"; p2 $M main "$x"; fi
-    done
-  done > $R/pdl2.txt 2>&1
+  timing_ab p2 "$M main" "$PDL2 pdl2" "--iters 20" "--chain 20" > $R/pdl2.txt 2>&1
   cat $R/pdl2.txt
 fi
 
@@ -138,11 +145,7 @@ if has pdl; then
       "b8k4 $(dd $1 --batch 8 --kv-len 4096 $x) b32k8 $(dd $1 --batch 32 --kv-len 8192 $x)" \
       "f8b1k8 $(dd $1 --batch 1 --kv-len 8192 --kv-dtype fp8_e4m3 $x) tiles_b1k8 $(dd $1 --batch 1 --kv-len 8192 --decode-kernel tiles $x)"
   }
-  for r in 1 2; do
-    for x in "--iters 20" "--chain 20 --warm-l2"; do
-      if [ $r = 1 ]; then pr $NOPDL nopdl "$x"; pr $PDL pdl "$x"; else pr $PDL pdl "$x"; pr $NOPDL nopdl "$x"; fi
-    done
-  done > $R/pdl.txt 2>&1
+  timing_ab pr "$NOPDL nopdl" "$PDL pdl" "--iters 20" "--chain 20 --warm-l2" > $R/pdl.txt 2>&1
   cat $R/pdl.txt
 fi
 

@@ -59,7 +59,11 @@ mkdir -p "$R"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > "$R/gpu.txt"
 # `bb CLI_DIR FLAGS`: the batch kernel's time of one step (us).
-bb() { $1/hopattn bench batch --impl kernel --no-check --csv --batch-impl ${BI:-batch} "${@:2}" | us_of; }
+# `us CLI_DIR FAMILY FLAGS`: the GPU kernel's time of one row (us); bb for a batch step, dd for a
+# Llama-3-8B decode (32/8 heads, D 128).
+us() { $1/hopattn bench "${@:2}" --impl kernel --no-check --csv | us_of; }
+bb() { us $1 batch --batch-impl ${BI:-batch} "${@:2}"; }
+dd() { us $1 decode --heads 32:8 --head-dim 128 "${@:2}"; }
 # `alternate ROW "A ARGS" "B ARGS"`: ROW (a function reading $r) with A's and B's arguments, two
 # rounds in turned order.
 alternate() {
@@ -121,12 +125,11 @@ if has pdl2; then
   san='MlaGraph.*:Grid/MlaKernel.MatchesReference/b1_q1_h16_kv113_p16:Grid/MergeKernel.MatchesReference/pair_bf16:BatchKernel.SplitKeysGoThroughTheMerge'
   checked $PDL2 pdl2 300 '*Mla*:*Merge*:*Batch*' "$san" '' "$san"
   p2() {
-    local x="$3" m="$1/hopattn bench"
-    echo "r$r $2 $x mla_b1k32 $($m mla --page-size 64 --batch 1 --kv-len 32768 --heads 128 --no-check --csv $x | us_of)" \
-      "mla_f8_b1k32 $($m mla --page-size 64 --batch 1 --kv-len 32768 --heads 128 --kv-dtype fp8_e4m3 --no-check --csv $x | us_of)" \
-      "merge_4096x32 $($m merge --batch 4096 --q-len 1 --heads 32 --head-dim 128 --no-check --csv $x | us_of)" \
-      "merge_16384x32 $($m merge --batch 16384 --q-len 1 --heads 32 --head-dim 128 --no-check --csv $x | us_of)" \
-      "batch_a $($m batch --step a --impl kernel --batch-impl batch --no-check --csv $x | us_of)"
+    local x="$3" mla="mla --page-size 64 --batch 1 --kv-len 32768 --heads 128"
+    local merge="merge --q-len 1 --heads 32 --head-dim 128"
+    echo "r$r $2 $x mla_b1k32 $(us $1 $mla $x) mla_f8_b1k32 $(us $1 $mla --kv-dtype fp8_e4m3 $x)" \
+      "merge_4096x32 $(us $1 $merge --batch 4096 $x) merge_16384x32 $(us $1 $merge --batch 16384 $x)" \
+      "batch_a $(bb $1 --step a $x)"
   }
   timing_ab p2 "$M main" "$PDL2 pdl2" "--iters 20" "--chain 20" > $R/pdl2.txt 2>&1
   cat $R/pdl2.txt
@@ -137,7 +140,6 @@ if has pdl; then
   san='Kernels/DecodeProgrammaticLaunch.*:Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
   san+=':Grid/DecodeKernel.MatchesReference/page1_nhd'
   checked $PDL pdl 240 "$f" "$san" '' "$san"
-  dd() { $1/hopattn bench decode --impl kernel --no-check --csv --heads 32:8 --head-dim 128 "${@:2}" | us_of; }
   pr() {
     local x="$3"
     echo "r$r $2 $x b1k1 $(dd $1 --batch 1 --kv-len 1024 $x) b1k8 $(dd $1 --batch 1 --kv-len 8192 $x)" \
@@ -235,7 +237,6 @@ if has ring6; then
   # Batch 1 kv 8k: a warp streams 8 blocks with two in flight (four latency rounds); RING6 keeps
   # five in flight. Predicted: B=1 kv 8k 1.05-1.12x faster if the rounds bind; larger batches
   # lose the second CTA an SM.
-  dd() { $1/hopattn bench decode --impl kernel --no-check --csv --heads 32:8 --head-dim 128 "${@:2}" | us_of; }
   r6() {
     echo "r$r $2 b1k1 $(dd $1 --batch 1 --kv-len 1024) b1k8 $(dd $1 --batch 1 --kv-len 8192)" \
       "b1k32 $(dd $1 --batch 1 --kv-len 32768) b4k8 $(dd $1 --batch 4 --kv-len 8192) b8k4 $(dd $1 --batch 8 --kv-len 4096)" \
@@ -250,16 +251,16 @@ if has clock; then
   # Is (b)'s prefill beside the decode stream slowed by the SM clock (power)? smi_BUILD_ROW.txt
   # keep the samples; each line of clock.txt: the row's time, then the busier half's samples.
   probe() {  # probe BUILD_DIR NAME ARGS...
-    local d=$1 n=$2 pid us
+    local d=$1 n=$2 pid t
     shift 2
     nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
       --format=csv,noheader,nounits -lms 20 > "$R/smi_$n.txt" 2>&1 &
     pid=$!
     sleep 0.3
-    us=$($d/hopattn bench batch --impl kernel --no-check --csv --batch-impl batch --iters 300 --warm-l2 "$@" | us_of)
+    t=$(bb $d --iters 300 --warm-l2 "$@")
     kill $pid
     wait $pid 2>/dev/null
-    python3 "$(dirname "$0")/smi_summary.py" "$R/smi_$n.txt" "$n" "$us"
+    python3 "$(dirname "$0")/smi_summary.py" "$R/smi_$n.txt" "$n" "$t"
   }
   for r in 1 2; do
     for b in main nogemm; do

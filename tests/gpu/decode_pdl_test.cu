@@ -15,23 +15,10 @@
 #include "decode_upload.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/api.hpp"
-#include "ptx/grid_dependency.cuh"
+#include "late_write.hpp"
 
 namespace hopattn::testing {
 namespace {
-
-// Lets the launch behind it start at once, spins for `cycles`, then copies `bytes` from src to
-// dst (one CTA).
-__global__ void late_copy_kernel(uint8_t* dst, const uint8_t* src, size_t bytes, long long cycles) {
-  ptx::allow_dependent_launch();
-  if (threadIdx.x == 0) {
-    const long long start = clock64();
-    while (clock64() - start < cycles) {
-    }
-  }
-  __syncthreads();
-  for (size_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
-}
 
 struct PdlCase {
   const char* name;
@@ -73,17 +60,11 @@ TEST_P(DecodeProgrammaticLaunch, WaitsForTheKernelBefore) {
   stream.sync("decode, q in place");
   HostTensor want = download_out();
 
-  // q saved, poisoned (NaN), and written back by the kernel right before the decode.
+  // q poisoned (NaN) and written back by the kernel right before the decode.
   const size_t q_bytes = static_cast<size_t>(r->q_buf.numel()) * dtype_size(r->q_buf.dtype());
-  DeviceAllocation saved(q_bytes);
-  check_cuda(cudaMemcpy(saved.data(), gpu.q.data(), q_bytes, cudaMemcpyDeviceToDevice), "save q");
-  dev.poison(r->q_buf);
+  LateInput q(gpu.q.data(), q_bytes);
   dev.poison(r->out_buf);
-  check_cuda(cudaDeviceSynchronize(), "poison");
-  late_copy_kernel<<<1, 256, 0, stream.get()>>>(static_cast<uint8_t*>(gpu.q.data()),
-                                                static_cast<const uint8_t*>(saved.data()), q_bytes,
-                                                2'000'000);
-  check_cuda(cudaGetLastError(), "late_copy_kernel");
+  q.rewrite_late(stream.get());
   decode(gpu, opts, stream.api());
   stream.sync("decode behind the late copy");
   HostTensor got = download_out();

@@ -11,15 +11,20 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/element_access.hpp"
+#include "cuda_stream.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/api.hpp"
+#include "late_write.hpp"
 #include "reference/reference.hpp"
 
 namespace hopattn::testing {
@@ -243,6 +248,69 @@ INSTANTIATE_TEST_SUITE_P(Grid, MergeKernel, ::testing::ValuesIn(merge_cases()),
                          [](const ::testing::TestParamInfo<MergeCase>& info) {
                            return info.param.name;
                          });
+
+// merge_states and merge_states_n launch as programmatic dependents of the kernel before them
+// (the states are usually its output). Here that kernel writes the first state's o late, after
+// letting dependents launch: the result must be bitwise the one with the states in place (a read
+// before ptx::wait_for_prior_grids() would see the NaN poison).
+class MergeProgrammaticLaunch : public DeviceStatusTest {};
+
+TEST_F(MergeProgrammaticLaunch, WaitsForTheKernelBefore) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const int64_t T = 4096, H = 8, D = 128, n = 4;
+  for (const bool n_way : {false, true}) {
+    SCOPED_TRACE(n_way ? "merge_states_n" : "merge_states");
+    std::vector<HostTensor> o, lse;
+    if (n_way) {
+      o.emplace_back(DType::kBF16, std::vector<int64_t>{T, n, H, D});
+      lse.emplace_back(DType::kFP32, std::vector<int64_t>{T, n, H});
+    } else {
+      for (int k = 0; k < 2; ++k) {
+        o.emplace_back(DType::kBF16, std::vector<int64_t>{T, H, D});
+        lse.emplace_back(DType::kFP32, std::vector<int64_t>{T, H});
+      }
+    }
+    for (auto& t : o) t.fill_uniform(rng, -1.0, 1.0);
+    for (auto& t : lse) t.fill_uniform(rng, -4.0, 4.0);
+    HostTensor out(DType::kBF16, {T, H, D}), out_lse(DType::kFP32, {T, H});
+    DeviceSet dev;
+    const TensorView d_out = dev.put(out, out.view()), d_lse = dev.put(out_lse, out_lse.view());
+    std::vector<TensorView> d_o, d_l;
+    for (size_t k = 0; k < o.size(); ++k) {
+      d_o.push_back(dev.put(o[k], o[k].view()));
+      d_l.push_back(dev.put(lse[k], lse[k].view()));
+    }
+    CudaStream stream;
+    auto result = [&] {
+      if (n_way) {
+        ::hopattn::merge_states_n(MergeNArgs{d_o[0], d_l[0], d_out, d_lse}, stream.api());
+      } else {
+        ::hopattn::merge_states(MergeArgs{d_o[0], d_l[0], d_o[1], d_l[1], d_out, d_lse},
+                                stream.api());
+      }
+      stream.sync("merge");
+      HostTensor got(DType::kBF16, {T, H, D}), got_lse(DType::kFP32, {T, H});
+      dev.download(out, got);
+      dev.download(out_lse, got_lse);
+      return std::make_pair(std::move(got), std::move(got_lse));
+    };
+    dev.poison(out);
+    dev.poison(out_lse);
+    auto want = result();
+    LateInput first(d_o[0].data(), size_t(o[0].numel()) * dtype_size(DType::kBF16));
+    dev.poison(out);
+    dev.poison(out_lse);
+    first.rewrite_late(stream.get());
+    auto got = result();
+    const std::vector<double> g = got.first.to_double();
+    EXPECT_TRUE(std::none_of(g.begin(), g.end(), [](double x) { return std::isnan(x); }))
+        << "out holds NaN: the merge read a state before the kernel ahead wrote it";
+    EXPECT_EQ(std::memcmp(got.first.data(), want.first.data(), T * H * D * 2), 0);
+    EXPECT_EQ(std::memcmp(got.second.data(), want.second.data(), T * H * 4), 0);
+  }
+}
 
 }  // namespace
 }  // namespace hopattn::testing

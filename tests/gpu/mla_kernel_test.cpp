@@ -18,11 +18,13 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_stream.hpp"
 #include "gpu_test_support.hpp"
 #include "hopattn/api.hpp"
+#include "late_write.hpp"
 #include "plan/mla_plan.hpp"
 #include "reference/reference.hpp"
 
@@ -352,6 +354,19 @@ TEST_P(MlaKernel, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Grid, MlaKernel, ::testing::ValuesIn(mla_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// A batch-1, q_len-1 call of case c on the device: the problem, its outputs and their args.
+struct OneRowCall {
+  std::unique_ptr<MlaProblem> pr;
+  HostTensor out, lse;
+  DeviceSet dev;
+  MlaArgs gpu;
+  OneRowCall(const MlaCase& c, std::mt19937_64& rng)
+      : pr(make_problem(c, rng)),
+        out(c.dtype, {1, c.heads, 512}),
+        lse(DType::kFP32, {1, c.heads}),
+        gpu(upload(c, *pr, dev, out, lse)) {}
+};
+
 // A split call (the kernel, then the merge of its partials as a programmatic dependent launch)
 // captured into a CUDA graph on a created stream: each replay, outputs poisoned before it, gives
 // bitwise the eager call's result, for forced and planned splits and both schedules.
@@ -362,12 +377,11 @@ TEST_F(MlaGraph, SplitCallReplaysTheEagerResult) {
   SCOPED_TRACE(seed_trace(seed));
   std::mt19937_64 rng(seed);
   const MlaCase c{"b1_q1_h128_kv4097", 1, 1, 128, 64, {4097}, 4097};
-  auto pr = make_problem(c, rng);
+  OneRowCall call(c, rng);
   const int64_t T = 1, H = c.heads;
-  HostTensor out(c.dtype, {T, H, 512});
-  HostTensor lse(DType::kFP32, {T, H});
-  DeviceSet dev;
-  MlaArgs gpu = upload(c, *pr, dev, out, lse);
+  HostTensor &out = call.out, &lse = call.lse;
+  DeviceSet& dev = call.dev;
+  MlaArgs& gpu = call.gpu;
   CudaStream stream;
   for (const int splits : {0, 40}) {
     for (const MlaSchedule schedule : {MlaSchedule::kOneConsumer, MlaSchedule::kSeesaw}) {
@@ -406,6 +420,62 @@ TEST_F(MlaGraph, SplitCallReplaysTheEagerResult) {
       EXPECT_TRUE(std::none_of(o.begin(), o.end(), [](double x) { return std::isnan(x); }))
           << "poison left in the eager output";
     }
+  }
+}
+
+// The mla kernels launch as programmatic dependents of the kernel before them
+// (kernels/common/programmatic_launch.cuh). Here that kernel writes q_nope late, after letting
+// dependents launch: each schedule's result must be bitwise the one with q_nope in place (a read
+// before ptx::wait_for_prior_grids() would see the NaN poison).
+class MlaProgrammaticLaunch : public DeviceStatusTest {};
+
+TEST_F(MlaProgrammaticLaunch, WaitsForTheKernelBefore) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  struct Run {
+    MlaCase c;
+    MlaSchedule schedule;
+  };
+  const Run runs[] = {
+      {{"b1_q1_h128_kv4097", 1, 1, 128, 64, {4097}, 4097}, MlaSchedule::kOneConsumer},
+      {{"b1_q1_h128_kv4097", 1, 1, 128, 64, {4097}, 4097}, MlaSchedule::kSeesaw},
+      {{"b1_q1_h16_kv4097", 1, 1, 16, 64, {4097}, 4097}, MlaSchedule::kNarrow}};
+  for (const Run& run : runs) {
+    const MlaCase& c = run.c;
+    SCOPED_TRACE(c.name + ", schedule " + std::to_string(static_cast<int>(run.schedule)));
+    OneRowCall call(c, rng);
+    const int64_t T = 1, H = c.heads;
+    HostTensor &out = call.out, &lse = call.lse;
+    DeviceSet& dev = call.dev;
+    MlaArgs& gpu = call.gpu;
+    MlaOptions opts;
+    opts.schedule = run.schedule;
+    DeviceAllocation ws(mla_workspace_size(gpu, opts));
+    gpu.workspace = {ws.data(), ws.bytes()};
+    CudaStream stream;
+    auto result = [&] {
+      ::hopattn::mla(gpu, opts, stream.api());
+      stream.sync("mla");
+      HostTensor got_out(c.dtype, {T, H, 512}), got_lse(DType::kFP32, {T, H});
+      dev.download(out, got_out);
+      dev.download(lse, got_lse);
+      return std::make_pair(std::move(got_out), std::move(got_lse));
+    };
+    dev.poison(out);
+    dev.poison(lse);
+    auto want = result();
+    LateInput q(gpu.q_nope.data(), size_t(T * H * 512) * dtype_size(c.dtype));
+    dev.poison(out);
+    dev.poison(lse);
+    q.rewrite_late(stream.get());
+    auto got = result();
+    const std::vector<double> o = got.first.to_double();
+    EXPECT_TRUE(std::none_of(o.begin(), o.end(), [](double x) { return std::isnan(x); }))
+        << "out holds NaN: the mla kernel read q before the kernel ahead wrote it";
+    EXPECT_EQ(std::memcmp(got.first.data(), want.first.data(), T * H * 512 * dtype_size(c.dtype)),
+              0);
+    EXPECT_EQ(std::memcmp(got.second.data(), want.second.data(), T * H * 4), 0);
   }
 }
 

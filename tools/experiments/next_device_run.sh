@@ -1,24 +1,16 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [PDL=DIR NOPDL=DIR] [NOWAIT=DIR] [PDL2=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "pdl2 pdl pdlcheck decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "pdlcheck decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
-#   tests_pdl.txt    PDL's decode and merge tests (the decode kernels launched as programmatic
-#                    dependents), pdl_racecheck.txt, pdl_memcheck.txt; pdl.txt: NOPDL (the same
-#                    tree launching them plainly) against PDL on decode rows, flushed single
-#                    calls and --chain 20 --warm-l2 (calls back to back)
-#   tests_pdl2.txt   PDL2 (main + pdl_mla_merge_batch.patch: the mla kernels, the public merge
-#                    and the batch merge launched as programmatic dependents): mla, merge and batch
-#                    tests, pdl2_racecheck.txt / pdl2_memcheck.txt; pdl2.txt: main against PDL2
-#                    on mla batch 1 kv 32k, the merge's short row and step (a), flushed single
-#                    calls and --chain 20
-#   tests_nowait.txt NOWAIT (PDL's tree without the decode kernels' wait for prior grids): the
-#                    DecodeProgrammaticLaunch cases must fail there; tests_pdl_mla.txt: PDL's mla
-#                    and merge tests (the merge launch's helper changed)
+#   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
+#                    merge with an input written late by the kernel before), pdl_racecheck.txt,
+#                    pdl_memcheck.txt; tests_nowait.txt: the same tests of NOWAIT (main without the
+#                    mla and merge kernels' waits), whose mla and merge cases must fail
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's page window (run set ah) landed without a run of its 8-bit
 #                    instances
@@ -121,40 +113,13 @@ if has cli; then
   cat $R/cli.txt
 fi
 
-if has pdl2; then
-  san='MlaGraph.*:Grid/MlaKernel.MatchesReference/b1_q1_h16_kv113_p16:Grid/MergeKernel.MatchesReference/pair_bf16:BatchKernel.SplitKeysGoThroughTheMerge'
-  checked $PDL2 pdl2 300 '*Mla*:*Merge*:*Batch*' "$san" '' "$san"
-  p2() {
-    local x="$3" mla="mla --page-size 64 --batch 1 --kv-len 32768 --heads 128"
-    local merge="merge --q-len 1 --heads 32 --head-dim 128"
-    echo "r$r $2 $x mla_b1k32 $(us $1 $mla $x) mla_f8_b1k32 $(us $1 $mla --kv-dtype fp8_e4m3 $x)" \
-      "merge_4096x32 $(us $1 $merge --batch 4096 $x) merge_16384x32 $(us $1 $merge --batch 16384 $x)" \
-      "batch_a $(bb $1 --step a $x)"
-  }
-  timing_ab p2 "$M main" "$PDL2 pdl2" "--iters 20" "--chain 20" > $R/pdl2.txt 2>&1
-  cat $R/pdl2.txt
-fi
-
-if has pdl; then
-  f='*Decode*:*DecodeProgrammatic*:*Merge*'
-  san='Kernels/DecodeProgrammaticLaunch.*:Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
-  san+=':Grid/DecodeKernel.MatchesReference/page1_nhd'
-  checked $PDL pdl 240 "$f" "$san" '' "$san"
-  pr() {
-    local x="$3"
-    echo "r$r $2 $x b1k1 $(dd $1 --batch 1 --kv-len 1024 $x) b1k8 $(dd $1 --batch 1 --kv-len 8192 $x)" \
-      "b1k32 $(dd $1 --batch 1 --kv-len 32768 $x) b4k8 $(dd $1 --batch 4 --kv-len 8192 $x)" \
-      "b8k4 $(dd $1 --batch 8 --kv-len 4096 $x) b32k8 $(dd $1 --batch 32 --kv-len 8192 $x)" \
-      "f8b1k8 $(dd $1 --batch 1 --kv-len 8192 --kv-dtype fp8_e4m3 $x) tiles_b1k8 $(dd $1 --batch 1 --kv-len 8192 --decode-kernel tiles $x)"
-  }
-  timing_ab pr "$NOPDL nopdl" "$PDL pdl" "--iters 20" "--chain 20 --warm-l2" > $R/pdl.txt 2>&1
-  cat $R/pdl.txt
-fi
-
 if has pdlcheck; then
-  logged $R/tests_nowait.txt 120 $NOWAIT/hopattn_gpu_tests --gtest_filter='Kernels/DecodeProgrammaticLaunch.*'
-  logged $R/tests_pdl_mla.txt 300 $PDL/hopattn_gpu_tests --gtest_filter='*Mla*:*Merge*'
-  grep -H "PASSED\|FAILED\|rc=" $R/tests_nowait.txt $R/tests_pdl_mla.txt
+  # The programmatic-launch tests (decode, mla, merge: an input written late by the kernel
+  # before), with the sanitizers; then in NOWAIT (main without the mla and merge kernels' waits)
+  # the mla and merge cases must fail.
+  checked $M pdl 200 '*ProgrammaticLaunch*' '*ProgrammaticLaunch*' '' '*ProgrammaticLaunch*'
+  logged $R/tests_nowait.txt 120 $NOWAIT/hopattn_gpu_tests --gtest_filter='*ProgrammaticLaunch*'
+  grep -H "PASSED\|FAILED\|rc=" $R/tests_nowait.txt
 fi
 
 if has decode; then

@@ -13,6 +13,7 @@
 #include "kernels/batch/scheduler.cuh"
 #include "kernels/batch/side_lane_traits.cuh"
 #include "kernels/common/cuda_host.hpp"
+#include "kernels/common/programmatic_launch.cuh"
 #include "kernels/fwd/configs.cuh"
 #include "kernels/fwd/prepare.hpp"
 #include "plan/batch_plan_layout.hpp"
@@ -133,8 +134,12 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   m.lse_head_stride = a.lse.stride(1);
   m.group = c.num_qo_heads / c.num_kv_heads;
   m.dv = Traits::kHeadDimV;
-  merge_kernel<Elt><<<step.num_ctas, kMergeThreads, 0, stream>>>(m);
-  cuda_ok(cudaGetLastError(), "batch merge launch");
+  // A programmatic dependent of the batch kernel: its blocks start as that kernel's CTAs exit and
+  // wait for its completion before they read a partial (merge.cuh).
+  cuda_ok(
+      launch_programmatic(merge_kernel<Elt>, dim3(step.num_ctas), dim3(kMergeThreads), 0, stream,
+                          /*programmatic=*/true, m),
+      "batch merge launch");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "kernels/common/state_merge.cuh"
 #include "plan/batch_plan_layout.hpp"
+#include "ptx/grid_dependency.cuh"
 
 namespace hopattn::kernels::batch {
 
@@ -52,6 +53,7 @@ __device__ __forceinline__ void store4(Elt* dst, float a, float b, float c, floa
 template <class Elt>
 __global__ void __launch_bounds__(kMergeThreads)
     merge_kernel(const __grid_constant__ MergeParams p) {
+  ptx::wait_for_prior_grids();  // the partials and the plan: the batch kernel's, the copy's
   const auto& header = *reinterpret_cast<const plan::BatchPlanHeader*>(p.plan);
   const auto* merges =
       reinterpret_cast<const plan::BatchMergeRecord*>(p.plan + header.merges_offset);

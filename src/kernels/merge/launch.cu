@@ -169,6 +169,7 @@ void launch_merge_states(const MergeArgs& a, Stream stream) {
   p.src[0] = source(a.o_a, a.lse_a, false);
   p.src[1] = source(a.o_b, a.lse_b, false);
   p.num_sources = 2;
+  p.after_kernel = true;  // every merge kernel waits for the grids before it first
   p.tokens = static_cast<int>(a.o_a.size(0));
   p.heads = static_cast<int>(a.o_a.size(1));
   p.dim = static_cast<int>(a.o_a.size(2));

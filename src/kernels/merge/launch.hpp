@@ -13,6 +13,6 @@ void launch_merge_states(const MergeArgs& args, Stream stream);
 // out = merge of the n states o[:, k], lse[:, k]. after_kernel: launched as a programmatic
 // dependent of the kernel before it in the stream (which wrote the states and lets it launch
 // early: ptx/grid_dependency.cuh), so that this launch overlaps that kernel's tail.
-void launch_merge_states_n(const MergeNArgs& args, Stream stream, bool after_kernel = false);
+void launch_merge_states_n(const MergeNArgs& args, Stream stream, bool after_kernel = true);
 
 }  // namespace hopattn::kernels::merge

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/common/programmatic_launch.cuh"
 #include "kernels/mla/configs.cuh"
 #include "kernels/mla/kernel.cuh"
 #include "kernels/mla/narrow.cuh"
@@ -26,8 +27,8 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(Traits::kSmemAlloc));
   if (err != cudaSuccess) return err;
-  kernel<<<grid, Traits::kThreads, Traits::kSmemAlloc, stream>>>(params);
-  return cudaGetLastError();
+  return launch_programmatic(kernel, grid, dim3(Traits::kThreads), Traits::kSmemAlloc, stream,
+                             /*programmatic=*/true, params);
 }
 
 }  // namespace hopattn::kernels::mla

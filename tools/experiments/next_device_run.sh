@@ -279,6 +279,13 @@ if has steps; then
   cat $R/steps.txt
 fi
 
+if has peers; then
+  (source .peers/install_on_device.sh .peers &&
+    OUT=$R timeout 200 python3 bench/peers/batch_peers.py --peers-only --flush-l2) \
+    > $R/fi_peers.txt 2>&1
+  tail -15 $R/fi_peers.txt
+fi
+
 if has order; then
   for r in 1 2; do
     for s in a b; do
@@ -291,11 +298,4 @@ if has order; then
     done
   done > $R/order.txt 2>&1
   cat $R/order.txt
-fi
-
-if has peers; then
-  (source .peers/install_on_device.sh .peers &&
-    OUT=$R timeout 200 python3 bench/peers/batch_peers.py --peers-only --flush-l2) \
-    > $R/fi_peers.txt 2>&1
-  tail -15 $R/fi_peers.txt
 fi

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "pdlcheck decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before), pdl_racecheck.txt,
 #                    pdl_memcheck.txt; tests_nowait.txt: the same tests of NOWAIT (main without the
 #                    mla and merge kernels' waits), whose mla and merge cases must fail
+#   tests_stage.txt  STAGE (main + decode_merge_in_ring.patch: the small decode kernel's last CTA
+#                    merges through its ring): decode tests, stage_racecheck.txt,
+#                    stage_memcheck.txt; stage.txt: main against STAGE on 64/8-head, q_len 4 and
+#                    32-split batch-1 rows, 32/8-head rows as the control
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's page window (run set ah) landed without a run of its 8-bit
 #                    instances
@@ -120,6 +124,28 @@ if has pdlcheck; then
   checked $M pdl 200 '*ProgrammaticLaunch*' '*ProgrammaticLaunch*' '' '*ProgrammaticLaunch*'
   logged $R/tests_nowait.txt 120 $NOWAIT/hopattn_gpu_tests --gtest_filter='*ProgrammaticLaunch*'
   grep -H "PASSED\|FAILED\|rc=" $R/tests_nowait.txt
+fi
+
+if has stage; then
+  # STAGE (main + decode_merge_in_ring.patch): the small decode kernel's last CTA merges the
+  # splits of 8 / 16 rows or > 16 splits from its ring (one round trip a round) instead of one
+  # L2 round trip a (row, 4 features) item of each thread. Tests, sanitizers on the ring-merge
+  # cases, then main against it on the rows whose merge changed (64/8 heads: 8 rows; q_len 4 x
+  # 32/8: 16 rows; 32 splits) and on 32/8 heads (4 rows, unchanged path).
+  ring='Grid/DecodeKernel.MatchesReference/small_q4_gqa4_split20'
+  ring+=':Grid/DecodeKernel.MatchesReference/small_d64_split20:Grid/DecodeKernel.MatchesReference/splits7'
+  ring+=':Grid/DecodeKernel.MatchesReference/splits64:Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
+  checked $STAGE stage 200 '*Decode*' "$ring" '' "$ring"
+  st() {
+    local h8="--heads 64:8 --head-dim 128"
+    echo "r$r $2 h64_b1k1 $(us $1 decode $h8 --batch 1 --kv-len 1024) h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192)" \
+      "h64_b1k32 $(us $1 decode $h8 --batch 1 --kv-len 32768) h64_b4k8 $(us $1 decode $h8 --batch 4 --kv-len 8192)" \
+      "q4_b1k8 $(dd $1 --q-len 4 --batch 1 --kv-len 8192) b1k8_s32 $(dd $1 --batch 1 --kv-len 8192 --splits 32)" \
+      "b1k8 $(dd $1 --batch 1 --kv-len 8192) b1k1 $(dd $1 --batch 1 --kv-len 1024)" \
+      "f8_h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192 --kv-dtype fp8_e4m3)"
+  }
+  timing_ab st "$M main" "$STAGE stage" "--iters 20" > $R/stage.txt 2>&1
+  cat $R/stage.txt
 fi
 
 if has decode; then

@@ -119,7 +119,7 @@ fi
 
 if has pdlcheck; then
   # The programmatic-launch tests (decode, mla, merge: an input written late by the kernel
-  # before),; then in NOWAIT (main without the mla and merge kernels' waits)
+  # before); then in NOWAIT (main without the mla and merge kernels' waits)
   # the mla and merge cases must fail.
   checked $M pdl 200 '*ProgrammaticLaunch*' '' '' ''
   logged $R/tests_nowait.txt 120 $NOWAIT/hopattn_gpu_tests --gtest_filter='*ProgrammaticLaunch*'

@@ -5,16 +5,16 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
 #                    tests_nowait.txt: the same tests of NOWAIT (main without the
 #                    mla and merge kernels' waits), whose mla and merge cases must fail
-#   tests_stage.txt  STAGE (main + decode_merge_in_ring.patch: the small decode kernel's last CTA
-#                    merges through its ring): decode tests, stage_racecheck.txt,
-#                    stage_memcheck.txt; stage.txt: main against STAGE on 64/8-head, q_len 4 and
-#                    32-split batch-1 rows, 32/8-head rows as the control
+#   stage.txt        (part stagetime) main against STAGE (main + decode_merge_in_ring.patch: the
+#                    small decode kernel's last CTA merges through its ring) on 64/8-head, q_len 4
+#                    and 32-split batch-1 rows, 32/8-head rows as the control
+#   tests_stage.txt  (part stage) STAGE's decode tests, stage_racecheck.txt, stage_memcheck.txt
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's page window (run set ah) landed without a run of its 8-bit
 #                    instances
@@ -117,6 +117,20 @@ if has cli; then
   cat $R/cli.txt
 fi
 
+if has stagetime; then
+  # Part stage's timing (below), first when the call is short.
+  st() {
+    local h8="--heads 64:8 --head-dim 128"
+    echo "r$r $2 h64_b1k1 $(us $1 decode $h8 --batch 1 --kv-len 1024) h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192)" \
+      "h64_b1k32 $(us $1 decode $h8 --batch 1 --kv-len 32768) h64_b4k8 $(us $1 decode $h8 --batch 4 --kv-len 8192)" \
+      "q4_b1k8 $(dd $1 --q-len 4 --batch 1 --kv-len 8192) b1k8_s32 $(dd $1 --batch 1 --kv-len 8192 --splits 32)" \
+      "b1k8 $(dd $1 --batch 1 --kv-len 8192) b1k1 $(dd $1 --batch 1 --kv-len 1024)" \
+      "f8_h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192 --kv-dtype fp8_e4m3)"
+  }
+  timing_ab st "$M main" "$STAGE stage" "--iters 20" > $R/stage.txt 2>&1
+  cat $R/stage.txt
+fi
+
 if has pdlcheck; then
   # The programmatic-launch tests (decode, mla, merge: an input written late by the kernel
   # before); then in NOWAIT (main without the mla and merge kernels' waits)
@@ -129,23 +143,11 @@ fi
 if has stage; then
   # STAGE (main + decode_merge_in_ring.patch): the small decode kernel's last CTA merges the
   # splits of 8 / 16 rows or > 16 splits from its ring (one round trip a round) instead of one
-  # L2 round trip a (row, 4 features) item of each thread. Tests, sanitizers on the ring-merge
-  # cases, then main against it on the rows whose merge changed (64/8 heads: 8 rows; q_len 4 x
-  # 32/8: 16 rows; 32 splits) and on 32/8 heads (4 rows, unchanged path).
+  # L2 round trip a (row, 4 features) item of each thread. Its decode tests, then racecheck and
+  # memcheck on ring-merge cases (16 rows in two rounds, D = 64, 8 rows); timing: part stagetime.
   ring='Grid/DecodeKernel.MatchesReference/small_q4_gqa4_split20'
   ring+=':Grid/DecodeKernel.MatchesReference/small_d64_split20:Grid/DecodeKernel.MatchesReference/splits7'
-  ring+=':Grid/DecodeKernel.MatchesReference/splits64:Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
   checked $STAGE stage 200 '*Decode*' "$ring" '' "$ring"
-  st() {
-    local h8="--heads 64:8 --head-dim 128"
-    echo "r$r $2 h64_b1k1 $(us $1 decode $h8 --batch 1 --kv-len 1024) h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192)" \
-      "h64_b1k32 $(us $1 decode $h8 --batch 1 --kv-len 32768) h64_b4k8 $(us $1 decode $h8 --batch 4 --kv-len 8192)" \
-      "q4_b1k8 $(dd $1 --q-len 4 --batch 1 --kv-len 8192) b1k8_s32 $(dd $1 --batch 1 --kv-len 8192 --splits 32)" \
-      "b1k8 $(dd $1 --batch 1 --kv-len 8192) b1k1 $(dd $1 --batch 1 --kv-len 1024)" \
-      "f8_h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192 --kv-dtype fp8_e4m3)"
-  }
-  timing_ab st "$M main" "$STAGE stage" "--iters 20" > $R/stage.txt 2>&1
-  cat $R/stage.txt
 fi
 
 if has decode; then

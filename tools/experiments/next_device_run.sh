@@ -158,14 +158,17 @@ if has small3time; then
   # SMALL3 (main + decode_small_three_ctas.patch): the small decode kernel's three-CTA instance
   # over 8-bit caches (<= 168 registers, 16 KB of ring a warp), taken where two CTAs an SM would
   # run more than one wave. Main against it on fp8 / int8 rows of B = 64 / 128 (taken) and B = 32
-  # (not taken: same plan), bf16 B = 64 as the control.
+  # (not taken: same plan), bf16 B = 64 as the control; fp8 batch 1 at the plan's 32 splits and
+  # forced to 48 (384 CTAs: two waves of two an SM on main, one of three with the instance).
   s3() {
     local f8="--kv-dtype fp8_e4m3"
     echo "r$r $2 f8_b64k8 $(dd $1 --batch 64 --kv-len 8192 $f8) f8_b128k8 $(dd $1 --batch 128 --kv-len 8192 $f8)" \
       "f8_b128k32 $(dd $1 --batch 128 --kv-len 32768 $f8) f8_b32k8 $(dd $1 --batch 32 --kv-len 8192 $f8)" \
       "e5_b64k8 $(dd $1 --batch 64 --kv-len 8192 --kv-dtype fp8_e5m2) i8_b64k8 $(dd $1 --batch 64 --kv-len 8192 --kv-dtype int8)" \
       "f8_b128k1 $(dd $1 --batch 128 --kv-len 1024 $f8) f8_h64_b64k8 $(us $1 decode --heads 64:8 --head-dim 128 --batch 64 --kv-len 8192 $f8)" \
-      "bf16_b64k8 $(dd $1 --batch 64 --kv-len 8192)"
+      "bf16_b64k8 $(dd $1 --batch 64 --kv-len 8192)" \
+      "f8_b1k8 $(dd $1 --batch 1 --kv-len 8192 $f8) f8_b1k8_s48 $(dd $1 --batch 1 --kv-len 8192 --splits 48 $f8)" \
+      "f8_b1k32 $(dd $1 --batch 1 --kv-len 32768 $f8) f8_b1k32_s48 $(dd $1 --batch 1 --kv-len 32768 --splits 48 $f8)"
   }
   timing_ab s3 "$M main" "$SMALL3 small3" "--iters 20" > $R/small3.txt 2>&1
   cat $R/small3.txt

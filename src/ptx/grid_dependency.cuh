@@ -19,4 +19,11 @@ __device__ __forceinline__ void allow_dependent_launch() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
+// The start of a kernel launched as a programmatic dependent that also has one behind it (or
+// may): waits for the grids before it, then lets the next launch start at once.
+__device__ __forceinline__ void begin_dependent_grid() {
+  wait_for_prior_grids();
+  allow_dependent_launch();
+}
+
 }  // namespace hopattn::ptx

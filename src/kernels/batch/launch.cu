@@ -136,10 +136,9 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   m.dv = Traits::kHeadDimV;
   // A programmatic dependent of the batch kernel: its blocks start as that kernel's CTAs exit and
   // wait for its completion before they read a partial (merge.cuh).
-  cuda_ok(
-      launch_programmatic(merge_kernel<Elt>, dim3(step.num_ctas), dim3(kMergeThreads), 0, stream,
-                          /*programmatic=*/true, m),
-      "batch merge launch");
+  cuda_ok(launch_programmatic(merge_kernel<Elt>, dim3(step.num_ctas), dim3(kMergeThreads), 0,
+                              stream, m),
+          "batch merge launch");
 }
 
 }  // namespace

@@ -8,12 +8,12 @@
 
 namespace hopattn::kernels {
 
-// Launches kernel<<<grid, block, smem, stream>>>(param); `programmatic`: with
+// Launches kernel<<<grid, block, smem, stream>>>(param) with
 // cudaLaunchAttributeProgrammaticStreamSerialization (captured into a CUDA graph as a
-// programmatic edge), else an ordinary launch.
+// programmatic edge).
 template <class Param>
 cudaError_t launch_programmatic(void (*kernel)(Param), dim3 grid, dim3 block, size_t smem,
-                                cudaStream_t stream, bool programmatic, const Param& param) {
+                                cudaStream_t stream, const Param& param) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -23,7 +23,7 @@ cudaError_t launch_programmatic(void (*kernel)(Param), dim3 grid, dim3 block, si
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
-  config.numAttrs = programmatic ? 1 : 0;
+  config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, param);
 }
 

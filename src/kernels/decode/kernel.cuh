@@ -51,8 +51,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
 
   // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
   // what the kernel before wrote (q, the cache's new tokens, lengths, page table, workspace).
-  ptx::wait_for_prior_grids();
-  ptx::allow_dependent_launch();
+  ptx::begin_dependent_grid();
   if (tid == 0) setup_cta(p, cs, request, row_begin, rows_valid, split);
   load_q<T, kHalfMma>(p, cs, q_smem, request, kv_head, row_begin, rows_valid);
   __syncthreads();

@@ -42,7 +42,7 @@ cudaError_t launch_variant(const Params& p, dim3 grid, cudaStream_t stream) {
   const cudaError_t status = allow_dynamic_smem_once<kernel>(T::smem_bytes(T::kMaxRows));
   if (status != cudaSuccess) return status;
   return launch_programmatic(kernel, grid, dim3(kThreads), T::smem_bytes(p.rows_per_cta), stream,
-                             /*programmatic=*/true, p);
+                             p);
 }
 
 // The kernel of `format` (a row of kKvFormats): the three-CTA one where it is built and asked for.

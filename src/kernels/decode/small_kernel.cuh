@@ -168,8 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
   // what the kernel before wrote (q, the cache's new tokens, lengths, page table, workspace).
-  ptx::wait_for_prior_grids();
-  ptx::allow_dependent_launch();
+  ptx::begin_dependent_grid();
   // Every thread: kv_len's load, q's, then the key range (no thread-0 setup to wait for), then
   // the first page ids: kv_len and q are in flight together (load_q stores each q piece as it
   // arrives, so kv_len is loaded before it), the page ids one round trip later.

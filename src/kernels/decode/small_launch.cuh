@@ -20,8 +20,7 @@ cudaError_t launch_small_variant(const Params& p, dim3 grid, cudaStream_t stream
   constexpr auto kernel = &decode_small_kernel<kHeadDim, Elt, kFormat>;
   const cudaError_t status = allow_dynamic_smem_once<kernel>(T::smem_bytes());
   if (status != cudaSuccess) return status;
-  return launch_programmatic(kernel, grid, dim3(kThreads), T::smem_bytes(), stream,
-                             /*programmatic=*/true, p);
+  return launch_programmatic(kernel, grid, dim3(kThreads), T::smem_bytes(), stream, p);
 }
 
 template <int kHeadDim>

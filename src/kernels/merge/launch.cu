@@ -23,14 +23,14 @@ bool aligned(const void* ptr, const int64_t* strides, int count, int64_t elem, i
   return ok;
 }
 
-// One merge kernel launch; as a programmatic dependent of the kernel before it when
-// p.after_kernel (its blocks may then start during that kernel's tail and wait in
-// ptx::wait_for_prior_grids for its results).
+// One merge kernel launch, as a programmatic dependent of the kernel before it (its blocks may
+// start during that kernel's tail; every merge kernel waits in ptx::wait_for_prior_grids for its
+// results first).
 void start(void (*kernel)(Params), unsigned blocks, int threads, const Params& p,
            cudaStream_t stream) {
-  check_cuda(launch_programmatic(kernel, dim3(blocks), dim3(static_cast<unsigned>(threads)), 0,
-                                 stream, p.after_kernel, p),
-             "kernel launch");
+  check_cuda(
+      launch_programmatic(kernel, dim3(blocks), dim3(static_cast<unsigned>(threads)), 0, stream, p),
+      "kernel launch");
 }
 
 // Whether merge_vec_kernel applies: every row of every state starts 16-byte aligned, whole
@@ -169,7 +169,6 @@ void launch_merge_states(const MergeArgs& a, Stream stream) {
   p.src[0] = source(a.o_a, a.lse_a, false);
   p.src[1] = source(a.o_b, a.lse_b, false);
   p.num_sources = 2;
-  p.after_kernel = true;  // every merge kernel waits for the grids before it first
   p.tokens = static_cast<int>(a.o_a.size(0));
   p.heads = static_cast<int>(a.o_a.size(1));
   p.dim = static_cast<int>(a.o_a.size(2));
@@ -177,9 +176,8 @@ void launch_merge_states(const MergeArgs& a, Stream stream) {
   launch(p, a.o_a.dtype(), a.out.dtype(), a.o_a.device().index, stream);
 }
 
-void launch_merge_states_n(const MergeNArgs& a, Stream stream, bool after_kernel) {
+void launch_merge_states_n(const MergeNArgs& a, Stream stream) {
   Params p{};
-  p.after_kernel = after_kernel;
   p.src[0] = source(a.o, a.lse, true);
   p.num_sources = 1;
   p.tokens = static_cast<int>(a.o.size(0));

@@ -7,12 +7,13 @@
 
 namespace hopattn::kernels::merge {
 
+// Both launch as programmatic dependents of the kernel before them in the stream (which usually
+// wrote the states: ptx/grid_dependency.cuh), so that the launch overlaps that kernel's tail.
+
 // out = merge of (o_a, lse_a) and (o_b, lse_b); lse natural log (DESIGN.md).
 void launch_merge_states(const MergeArgs& args, Stream stream);
 
-// out = merge of the n states o[:, k], lse[:, k]. after_kernel: launched as a programmatic
-// dependent of the kernel before it in the stream (which wrote the states and lets it launch
-// early: ptx/grid_dependency.cuh), so that this launch overlaps that kernel's tail.
-void launch_merge_states_n(const MergeNArgs& args, Stream stream, bool after_kernel = true);
+// out = merge of the n states o[:, k], lse[:, k].
+void launch_merge_states_n(const MergeNArgs& args, Stream stream);
 
 }  // namespace hopattn::kernels::merge

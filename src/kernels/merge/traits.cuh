@@ -33,9 +33,6 @@ struct Params {
   int64_t out_stride[2];
   float* lse;  // optional [T, H]
   int64_t lse_stride[2];
-  // Host only: launched as a programmatic dependent of the kernel before it in the stream (the
-  // mla family's split partials), every kernel waiting for it first (ptx/grid_dependency.cuh).
-  bool after_kernel;
 };
 
 // Elements of one 16-byte load of In.

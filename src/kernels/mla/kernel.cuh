@@ -116,8 +116,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
   // what the kernel before wrote. The split merge after this kernel (launch.cu) may launch once
   // every CTA is running; it waits for this grid's completion before it reads a partial state.
-  ptx::wait_for_prior_grids();
-  ptx::allow_dependent_launch();
+  ptx::begin_dependent_grid();
   const Tile t = make_tile<Traits::kBlockKeys>(p);
   if (t.rows == 0) return;  // uniform over the CTA: past the request's rows
 

@@ -161,7 +161,7 @@ void launch(const MlaArgs& a, const MlaOptions& o, Stream stream) {
   m.lse = TensorView(p.partial_lse, DType::kFP32, 3, l_shape, l_strides, a.q_nope.device());
   m.out = a.out;
   m.lse_out = a.lse;
-  merge::launch_merge_states_n(m, stream, /*after_kernel=*/true);
+  merge::launch_merge_states_n(m, stream);
 }
 
 }  // namespace hopattn::kernels::mla

@@ -28,7 +28,7 @@ cudaError_t launch_kernel(const MlaParams& params, dim3 grid, cudaStream_t strea
                                                static_cast<int>(Traits::kSmemAlloc));
   if (err != cudaSuccess) return err;
   return launch_programmatic(kernel, grid, dim3(Traits::kThreads), Traits::kSmemAlloc, stream,
-                             /*programmatic=*/true, params);
+                             params);
 }
 
 }  // namespace hopattn::kernels::mla

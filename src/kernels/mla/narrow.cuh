@@ -700,8 +700,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     mla_narrow_kernel(const __grid_constant__ MlaParams p) {
   extern __shared__ uint8_t smem_raw[];
   const SharedPlan<Traits> sm{ptx::align_to_1024(smem_raw)};
-  ptx::wait_for_prior_grids();    // as mla_kernel
-  ptx::allow_dependent_launch();  // the split merge (launch.cu), as mla_kernel
+  ptx::begin_dependent_grid();  // as mla_kernel
   Tile t = make_tile<Traits::kBlockKeys>(p);
   if (t.rows == 0) return;
   // Whole pairs: a padding block past the split's visible keys is read as zeros where it lies

@@ -275,8 +275,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     mla_seesaw_kernel(const __grid_constant__ MlaParams p) {
   extern __shared__ uint8_t smem_raw[];
   const SeesawPlan<Traits> sm{ptx::align_to_1024(smem_raw)};
-  ptx::wait_for_prior_grids();    // as in mla_kernel
-  ptx::allow_dependent_launch();  // the split merge: as in mla_kernel
+  ptx::begin_dependent_grid();  // as in mla_kernel
   const Tile t = make_tile<Traits::kBlockKeys>(p);
   if (t.rows == 0) return;  // uniform over the CTA: past the request's rows
 

@@ -60,6 +60,11 @@ int beam_width_of(const DecodeArgs& a, const DecodeOptions& o) {
 
 }  // namespace
 
+bool small_three_ctas_take_fewer_waves(int64_t ctas, int num_sms) {
+  const auto waves = [&](int64_t slots) { return (ctas + slots - 1) / slots; };
+  return num_sms > 0 && waves(int64_t(num_sms) * 3) < waves(int64_t(num_sms) * 2);
+}
+
 bool small_kernel_takes(const DecodeArgs& a, const DecodeOptions& o) {
   if (a.q.rank() != 4 || a.k_cache.rank() != 4) return false;
   const int64_t hkv = a.pages.layout == KVLayout::kNHD ? a.k_cache.size(2) : a.k_cache.size(1);
@@ -151,6 +156,17 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
       pl.problems * pl.num_splits <=
           int64_t(num_sms) * ctas_per_sm(static_cast<int>(d), kv_bytes, pl.rows_per_cta, 2)) {
     pl.config = 2;
+  }
+  // The small kernel over an e4m3 or int8 cache has a three-CTA instance as well (its
+  // conversions overlap the other CTAs' loads): taken where it runs the grid in fewer waves than
+  // two CTAs an SM. Measured (docs/perf/decode.md, run set ak, H200, fp8 e4m3, 8 KV heads): B =
+  // 40 .. 256 1.06-1.11x faster, but B = 64 (512 CTAs: two waves either way) 0.96x and int8
+  // there 0.86x, so the rule counts waves, not CTAs. The splits stay those of two CTAs an SM
+  // (batch 1 over fp8 at 48 splits, one wave of three, measured 1.11x slower than the plan's
+  // 32), so the workspace is unchanged.
+  if (pl.small && kernels::decode::small_kernel_max_ctas(format) == 3 &&
+      small_three_ctas_take_fewer_waves(pl.problems * pl.num_splits, num_sms)) {
+    pl.config = 3;
   }
   if (pl.num_splits > 1) {
     const size_t rows = size_t(pl.problems) * pl.num_splits * pl.rows_per_cta;

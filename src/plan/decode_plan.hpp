@@ -25,7 +25,9 @@ struct DecodePlan {
   // set l; tests set 2 to cover that kernel too).
   int config = 2;
   // The small-grid kernel (kernels/decode/small_kernel.cuh) instead: DecodeOptions::kernel, or
-  // by kAuto wherever small_kernel_takes() the call. Same grid and workspace layout as config 2.
+  // by kAuto wherever small_kernel_takes() the call. Same grid and workspace layout as config 2;
+  // config 3 there is its instance of three CTAs an SM over an e4m3 or int8 cache, taken where
+  // it runs the grid in fewer waves than two an SM (small_three_ctas_take_fewer_waves).
   bool small = false;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start
@@ -38,6 +40,11 @@ struct DecodePlan {
 // 16 rows a request (q_len * Hq / Hkv <= 16), D = 64 or 128 (any KV format). Shapes as the
 // validator accepts them.
 bool small_kernel_takes(const DecodeArgs& args, const DecodeOptions& opts);
+
+// Whether a grid of `ctas` CTAs runs in fewer waves at three CTAs an SM than at two on
+// `num_sms` SMs (the small kernel's three-CTA instance; its CTAs take ~1.5x as long each, so it
+// pays only where it saves a whole wave).
+bool small_three_ctas_take_fewer_waves(int64_t ctas, int num_sms);
 
 // The largest Hopper part's SM count. The workspace is sized for it, so decode_workspace_size is
 // a function of the shapes alone, valid on any sm_90 device.

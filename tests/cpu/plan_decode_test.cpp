@@ -81,7 +81,8 @@ TEST(PlanDecode, TheThreeCtaKernelRunsWhereTheGridFillsAThirdSlot) {
 
 // The small-grid kernel: every call it takes (beam width 1, no tree mask, <= 16 rows a request,
 // D = 64 or 128, any cache), whatever the batch; it counts its splits by two CTAs an SM, so that
-// small batches fill one wave of its slots.
+// small batches fill one wave of its slots (over 8-bit caches, grids beyond that wave run its
+// three-CTA instance).
 TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
   const DecodeOptions opts;
   const DecodeArgs one = cuda_decode(1, 512);  // 8 problems of up to 8192 keys
@@ -113,6 +114,24 @@ TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
     EXPECT_TRUE(q.small) << dtype_name(cache);
     EXPECT_EQ(q.config, 2) << dtype_name(cache);       // not the three-CTA fp8 kernel
     EXPECT_EQ(q.num_splits, 32) << dtype_name(cache);  // 8-bit: both CTAs of an SM convert
+    // Its three-CTA instance (e4m3, int8) where that runs the grid in fewer waves than two CTAs
+    // an SM, with the splits and workspace of two.
+    const bool has_three = cache != DType::kFP8E5M2;
+    for (int64_t batch : {8, 32, 33, 40, 48, 64, 80, 96, 128, 256}) {
+      const DecodeArgs big = cuda_decode(batch, 512, cache);
+      const plan::DecodePlan b = plan::plan_decode(big, opts, 132);
+      ASSERT_TRUE(b.small);
+      const int64_t ctas = b.problems * b.num_splits;
+      const bool fewer = (ctas + 395) / 396 < (ctas + 263) / 264;
+      EXPECT_EQ(b.config, has_three && fewer ? 3 : 2) << dtype_name(cache) << ", batch " << batch;
+      EXPECT_EQ(b.workspace_bytes, decode_workspace_size(big, opts));
+    }
+    // Measured rows (8 KV heads, no split): B = 48 and 128 save a wave, B = 64 (512 CTAs: two
+    // waves either way) and B = 32 (one) do not.
+    EXPECT_EQ(plan::plan_decode(cuda_decode(128, 512, cache), opts, 132).config, has_three ? 3 : 2);
+    EXPECT_EQ(plan::plan_decode(cuda_decode(48, 512, cache), opts, 132).config, has_three ? 3 : 2);
+    EXPECT_EQ(plan::plan_decode(cuda_decode(64, 512, cache), opts, 132).config, 2);
+    EXPECT_EQ(plan::plan_decode(cuda_decode(32, 512, cache), opts, 132).config, 2);
   }
 
   // What it does not take: a tree mask, beams, more than 16 rows, D = 256.
@@ -134,6 +153,19 @@ TEST(PlanDecode, TheSmallGridKernelTakesEveryCallOfSixteenRows) {
   d256.k_cache = TensorView(nullptr, DType::kBF16, {512, 16, 8, 256}, kCuda0);
   d256.v_cache = d256.k_cache;
   EXPECT_FALSE(plan::plan_decode(d256, opts, 132).small);
+}
+
+// The three-CTA rule counts waves: 264 slots of two an SM on 132 SMs, 396 of three.
+TEST(PlanDecode, ThreeCtasOnlyWhereTheySaveAWave) {
+  EXPECT_FALSE(plan::small_three_ctas_take_fewer_waves(0, 132));
+  EXPECT_FALSE(plan::small_three_ctas_take_fewer_waves(264, 132));  // one wave either way
+  EXPECT_TRUE(plan::small_three_ctas_take_fewer_waves(265, 132));   // 2 -> 1
+  EXPECT_TRUE(plan::small_three_ctas_take_fewer_waves(396, 132));
+  EXPECT_FALSE(plan::small_three_ctas_take_fewer_waves(397, 132));  // 2 and 2
+  EXPECT_FALSE(plan::small_three_ctas_take_fewer_waves(512, 132));
+  EXPECT_TRUE(plan::small_three_ctas_take_fewer_waves(640, 132));   // 3 -> 2
+  EXPECT_TRUE(plan::small_three_ctas_take_fewer_waves(1024, 132));  // 4 -> 3
+  EXPECT_FALSE(plan::small_three_ctas_take_fewer_waves(1024, 0));
 }
 
 TEST(PlanDecode, NoSmCountNeedsMoreThanTheReportedWorkspace) {
@@ -185,7 +217,10 @@ TEST(PlanDecode, ForcedKernels) {
       for (int sms = 1; sms <= 2 * plan::kHopperMaxSms; sms += 7) {
         const plan::DecodePlan p = plan::plan_decode(a, opts, sms);
         ASSERT_TRUE(p.small) << batch;
-        ASSERT_EQ(p.config, 2) << batch;
+        // Three CTAs an SM only over an e4m3 / int8 cache, where that saves a wave.
+        const bool three = cache == DType::kFP8E4M3 &&
+                           plan::small_three_ctas_take_fewer_waves(p.problems * p.num_splits, sms);
+        ASSERT_EQ(p.config, three ? 3 : 2) << batch << " on " << sms << " SMs";
         ASSERT_LE(p.workspace_bytes, bytes) << batch << " on " << sms << " SMs";
       }
     }

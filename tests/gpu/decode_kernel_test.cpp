@@ -375,6 +375,15 @@ std::vector<KernelCase> kernel_cases() {
       k.small = small;
       cases.push_back(std::move(k));
     }
+    // The small kernel's three-CTA instance over e4m3 and int8 caches (the plan takes it where it
+    // saves a wave, which none of these small cases does).
+    if (c.cache.dtype == DType::kFP8E4M3 || c.cache.dtype == DType::kInt8) {
+      KernelCase k = cases[i];
+      k.name += "_small_ctas3";
+      k.small = 1;
+      k.config = 3;
+      cases.push_back(std::move(k));
+    }
   }
   return cases;
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] [SMALL3=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "stagetime small3time pdlcheck stage small3 decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -15,13 +15,9 @@
 #                    small decode kernel's last CTA merges through its ring) on 64/8-head, q_len 4
 #                    and 32-split batch-1 rows, 32/8-head rows as the control
 #   tests_stage.txt  (part stage) STAGE's decode tests, stage_racecheck.txt, stage_memcheck.txt
-#   small3.txt       (part small3time) main against SMALL3 (main + decode_small_three_ctas.patch:
-#                    the small decode kernel's three-CTA instance over 8-bit caches) on fp8 / int8
-#                    B = 32..128 rows, bf16 as the control
-#   tests_small3.txt (part small3) SMALL3's decode tests, small3_racecheck.txt, small3_memcheck.txt
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
-#                    small kernel's page window (run set ah) landed without a run of its 8-bit
-#                    instances
+#                    small kernel's three-CTA instance landed (run set ak) with its plan rule
+#                    rewritten after the measured build
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls, `hopattn script` rows
@@ -154,43 +150,15 @@ if has stage; then
   checked $STAGE stage 200 '*Decode*' "$ring" '' "$ring"
 fi
 
-if has small3time; then
-  # SMALL3 (main + decode_small_three_ctas.patch): the small decode kernel's three-CTA instance
-  # over 8-bit caches (<= 168 registers, 16 KB of ring a warp), taken where two CTAs an SM would
-  # run more than one wave. Main against it on fp8 / int8 rows of B = 64 / 128 (taken) and B = 32
-  # (not taken: same plan), bf16 B = 64 as the control; fp8 batch 1 at the plan's 32 splits and
-  # forced to 48 (384 CTAs: two waves of two an SM on main, one of three with the instance).
-  s3() {
-    local f8="--kv-dtype fp8_e4m3"
-    echo "r$r $2 f8_b64k8 $(dd $1 --batch 64 --kv-len 8192 $f8) f8_b128k8 $(dd $1 --batch 128 --kv-len 8192 $f8)" \
-      "f8_b128k32 $(dd $1 --batch 128 --kv-len 32768 $f8) f8_b32k8 $(dd $1 --batch 32 --kv-len 8192 $f8)" \
-      "e5_b64k8 $(dd $1 --batch 64 --kv-len 8192 --kv-dtype fp8_e5m2) i8_b64k8 $(dd $1 --batch 64 --kv-len 8192 --kv-dtype int8)" \
-      "f8_b128k1 $(dd $1 --batch 128 --kv-len 1024 $f8) f8_h64_b64k8 $(us $1 decode --heads 64:8 --head-dim 128 --batch 64 --kv-len 8192 $f8)" \
-      "bf16_b64k8 $(dd $1 --batch 64 --kv-len 8192)" \
-      "f8_b1k8 $(dd $1 --batch 1 --kv-len 8192 $f8) f8_b1k8_s48 $(dd $1 --batch 1 --kv-len 8192 --splits 48 $f8)" \
-      "f8_b1k32 $(dd $1 --batch 1 --kv-len 32768 $f8) f8_b1k32_s48 $(dd $1 --batch 1 --kv-len 32768 --splits 48 $f8)"
-  }
-  timing_ab s3 "$M main" "$SMALL3 small3" "--iters 20" > $R/small3.txt 2>&1
-  cat $R/small3.txt
-fi
-
-if has small3; then
-  # SMALL3's decode tests (the `_small_ctas3` cases force the instance), then racecheck and
-  # memcheck on three of them.
-  c3='Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small_ctas3'
-  c3+=':Grid/DecodeKernel.MatchesReference/q_fp16_kv_int8_per_head_small_ctas3'
-  c3+=':Grid/DecodeKernel.MatchesReference/d64_fp8_e5m2_small_ctas3'
-  checked $SMALL3 small3 200 '*Decode*' "$c3" '' "$c3"
-fi
-
 if has decode; then
-  # Run set ah landed the small decode kernel's page window over 16-bit caches; its 8-bit
-  # instances (one block ahead, as before) were rebuilt and not run.
+  # Main's decode tests and sanitizers (run set ak landed the small kernel's three-CTA instance
+  # over e4m3 / int8 with a wave-counting plan rule; the `_small_ctas3` cases force it).
   small='Grid/DecodeKernel.MatchesReference/page1_nhd:Grid/DecodeKernel.MatchesReference/page37_hnd'
   small+=':Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
   small+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small'
   small+=':Grid/DecodeKernel.MatchesReference/q_fp16_kv_fp8_e5m2_per_head_small'
   small+=':Grid/DecodeKernel.MatchesReference/page16_padded_pool_int8_small'
+  small+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small_ctas3'
   checked $M decode 200 '*Decode*' "$small" '' "$small"
 fi
 

@@ -19,10 +19,11 @@ cudaError_t launch_for_head_dim(const Params& p, bool bf16, KvFormat format, int
                                 dim3 grid, cudaStream_t stream);
 
 // Launches decode_small_kernel (small_kernel.cuh) of head dim kHeadDim (64 or 128:
-// small_kernel_head_dim) for q in bf16 (else fp16) over a cache in `format`; defined in
-// small_launch.cuh, instantiated per head dim in small_hd<D>.cu.
+// small_kernel_head_dim) for q in bf16 (else fp16) over a cache in `format`, built for `ctas`
+// CTAs an SM (2, or 3 over e4m3 / int8: small_kernel_max_ctas); defined in small_launch.cuh,
+// instantiated per head dim in small_hd<D>.cu.
 template <int kHeadDim>
-cudaError_t launch_small_for_head_dim(const Params& p, bool bf16, KvFormat format, dim3 grid,
-                                      cudaStream_t stream);
+cudaError_t launch_small_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas,
+                                      dim3 grid, cudaStream_t stream);
 
 }  // namespace hopattn::kernels::decode

@@ -167,8 +167,9 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t status = cudaErrorInvalidValue;
   if (pl.small) {  // plan_decode set it only where small_kernel_takes the call
-    const cudaError_t small = d == 64 ? launch_small_for_head_dim<64>(p, bf16, format, grid, s)
-                                      : launch_small_for_head_dim<128>(p, bf16, format, grid, s);
+    const cudaError_t small =
+        d == 64 ? launch_small_for_head_dim<64>(p, bf16, format, pl.config, grid, s)
+                : launch_small_for_head_dim<128>(p, bf16, format, pl.config, grid, s);
     check_cuda(small, "kernel launch");
     return;
   }

@@ -34,15 +34,19 @@ namespace hopattn::kernels::decode {
 
 // Geometry: the gather and block math of Traits (same swizzles and row bytes), with a stage of
 // one 16-key block (K rows, then V rows) and a ring of kStages stages a warp.
-template <int kHeadDim, int kKvBytes>
+template <int kHeadDim, int kKvBytes, int kCtas = 2>
 struct SmallTraits : Traits<kHeadDim, kKvBytes, 2> {
   using Base = Traits<kHeadDim, kKvBytes, 2>;
   static_assert(kHeadDim <= 128, "q fragments and o of one warp in registers");
+  static_assert(kCtas == 2 || (kCtas == 3 && kKvBytes == 1),
+                "two CTAs an SM, or three over 8 bits");
   static constexpr int kTileBytes = kBlockTokens * Base::kRowBytes;  // K (or V) of one block
   static constexpr int kStageBytes = 2 * kTileBytes;
-  // ~96 KB of ring a CTA (two CTAs an SM): D = 128 16-bit three 8 KB stages a warp (two blocks
+  // ~96 KB of ring a CTA at two CTAs an SM: D = 128 16-bit three 8 KB stages a warp (two blocks
   // in flight while one is consumed: 128 KB an SM), 8-bit six 4 KB stages; D = 64 six / eight.
-  static constexpr int kStagesFit = 24 * 1024 / kStageBytes;
+  // At three CTAs an SM (e4m3 and int8 caches) 64 KB: D = 128 four 4 KB stages a warp, D = 64
+  // eight.
+  static constexpr int kStagesFit = (kCtas == 3 ? 16 : 24) * 1024 / kStageBytes;
   static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
   static constexpr int kWarpRingBytes = kStages * kStageBytes;
   static constexpr int kRingBytes = kWarps * kWarpRingBytes;
@@ -56,7 +60,7 @@ struct SmallTraits : Traits<kHeadDim, kKvBytes, 2> {
   static_assert((kMergeOFloats + 2 * kWarps * kMmaRows) * 4 <= kRingBytes, "merge in the ring");
   static constexpr int smem_bytes() { return kRingBytes + kMmaRows * Base::kQRowBytes; }
   static_assert(kStages >= 3, "two blocks in flight a warp");
-  static_assert(smem_fits(smem_bytes(), 2), "two CTAs an SM");
+  static_assert(smem_fits(smem_bytes(), kCtas), "kCtas CTAs an SM");
 };
 
 // Page of key `lane` (< 16) of the warp's block i, or kNoKey: looked up kPagesAhead blocks before
@@ -144,11 +148,13 @@ __device__ __forceinline__ float4 merge_small_splits(const Params& p, int64_t pr
   return make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
 }
 
-// Grid (num_splits, Hkv, requests), 128 threads; rows_per_cta = 16 = one row tile a request.
-template <int kHeadDim, class Elt, KvFormat kFormat>
-__global__ void __launch_bounds__(kThreads, 2)
+// Grid (num_splits, Hkv, requests), 128 threads; rows_per_cta = 16 = one row tile a request;
+// kCtas CTAs an SM (registers and shared memory).
+template <int kHeadDim, class Elt, KvFormat kFormat, int kCtas>
+__global__ void __launch_bounds__(kThreads, kCtas)
     decode_small_kernel(const __grid_constant__ Params p) {
-  using T = SmallTraits<kHeadDim, kv_format_bytes(kFormat)>;
+  static_assert(kCtas <= small_kernel_max_ctas(kFormat), "an instance the launch builds");
+  using T = SmallTraits<kHeadDim, kv_format_bytes(kFormat), kCtas>;
   // bf16 q over an 8-bit cache runs its MMAs in fp16 (to_half_q in mainloop.cuh says why).
   constexpr bool kHalfMma = kFormat != KvFormat::kNative16 && std::is_same_v<Elt, __nv_bfloat16>;
   using MmaElt = std::conditional_t<kHalfMma, __half, Elt>;

@@ -133,6 +133,15 @@ constexpr int rows_per_cta_for(int head_dim, int rows) {
 // registers.
 constexpr bool small_kernel_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
+// CTAs an SM of the small-grid kernel's instances: two, and over e4m3 and int8 caches also three
+// (the conversions of one CTA overlap the others' loads; <= 168 registers and a 16 KB ring a
+// warp, small_kernel.cuh). The plan takes three where they run the grid in fewer waves than two.
+// e5m2 has no such instance: its codes widen by byte permutes alone, and three CTAs an SM
+// measured 1.02x slower than two at batch 128 (docs/perf/decode.md, run set ak).
+constexpr int small_kernel_max_ctas(KvFormat f) {
+  return f == KvFormat::kE4M3 || f == KvFormat::kInt8 ? 3 : 2;
+}
+
 // Whether `ctas` CTAs of `bytes_per_cta` dynamic shared memory co-reside on one SM (1 KB of
 // each CTA's share is reserved by the hardware; ~2.5 KB of static shared memory per CTA).
 constexpr bool smem_fits(int bytes_per_cta, int ctas) {

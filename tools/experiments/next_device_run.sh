@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] [EF=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "eftime ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -15,6 +15,10 @@
 #                    small decode kernel's last CTA merges through its ring) on 64/8-head, q_len 4
 #                    and 32-split batch-1 rows, 32/8-head rows as the control
 #   tests_stage.txt  (part stage) STAGE's decode tests, stage_racecheck.txt, stage_memcheck.txt
+#   ef.txt           (part eftime) main against EF (main + decode_kv_evict_first.patch: the decode
+#                    kernels' KV copies under an L2 evict_first policy) on batch 1..128 rows,
+#                    flushed and with a warm L2; tests_ef.txt (part ef) EF's decode tests,
+#                    ef_memcheck.txt
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's three-CTA instance landed (run set ak) with its plan rule
 #                    rewritten after the measured build
@@ -129,6 +133,30 @@ if has stagetime; then
   }
   timing_ab st "$M main" "$STAGE stage" "--iters 20" > $R/stage.txt 2>&1
   cat $R/stage.txt
+fi
+
+if has eftime; then
+  # EF: the KV stream's lines allocated evict_first, so that a call recycles its own L2 lines
+  # instead of evicting (and writing back) the dirty lines the L2 flush or the kernels before
+  # left. Predicted: flushed small-footprint rows (batch 1..8, one wave) 1.03-1.10x faster, warm
+  # L2 and B = 128 (1 GB) equal.
+  ef() {
+    local f8="--kv-dtype fp8_e4m3"
+    echo "r$r $2 b1k1 $(dd $1 --batch 1 --kv-len 1024) b1k8 $(dd $1 --batch 1 --kv-len 8192)" \
+      "b1k32 $(dd $1 --batch 1 --kv-len 32768) b4k8 $(dd $1 --batch 4 --kv-len 8192)" \
+      "b8k4 $(dd $1 --batch 8 --kv-len 4096) b32k1 $(dd $1 --batch 32 --kv-len 1024)" \
+      "b128k8 $(dd $1 --batch 128 --kv-len 8192) f8_b1k8 $(dd $1 --batch 1 --kv-len 8192 $f8)" \
+      "f8_b128k8 $(dd $1 --batch 128 --kv-len 8192 $f8)" \
+      "warm_b1k8 $(dd $1 --batch 1 --kv-len 8192 --warm-l2) warm_b4k8 $(dd $1 --batch 4 --kv-len 8192 --warm-l2)" \
+      "chain_b1k8 $(dd $1 --batch 1 --kv-len 8192 --chain 20)"
+  }
+  timing_ab ef "$M main" "$EF ef" "--iters 20" > $R/ef.txt 2>&1
+  cat $R/ef.txt
+fi
+
+if has ef; then
+  efm='Grid/DecodeKernel.MatchesReference/page1_nhd:Grid/DecodeKernel.MatchesReference/splits7'
+  checked $EF ef 200 '*Decode*' '' '' "$efm"
 fi
 
 if has pdlcheck; then

@@ -16,9 +16,10 @@
 #                    and 32-split batch-1 rows, 32/8-head rows as the control
 #   tests_stage.txt  (part stage) STAGE's decode tests, stage_racecheck.txt, stage_memcheck.txt
 #   ef.txt           (part eftime) main against EF (main + decode_kv_evict_first.patch: the decode
-#                    kernels' KV copies under an L2 evict_first policy) on batch 1..128 rows,
-#                    flushed and with a warm L2; tests_ef.txt (part ef) EF's decode tests,
-#                    ef_memcheck.txt
+#                    kernels' KV copies and the merge's state loads under an L2 evict_first
+#                    policy) on decode batch 1..128 rows, flushed and with a warm L2, and the
+#                    merge's 4096 / 16384 x 32 x 128 rows; tests_ef.txt (part ef) EF's decode and
+#                    merge tests, ef_memcheck.txt
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's three-CTA instance landed (run set ak) with its plan rule
 #                    rewritten after the measured build
@@ -136,10 +137,11 @@ if has stagetime; then
 fi
 
 if has eftime; then
-  # EF: the KV stream's lines allocated evict_first, so that a call recycles its own L2 lines
-  # instead of evicting (and writing back) the dirty lines the L2 flush or the kernels before
-  # left. Predicted: flushed small-footprint rows (batch 1..8, one wave) 1.03-1.10x faster, warm
-  # L2 and B = 128 (1 GB) equal.
+  # EF: the decode KV stream's and the merge's state loads allocated evict_first, so that a call
+  # recycles its own L2 lines instead of evicting (and writing back) the dirty lines the L2 flush
+  # or the kernels before left. Predicted: flushed small-footprint decode rows (batch 1..8, one
+  # wave) 1.03-1.10x faster, warm L2 and B = 128 (1 GB) equal; the merge's short row (4096 x 32,
+  # 3.62 TB/s against 4.17 on the long one) 1.03-1.08x, the long row equal.
   ef() {
     local f8="--kv-dtype fp8_e4m3"
     echo "r$r $2 b1k1 $(dd $1 --batch 1 --kv-len 1024) b1k8 $(dd $1 --batch 1 --kv-len 8192)" \
@@ -148,7 +150,9 @@ if has eftime; then
       "b128k8 $(dd $1 --batch 128 --kv-len 8192) f8_b1k8 $(dd $1 --batch 1 --kv-len 8192 $f8)" \
       "f8_b128k8 $(dd $1 --batch 128 --kv-len 8192 $f8)" \
       "warm_b1k8 $(dd $1 --batch 1 --kv-len 8192 --warm-l2) warm_b4k8 $(dd $1 --batch 4 --kv-len 8192 --warm-l2)" \
-      "chain_b1k8 $(dd $1 --batch 1 --kv-len 8192 --chain 20)"
+      "chain_b1k8 $(dd $1 --batch 1 --kv-len 8192 --chain 20)" \
+      "merge_4096x32 $(us $1 merge --batch 4096 --q-len 1 --heads 32 --head-dim 128)" \
+      "merge_16384x32 $(us $1 merge --batch 16384 --q-len 1 --heads 32 --head-dim 128)"
   }
   timing_ab ef "$M main" "$EF ef" "--iters 20" > $R/ef.txt 2>&1
   cat $R/ef.txt
@@ -156,7 +160,8 @@ fi
 
 if has ef; then
   efm='Grid/DecodeKernel.MatchesReference/page1_nhd:Grid/DecodeKernel.MatchesReference/splits7'
-  checked $EF ef 200 '*Decode*' '' '' "$efm"
+  efm+=':Grid/MergeKernel.*'
+  checked $EF ef 200 '*Decode*:*Merge*' '' '' "$efm"
 fi
 
 if has pdlcheck; then

@@ -5,8 +5,12 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
+#include <cstring>
+#include <string>
 
 #include "device_buffer.hpp"
 
@@ -34,5 +38,18 @@ class LateInput {
   void* data_;
   DeviceAllocation saved_;
 };
+
+// One output of a call behind rewrite_late() against the same output of the call with its input in
+// place: no NaN (a read before the wait would have seen the poison) and bitwise the same.
+inline void expect_as_in_place(HostTensor& want, HostTensor& got, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  int64_t nan = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) nan += std::isnan(got.get(i)) ? 1 : 0;
+  EXPECT_EQ(nan, 0) << what
+                    << " holds NaN: the kernel read its input before the kernel ahead wrote it";
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), size_t(got.numel()) * dtype_size(got.dtype())), 0)
+      << what << " differs from the call with its input in place";
+}
 
 }  // namespace hopattn::testing

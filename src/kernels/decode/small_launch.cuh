@@ -24,7 +24,7 @@ cudaError_t launch_small_variant(const Params& p, dim3 grid, cudaStream_t stream
 }
 
 // `ctas`: CTAs an SM of the instance (LaunchPlan::config): 2, or 3 over an e4m3 / int8 cache
-// (any other format runs its two-CTA instance).
+// (3 over any other format is refused: the plan never asks for it).
 template <int kHeadDim>
 cudaError_t launch_small_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas,
                                       dim3 grid, cudaStream_t stream) {
@@ -32,12 +32,12 @@ cudaError_t launch_small_for_head_dim(const Params& p, bool bf16, KvFormat forma
   cudaError_t status = cudaErrorInvalidValue;
   visit_kv_format(format, [&](auto f) {
     constexpr KvFormat kFormat = decltype(f)::value;
-    if constexpr (small_kernel_max_ctas(kFormat) == 3) {
-      if (ctas == 3) {
+    if (ctas == 3) {  // a format without that instance leaves cudaErrorInvalidValue
+      if constexpr (small_kernel_max_ctas(kFormat) == 3) {
         status = bf16 ? launch_small_variant<kHeadDim, __nv_bfloat16, kFormat, 3>(p, grid, stream)
                       : launch_small_variant<kHeadDim, __half, kFormat, 3>(p, grid, stream);
-        return;
       }
+      return;
     }
     status = bf16 ? launch_small_variant<kHeadDim, __nv_bfloat16, kFormat, 2>(p, grid, stream)
                   : launch_small_variant<kHeadDim, __half, kFormat, 2>(p, grid, stream);

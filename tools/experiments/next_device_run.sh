@@ -5,7 +5,7 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "eftime ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "protime pro eftime ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -20,6 +20,10 @@
 #                    policy) on decode batch 1..128 rows, flushed and with a warm L2, and the
 #                    merge's 4096 / 16384 x 32 x 128 rows; tests_ef.txt (part ef) EF's decode and
 #                    merge tests, ef_memcheck.txt
+#   pro.txt          (part protime) main against PRO (the small decode kernel's first copies
+#                    before its prologue barrier, the split merge's loads overlapped) on decode
+#                    batch 1..128 rows; tests_pro.txt (part pro) PRO's decode tests, pro_racecheck.txt,
+#                    pro_memcheck.txt
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's three-CTA instance landed (run set ak) with its plan rule
 #                    rewritten after the measured build
@@ -156,6 +160,32 @@ if has eftime; then
   }
   timing_ab ef "$M main" "$EF ef" "--iters 20" > $R/ef.txt 2>&1
   cat $R/ef.txt
+fi
+
+if has protime; then
+  # PRO (main + the small decode kernel's first copies ahead of q's stores, the row masks and the
+  # CTA barrier, and the split merge's next 16 splits loaded while a batch is folded at two CTAs
+  # an SM). Predicted: batch 1 kv 8k ~1.0-1.5K cycles less a CTA (0.5-0.8 us of 21.4, ~1.03x),
+  # B = 4..8 one-wave rows 1.01-1.02x, multi-wave rows (B = 128) equal.
+  pro() {
+    local f8="--kv-dtype fp8_e4m3" h8="--heads 64:8 --head-dim 128"
+    echo "r$r $2 b1k1 $(dd $1 --batch 1 --kv-len 1024) b1k8 $(dd $1 --batch 1 --kv-len 8192)" \
+      "b1k32 $(dd $1 --batch 1 --kv-len 32768) h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192)" \
+      "q4_b1k8 $(dd $1 --q-len 4 --batch 1 --kv-len 8192) b4k8 $(dd $1 --batch 4 --kv-len 8192)" \
+      "b8k4 $(dd $1 --batch 8 --kv-len 4096) b32k1 $(dd $1 --batch 32 --kv-len 1024)" \
+      "b128k8 $(dd $1 --batch 128 --kv-len 8192) f8_b1k8 $(dd $1 --batch 1 --kv-len 8192 $f8)" \
+      "f8_b128k8 $(dd $1 --batch 128 --kv-len 8192 $f8) d64_b1k8 $(us $1 decode --heads 32:8 --head-dim 64 --batch 1 --kv-len 8192)" \
+      "warm_b1k8 $(dd $1 --batch 1 --kv-len 8192 --warm-l2)"
+  }
+  timing_ab pro "$M main" "$PRO pro" "--iters 20" > $R/pro.txt 2>&1
+  cat $R/pro.txt
+fi
+
+if has pro; then
+  prom='Grid/DecodeKernel.MatchesReference/page1_nhd:Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
+  prom+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small'
+  prom+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small_ctas3'
+  checked $PRO pro 200 '*Decode*' "$prom" '' "$prom"
 fi
 
 if has ef; then

@@ -5,6 +5,13 @@
 #                                            run: copies GoogleTest's sources to .third_party/
 #                                            (the device has no GoogleTest and no network; carry
 #                                            .third_party with the run)
+#   tools/device.sh wheel                    on the development machine: build the Python
+#                                            package with its GPU kernels as a wheel in .whl/
+#                                            for the device's Python (WHEEL_PYTHON, default
+#                                            python3.12; it needs scikit-build-core and nanobind),
+#                                            ccache-launched where ccache is installed; carry .whl
+#                                            and the python step installs it in seconds instead
+#                                            of building for minutes of device time
 #   tools/device.sh [STEP ...]               on the device; STEP is one of
 #     build      configure (cmake --preset default, CUDA required, GPU tests registered with
 #                ctest) and build on every core
@@ -15,7 +22,9 @@
 #     ceilings   copy/read/write bandwidth and bf16/fp8 GEMM rate of this GPU
 #     fuzz       the seeded fuzzer's cases on CUDA against the CPU reference
 #                (hopattn_gpu_fuzz_tests --seconds=$FUZZ_SECONDS, default 60; tests/fuzz/README.md)
-#     python     pip install the package with its GPU kernels, then the Python suite on CUDA
+#     python     pip install the package with its GPU kernels (the wheel in .whl/ built for
+#                this Python when there is one, else from the sources), then the Python suite
+#                on CUDA
 #     peers      the peer benchmarks (PyTorch SDPA cuDNN/flash, flex): bench/peers/*_peers.py
 #                (fwd, bwd, decode), then bench/peers/host_overhead.py (host cost of eager
 #                calls); PEERS_ARGS (e.g. --quick) is passed to each *_peers.py; needs the
@@ -131,6 +140,24 @@ step_prepare() {
   echo "prepare: .third_party is git-ignored: carry it with the device run (carry: [\".third_party\"])."
 }
 
+step_wheel() {
+  local py=${WHEEL_PYTHON:-python3.12} args=()
+  if command -v ccache >/dev/null 2>&1; then
+    args+=(-C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+      -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  rm -f .whl/hopattn-*.whl
+  "$py" -m pip wheel --no-build-isolation --no-deps -w .whl "${args[@]}" . || return $?
+  echo "wheel: $(ls .whl/hopattn-*.whl): git-ignored, carry it with the device run (carry: [\".whl\"])."
+}
+
+# The wheel in .whl/ built for this machine's python3 (its cpXY tag), if any.
+matching_wheel() {
+  local tag
+  tag=$(python3 -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  compgen -G ".whl/hopattn-*-$tag-$tag-*.whl" | head -n 1
+}
+
 step_build() {
   local log=$OUT_DIR/build.log
   : >"$log"
@@ -229,8 +256,14 @@ step_bench() {
 step_python() {
   local log=$OUT_DIR/python.log rc=0
   : >"$log"
-  run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
-    python3 -m pip install -v --no-build-isolation --no-deps . || return $?  # -v: build progress
+  local wheel
+  if wheel=$(matching_wheel) && [[ -n $wheel ]]; then
+    run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
+      python3 -m pip install --no-deps --force-reinstall "$wheel" || return $?
+  else
+    run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
+      python3 -m pip install -v --no-build-isolation --no-deps . || return $?  # -v: build progress
+  fi
   run_part python:tests "$log" "${PYTHON_TIMEOUT:-300}" \
     env PYTHONUNBUFFERED=1 python3 tests/python/run.py --min-passed 300 --require-gpu || rc=$?
   return "$rc"
@@ -268,13 +301,13 @@ main() {
   if [[ " ${steps[*]} " == *" all "* ]]; then steps=(build test sanitize fuzz bench ceilings); fi
   for step in "${steps[@]}"; do
     case $step in
-      prepare | build | test | sanitize | fuzz | bench | ceilings | python | peers) ;;
+      prepare | wheel | build | test | sanitize | fuzz | bench | ceilings | python | peers) ;;
       -h | --help | help)
         usage
         exit 0
         ;;
       *)
-        echo "device.sh: unknown step '$step' (expected prepare, build, test, sanitize, fuzz," \
+        echo "device.sh: unknown step '$step' (expected prepare, wheel, build, test, sanitize, fuzz," \
           "bench, ceilings, python, peers or all)" >&2
         exit 2
         ;;
@@ -282,8 +315,8 @@ main() {
   done
   mkdir -p "$OUT_DIR"
   for step in "${steps[@]}"; do
-    if [[ $step == prepare ]]; then
-      step_prepare || failed=1
+    if [[ $step == prepare || $step == wheel ]]; then
+      "step_$step" || failed=1
       continue
     fi
     if [[ $step == build ]]; then

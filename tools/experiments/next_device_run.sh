@@ -5,7 +5,7 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "protime pro eftime ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "protime pro cl eftime ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -186,6 +186,15 @@ if has pro; then
   prom+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small'
   prom+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small_ctas3'
   checked $PRO pro 200 '*Decode*' "$prom" '' "$prom"
+fi
+
+if has cl; then
+  # CL (PRO + decode_cluster_merge.patch): the small kernel's splits merged in a cluster. Its
+  # decode tests (every small split case of <= 16 splits takes the cluster), then racecheck and
+  # memcheck on split cases (the DSMEM reads, the two cluster meetings).
+  clm='Grid/DecodeKernel.MatchesReference/splits7:Grid/DecodeKernel.MatchesReference/splits_auto_batch1_long'
+  clm+=':Grid/DecodeKernel.MatchesReference/q_bf16_kv_fp8_e4m3_per_head_small'
+  checked $CL cl 200 '*Decode*' "$clm" '' "$clm"
 fi
 
 if has ef; then

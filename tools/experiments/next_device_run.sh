@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] [EF=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] [PRO=DIR] [PF=DIR] [CL=DIR] [EF=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "protime pro cl eftime ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "decodeab pro cl ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -15,15 +15,10 @@
 #                    small decode kernel's last CTA merges through its ring) on 64/8-head, q_len 4
 #                    and 32-split batch-1 rows, 32/8-head rows as the control
 #   tests_stage.txt  (part stage) STAGE's decode tests, stage_racecheck.txt, stage_memcheck.txt
-#   ef.txt           (part eftime) main against EF (main + decode_kv_evict_first.patch: the decode
-#                    kernels' KV copies and the merge's state loads under an L2 evict_first
-#                    policy) on decode batch 1..128 rows, flushed and with a warm L2, and the
-#                    merge's 4096 / 16384 x 32 x 128 rows; tests_ef.txt (part ef) EF's decode and
-#                    merge tests, ef_memcheck.txt
-#   pro.txt          (part protime) main against PRO (the small decode kernel's first copies
-#                    before its prologue barrier, the split merge's loads overlapped) on decode
-#                    batch 1..128 rows; tests_pro.txt (part pro) PRO's decode tests, pro_racecheck.txt,
-#                    pro_memcheck.txt
+#   decode_ab.txt    (part decodeab) main against PRO / PF / CL / EF, those set (the decode
+#                    patches of tools/experiments/README.md), on decode_ab_rows.txt;
+#                    tests_pro.txt, tests_cl.txt, tests_ef.txt (parts pro, cl, ef): their decode
+#                    (EF: and merge) tests with racecheck / memcheck logs
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's three-CTA instance landed (run set ak) with its plan rule
 #                    rewritten after the measured build
@@ -140,45 +135,19 @@ if has stagetime; then
   cat $R/stage.txt
 fi
 
-if has eftime; then
-  # EF: the decode KV stream's and the merge's state loads allocated evict_first, so that a call
-  # recycles its own L2 lines instead of evicting (and writing back) the dirty lines the L2 flush
-  # or the kernels before left. Predicted: flushed small-footprint decode rows (batch 1..8, one
-  # wave) 1.03-1.10x faster, warm L2 and B = 128 (1 GB) equal; the merge's short row (4096 x 32,
-  # 3.62 TB/s against 4.17 on the long one) 1.03-1.08x, the long row equal.
-  ef() {
-    local f8="--kv-dtype fp8_e4m3"
-    echo "r$r $2 b1k1 $(dd $1 --batch 1 --kv-len 1024) b1k8 $(dd $1 --batch 1 --kv-len 8192)" \
-      "b1k32 $(dd $1 --batch 1 --kv-len 32768) b4k8 $(dd $1 --batch 4 --kv-len 8192)" \
-      "b8k4 $(dd $1 --batch 8 --kv-len 4096) b32k1 $(dd $1 --batch 32 --kv-len 1024)" \
-      "b128k8 $(dd $1 --batch 128 --kv-len 8192) f8_b1k8 $(dd $1 --batch 1 --kv-len 8192 $f8)" \
-      "f8_b128k8 $(dd $1 --batch 128 --kv-len 8192 $f8)" \
-      "warm_b1k8 $(dd $1 --batch 1 --kv-len 8192 --warm-l2) warm_b4k8 $(dd $1 --batch 4 --kv-len 8192 --warm-l2)" \
-      "chain_b1k8 $(dd $1 --batch 1 --kv-len 8192 --chain 20)" \
-      "merge_4096x32 $(us $1 merge --batch 4096 --q-len 1 --heads 32 --head-dim 128)" \
-      "merge_16384x32 $(us $1 merge --batch 16384 --q-len 1 --heads 32 --head-dim 128)"
-  }
-  timing_ab ef "$M main" "$EF ef" "--iters 20" > $R/ef.txt 2>&1
-  cat $R/ef.txt
-fi
 
-if has protime; then
-  # PRO (main + the small decode kernel's first copies ahead of q's stores, the row masks and the
-  # CTA barrier, and the split merge's next 16 splits loaded while a batch is folded at two CTAs
-  # an SM). Predicted: batch 1 kv 8k ~1.0-1.5K cycles less a CTA (0.5-0.8 us of 21.4, ~1.03x),
-  # B = 4..8 one-wave rows 1.01-1.02x, multi-wave rows (B = 128) equal.
-  pro() {
-    local f8="--kv-dtype fp8_e4m3" h8="--heads 64:8 --head-dim 128"
-    echo "r$r $2 b1k1 $(dd $1 --batch 1 --kv-len 1024) b1k8 $(dd $1 --batch 1 --kv-len 8192)" \
-      "b1k32 $(dd $1 --batch 1 --kv-len 32768) h64_b1k8 $(us $1 decode $h8 --batch 1 --kv-len 8192)" \
-      "q4_b1k8 $(dd $1 --q-len 4 --batch 1 --kv-len 8192) b4k8 $(dd $1 --batch 4 --kv-len 8192)" \
-      "b8k4 $(dd $1 --batch 8 --kv-len 4096) b32k1 $(dd $1 --batch 32 --kv-len 1024)" \
-      "b128k8 $(dd $1 --batch 128 --kv-len 8192) f8_b1k8 $(dd $1 --batch 1 --kv-len 8192 $f8)" \
-      "f8_b128k8 $(dd $1 --batch 128 --kv-len 8192 $f8) d64_b1k8 $(us $1 decode --heads 32:8 --head-dim 64 --batch 1 --kv-len 8192)" \
-      "warm_b1k8 $(dd $1 --batch 1 --kv-len 8192 --warm-l2)"
-  }
-  timing_ab pro "$M main" "$PRO pro" "--iters 20" > $R/pro.txt 2>&1
-  cat $R/pro.txt
+if has decodeab; then
+  # Main against each of PRO, PF, CL and EF that is set (the decode patches of
+  # tools/experiments/README.md) on decode_ab_rows.txt: issue 14's decode rows (batch 1..128,
+  # fp8, a warm L2, chained calls, batch-1 split counts) and the merge's two rows, each build's
+  # rows in one process, two rounds in turned order. Predictions: NOTES.md, "Next device runs".
+  builds=("main=$M")
+  for b in PRO PF CL EF; do
+    if [ -n "${!b:-}" ] && [ -d "${!b}" ]; then builds+=("$(echo $b | tr 'A-Z' 'a-z')=${!b}"); fi
+  done
+  python3 "$(dirname "$0")/ab_rows.py" --rounds 2 "$(dirname "$0")/decode_ab_rows.txt" \
+    "${builds[@]}" > $R/decode_ab.txt 2>&1
+  cat $R/decode_ab.txt
 fi
 
 if has pro; then

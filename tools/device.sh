@@ -140,8 +140,22 @@ step_prepare() {
   echo "prepare: .third_party is git-ignored: carry it with the device run (carry: [\".third_party\"])."
 }
 
+# A Python 3.12 that runs (a pyenv shim on PATH may name a version that is not selected).
+wheel_python() {
+  local py
+  for py in "${WHEEL_PYTHON:-}" python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
+    if [ -n "$py" ] && "$py" -c 'import sys' >/dev/null 2>&1; then
+      echo "$py"
+      return 0
+    fi
+  done
+  echo "wheel: no python3.12 found; set WHEEL_PYTHON" >&2
+  return 1
+}
+
 step_wheel() {
-  local py=${WHEEL_PYTHON:-python3.12} args=()
+  local py args=()
+  py=$(wheel_python) || return 1
   if command -v ccache >/dev/null 2>&1; then
     args+=(-C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache
       -C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)

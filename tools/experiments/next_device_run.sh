@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The calls the next session makes first (docs/perf/NOTES.md, "Next device runs", item 0):
 #
-#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] [PRO=DIR] [PF=DIR] [CL=DIR] [EF=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
+#   [F8=DIR] [DEEP=DIR] [DEEPK=DIR] [HALF=DIR] [RING6=DIR] [NOGEMM=DIR] [NOWAIT=DIR] [STAGE=DIR] [PRO=DIR] [PF=DIR] [CL=DIR] [EF=DIR] [OV=DIR] [OV192=DIR] tools/experiments/next_device_run.sh MAIN OUT [PARTS]
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "decodeab pro cl ef stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -22,6 +22,9 @@
 #   tests_decode.txt main's decode GPU tests and decode_memcheck.txt, decode_racecheck.txt: the
 #                    small kernel's three-CTA instance landed (run set ak) with its plan rule
 #                    rewritten after the measured build
+#   ov_ab.txt        (part ov) main against OV / OV192 (fwd_o_in_v*.patch), those set, on
+#                    fwd_o_in_v_rows.txt; tests_ov.txt with ov_racecheck.txt / ov_memcheck.txt,
+#                    tests_ov192.txt
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls, `hopattn script` rows
@@ -170,6 +173,23 @@ if has ef; then
   efm='Grid/DecodeKernel.MatchesReference/page1_nhd:Grid/DecodeKernel.MatchesReference/splits7'
   efm+=':Grid/MergeKernel.*'
   checked $EF ef 200 '*Decode*:*Merge*' '' '' "$efm"
+fi
+
+if has ov; then
+  # OV (main + fwd_o_in_v.patch: hd128's wide tiles stage O in the last V stage) and OV192 (+
+  # fwd_o_in_v_192.patch: 192-key wide tiles), those set: OV's fwd tests with racecheck / memcheck
+  # on the wide tiles, OV192's wide-tile tests, then main against both on fwd_o_in_v_rows.txt
+  # (forced wide rows, base rows as the control).
+  ovm='FwdWideTiles.*'
+  if [ -n "${OV:-}" ]; then checked $OV ov 200 '*FwdWide*:FwdKernel*' "$ovm" '' "$ovm"; fi
+  if [ -n "${OV192:-}" ]; then checked $OV192 ov192 150 '*FwdWide*' '' '' ''; fi
+  builds=("main=$M")
+  for b in OV OV192; do
+    if [ -n "${!b:-}" ] && [ -d "${!b}" ]; then builds+=("$(echo $b | tr 'A-Z' 'a-z')=${!b}"); fi
+  done
+  python3 "$(dirname "$0")/ab_rows.py" --rounds 2 "$(dirname "$0")/fwd_o_in_v_rows.txt" \
+    "${builds[@]}" > $R/ov_ab.txt 2>&1
+  cat $R/ov_ab.txt
 fi
 
 if has pdlcheck; then

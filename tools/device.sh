@@ -140,11 +140,16 @@ step_prepare() {
   echo "prepare: .third_party is git-ignored: carry it with the device run (carry: [\".third_party\"])."
 }
 
-# A Python 3.12 that runs (a pyenv shim on PATH may name a version that is not selected).
+# WHEEL_PYTHON, else a Python 3.12 that runs (a pyenv shim on PATH may name a version that is
+# not selected).
 wheel_python() {
+  if [[ -n ${WHEEL_PYTHON:-} ]]; then
+    echo "$WHEEL_PYTHON"
+    return 0
+  fi
   local py
-  for py in "${WHEEL_PYTHON:-}" python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
-    if [ -n "$py" ] && "$py" -c 'import sys' >/dev/null 2>&1; then
+  for py in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
+    if "$py" -c 'import sys' >/dev/null 2>&1; then
       echo "$py"
       return 0
     fi
@@ -270,14 +275,10 @@ step_bench() {
 step_python() {
   local log=$OUT_DIR/python.log rc=0
   : >"$log"
-  local wheel
-  if wheel=$(matching_wheel) && [[ -n $wheel ]]; then
-    run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
-      python3 -m pip install --no-deps --force-reinstall "$wheel" || return $?
-  else
-    run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
-      python3 -m pip install -v --no-build-isolation --no-deps . || return $?  # -v: build progress
-  fi
+  local wheel install=(-v --no-build-isolation .)  # -v: build progress
+  if wheel=$(matching_wheel) && [[ -n $wheel ]]; then install=(--force-reinstall "$wheel"); fi
+  run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
+    python3 -m pip install --no-deps "${install[@]}" || return $?
   run_part python:tests "$log" "${PYTHON_TIMEOUT:-300}" \
     env PYTHONUNBUFFERED=1 python3 tests/python/run.py --min-passed 300 --require-gpu || rc=$?
   return "$rc"

@@ -104,6 +104,19 @@ checked() {
   grep -H "PASSED\|FAILED\|SUMMARY\|rc=" "${files[@]}"
 }
 
+# `rows_ab ROWS LOG VAR...`: ab_rows.py over tools/experiments/ROWS for main and each build
+# folder VAR names that is set (labelled by VAR in lower case), two rounds, into $R/LOG.
+rows_ab() {
+  local rows=$1 log=$2 b builds=("main=$M")
+  shift 2
+  for b in "$@"; do
+    if [ -n "${!b:-}" ] && [ -d "${!b}" ]; then builds+=("$(echo $b | tr 'A-Z' 'a-z')=${!b}"); fi
+  done
+  python3 "$(dirname "$0")/ab_rows.py" --rounds 2 "$(dirname "$0")/$rows" "${builds[@]}" \
+    > $R/$log 2>&1
+  cat $R/$log
+}
+
 if has cli; then
   # The CLI's inputs written on the device (bench/device_fill.cu) must be the host fill's bytes:
   # checked rows (the GPU check reads the host copy), then the wall time of timing-only calls.
@@ -138,19 +151,12 @@ if has stagetime; then
   cat $R/stage.txt
 fi
 
-
 if has decodeab; then
   # Main against each of PRO, PF, CL and EF that is set (the decode patches of
   # tools/experiments/README.md) on decode_ab_rows.txt: issue 14's decode rows (batch 1..128,
   # fp8, a warm L2, chained calls, batch-1 split counts) and the merge's two rows, each build's
   # rows in one process, two rounds in turned order. Predictions: NOTES.md, "Next device runs".
-  builds=("main=$M")
-  for b in PRO PF CL EF; do
-    if [ -n "${!b:-}" ] && [ -d "${!b}" ]; then builds+=("$(echo $b | tr 'A-Z' 'a-z')=${!b}"); fi
-  done
-  python3 "$(dirname "$0")/ab_rows.py" --rounds 2 "$(dirname "$0")/decode_ab_rows.txt" \
-    "${builds[@]}" > $R/decode_ab.txt 2>&1
-  cat $R/decode_ab.txt
+  rows_ab decode_ab_rows.txt decode_ab.txt PRO PF CL EF
 fi
 
 if has pro; then
@@ -183,13 +189,7 @@ if has ov; then
   ovm='FwdWideTiles.*'
   if [ -n "${OV:-}" ]; then checked $OV ov 200 '*FwdWide*:FwdKernel*' "$ovm" '' "$ovm"; fi
   if [ -n "${OV192:-}" ]; then checked $OV192 ov192 150 '*FwdWide*' '' '' ''; fi
-  builds=("main=$M")
-  for b in OV OV192; do
-    if [ -n "${!b:-}" ] && [ -d "${!b}" ]; then builds+=("$(echo $b | tr 'A-Z' 'a-z')=${!b}"); fi
-  done
-  python3 "$(dirname "$0")/ab_rows.py" --rounds 2 "$(dirname "$0")/fwd_o_in_v_rows.txt" \
-    "${builds[@]}" > $R/ov_ab.txt 2>&1
-  cat $R/ov_ab.txt
+  rows_ab fwd_o_in_v_rows.txt ov_ab.txt OV OV192
 fi
 
 if has pdlcheck; then

@@ -93,6 +93,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   const char* v_head = p.v_cache + kv_head * p.v_head_stride;
   const int num_tiles = cs.tile_count;
   const bool several_beams = cs.beam_lo != cs.beam_hi;
+  BadPageInShared bad{cs};
   // Prologue: tiles 0 .. kStages-2 in flight, each page lookup one tile ahead of its copies.
   PageRef next = fetch_page(p, cs, 0, warp, lane);
 #pragma unroll 1
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     const PageRef cur = next;
     next = fetch_page(p, cs, s + 1, warp, lane);
     if (s < num_tiles) {
-      issue_tile<T>(p, cs, ring + s * T::kStageBytes, cur, k_head, v_head, warp, lane);
+      issue_tile<T>(p, bad, ring + s * T::kStageBytes, cur, k_head, v_head, warp, lane);
     }
     ptx::cp_async_commit();
   }
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
     const PageRef cur = next;
     next = fetch_page(p, cs, k + T::kStages, warp, lane);
     if (k + T::kStages - 1 < num_tiles) {
-      issue_tile<T>(p, cs, ring + issue_stage * T::kStageBytes, cur, k_head, v_head, warp, lane);
+      issue_tile<T>(p, bad, ring + issue_stage * T::kStageBytes, cur, k_head, v_head, warp, lane);
     }
     ptx::cp_async_commit();
 

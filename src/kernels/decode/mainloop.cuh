@@ -61,6 +61,25 @@ __device__ __forceinline__ void report_bad_page(const Params& p, const CtaShared
   }
 }
 
+// Where issue_tile notes a page id outside the pool. kernel.cuh: straight into the CTA's shared
+// word, reset (setup_cta) before its first copies. The small kernel issues its first copies
+// before the barrier that orders that reset, so each thread keeps the id in a register and
+// publishes it after its main loop, ahead of the barrier before report_bad_page.
+struct BadPageInShared {
+  CtaShared& cs;
+  __device__ __forceinline__ void note(int page) const {
+    cs.bad_page = page;
+    cs.bad_claimed = 1u;
+  }
+};
+struct BadPageInRegister {
+  int page = kNoKey;
+  __device__ __forceinline__ void note(int id) { page = id; }
+  __device__ __forceinline__ void publish(CtaShared& cs) const {
+    if (page != kNoKey) BadPageInShared{cs}.note(page);
+  }
+};
+
 // 64-bit shuffle of a pointer from lane `from`.
 __device__ __forceinline__ const char* shfl_ptr(const char* ptr, int from) {
   const uint64_t v = reinterpret_cast<uint64_t>(ptr);
@@ -81,20 +100,19 @@ __device__ __forceinline__ const char* shfl_ptr(const char* ptr, int from) {
 // lane l < 16 turns its key's (page, slot) into the 64-bit K and V row addresses and each copy
 // shuffles the two addresses of its row: 4 shuffles and the swizzle of a row a copy, about half
 // of a tile's instructions at batch 1 (run set l's profile), hence the first path.
-template <class T>
-__device__ __forceinline__ void issue_tile(const Params& p, CtaShared& cs, char* stage,
+//
+// A page id outside the pool goes to `bad` (BadPageInShared, BadPageInRegister).
+template <class T, class BadPage>
+__device__ __forceinline__ void issue_tile(const Params& p, BadPage& bad, char* stage,
                                            const PageRef& ref, const char* k_head,
                                            const char* v_head, int warp, int lane) {
   constexpr int kChunks = T::kChunksPerRow;
   static_assert(32 % kChunks == 0, "a row's pieces divide a warp");
   constexpr int kRowsPerCopy = 32 / kChunks;
   // One compare (kNoKey fails it too): a page id outside the pool is never read, its key is
-  // zero-filled, and the CTA notes it in shared memory (any one of them; report_bad_page).
+  // zero-filled, and the CTA notes it (any one of them; report_bad_page).
   const bool own = static_cast<uint32_t>(ref.page) < static_cast<uint32_t>(p.num_pages);
-  if (!own && ref.page != kNoKey) {
-    cs.bad_page = ref.page;
-    cs.bad_claimed = 1u;
-  }
+  if (!own && ref.page != kNoKey) bad.note(ref.page);
   const uint32_t present = __ballot_sync(0xffffffffu, own);
   const int chunk = lane % kChunks;
   const int first = lane / kChunks;
@@ -149,19 +167,22 @@ __device__ __forceinline__ void issue_tile(const Params& p, CtaShared& cs, char*
 // q rows of this CTA into smem (zeros for padding rows), as they are: q's dtype is the MMA type,
 // except for bf16 q over an 8-bit cache (to_half_q below). Row rr of the CTA = request row
 // row_begin + rr = (beam, token, head in group). With kTrackMax each warp also leaves the largest
-// |q| (as a bf16 bit pattern) in cs.q_absmax[warp]. A thread loads T::kQLoadBatch pieces before
-// it stores them (each store waits for its load): the small-grid kernel loads all of its pieces
-// in one round trip; kernel.cuh keeps one at a time (more in flight spilled its three-CTA
-// kernels, whose q phase is off the critical path at large batch).
-template <class T, bool kTrackMax>
-__device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_smem, int request,
-                                       int kv_head, int row_begin, int rows_valid) {
-  constexpr int kChunks = T::kQRowBytes / 16;
-  constexpr int kBatch = T::kQLoadBatch;
-  const int items = p.rows_per_cta * kChunks;
-  uint32_t absmax = 0;
-  for (int base = threadIdx.x; base < items; base += kBatch * kThreads) {
-    uint4 v[kBatch];
+// |q| (as a bf16 bit pattern) in cs.q_absmax[warp]. A thread holds T::kQLoadBatch pieces (QPieces)
+// between their loads and their stores: the small-grid kernel loads all of its pieces in one
+// batch, issued with kv_len's load and stored after its first copies (small_kernel.cuh);
+// kernel.cuh keeps one at a time (more in flight spilled its three-CTA kernels, whose q phase is
+// off the critical path at large batch).
+template <class T>
+struct QPieces {
+  static constexpr int kChunks = T::kQRowBytes / 16;
+  static constexpr int kBatch = T::kQLoadBatch;
+  uint4 v[kBatch];
+
+  // Pieces base, base + kThreads, .. of the CTA's rows_per_cta x kChunks (zeros past the valid
+  // rows).
+  __device__ __forceinline__ void load(const Params& p, int base, int request, int kv_head,
+                                       int row_begin, int rows_valid) {
+    const int items = p.rows_per_cta * kChunks;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int idx = base + j * kThreads;
@@ -176,6 +197,12 @@ __device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_s
                      idx % kChunks);
       }
     }
+  }
+  // The same pieces into q_smem; with kTrackMax their largest |q| into absmax.
+  template <bool kTrackMax>
+  __device__ __forceinline__ void store(const Params& p, int base, char* q_smem,
+                                        uint32_t& absmax) const {
+    const int items = p.rows_per_cta * kChunks;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int idx = base + j * kThreads;
@@ -193,10 +220,28 @@ __device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_s
                                 T::swizzled(rr, chunk * 16, T::kQRowBytes, T::q_mask(rr))) = v[j];
     }
   }
+};
+
+// Each warp's largest |q| (kTrackMax) into cs.q_absmax[warp]; every lane of the warp calls it.
+template <bool kTrackMax>
+__device__ __forceinline__ void publish_q_absmax(CtaShared& cs, uint32_t absmax) {
   if constexpr (kTrackMax) {
     absmax = __reduce_max_sync(0xffffffffu, absmax);
     if (threadIdx.x % 32 == 0) cs.q_absmax[threadIdx.x / 32] = absmax;
   }
+}
+
+template <class T, bool kTrackMax>
+__device__ __forceinline__ void load_q(const Params& p, CtaShared& cs, char* q_smem, int request,
+                                       int kv_head, int row_begin, int rows_valid) {
+  const int items = p.rows_per_cta * QPieces<T>::kChunks;
+  uint32_t absmax = 0;
+  for (int base = threadIdx.x; base < items; base += QPieces<T>::kBatch * kThreads) {
+    QPieces<T> pieces;
+    pieces.load(p, base, request, kv_head, row_begin, rows_valid);
+    pieces.template store<kTrackMax>(p, base, q_smem, absmax);
+  }
+  publish_q_absmax<kTrackMax>(cs, absmax);
 }
 
 // bf16 q over an 8-bit cache: the MMAs run in fp16 instead, because every 8-bit value is an fp16

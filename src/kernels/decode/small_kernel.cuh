@@ -103,44 +103,66 @@ struct PageWindow {
   }
 };
 
-// The merge of a problem's split partials for (row rr, features d .. d + 3), by one thread: up
-// to 16 splits' lse and o loaded at once, then folded into a running (top, total, acc) with
-// their weights 2^(lse - top). An empty split (lse = -inf) weighs 0 and its o is not added; a
-// NaN lse makes the row NaN.
-template <int kHeadDim>
+// The merge of a problem's split partials for (row rr, features d .. d + 3), by one thread: the
+// lse and o of 16 splits at a time, folded into a running (top, total, acc) with their weights
+// 2^(lse - top). kOverlap (two CTAs an SM, registers to spare): the next 16 splits' loads in
+// flight while a batch is folded (32 splits, batch 1 kv 8k's plan: one L2 round trip instead of
+// two); the three-CTA instances (168 registers) spill with it and load a batch after the last is
+// folded. An empty split (lse = -inf) weighs 0 and its o is not added; a NaN lse makes the row
+// NaN.
+struct SplitBatch {
+  static constexpr int kSplits = 16;
+  float l[kSplits];
+  float4 x[kSplits];
+
+  template <int kHeadDim>
+  __device__ __forceinline__ void load(const Params& p, const float* lse_all, const float* o_all,
+                                       int s0) {
+#pragma unroll
+    for (int u = 0; u < kSplits; ++u) {
+      const int s = s0 + u;  // past the last split: no load
+      l[u] = s < p.num_splits ? __ldcg(lse_all + s * kMmaRows) : -INFINITY;
+      x[u] = s < p.num_splits
+                 ? __ldcg(reinterpret_cast<const float4*>(o_all + int64_t(s) * kMmaRows * kHeadDim))
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+};
+
+template <int kHeadDim, bool kOverlap>
 __device__ __forceinline__ float4 merge_small_splits(const Params& p, int64_t problem, int rr,
                                                      int d, float& lse2) {
-  constexpr int kBatch = 16;
+  constexpr int kBatch = SplitBatch::kSplits;
   const int splits = p.num_splits;
   const float* lse_all = p.partial_lse + problem * splits * kMmaRows + rr;
   const float* o_all = p.partial_o + (problem * splits * kMmaRows + rr) * kHeadDim + d;
   float top = -INFINITY, total = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  SplitBatch cur;
+  cur.load<kHeadDim>(p, lse_all, o_all, 0);
   for (int s0 = 0; s0 < splits; s0 += kBatch) {
-    float l[kBatch];
-    float4 x[kBatch];
+    SplitBatch next{};  // every field is written by load (kOverlap) or unused
+    if constexpr (kOverlap) next.load<kHeadDim>(p, lse_all, o_all, s0 + kBatch);
+    float peak = top;
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int s = s0 + u;
-      l[u] = s < splits ? __ldcg(lse_all + s * kMmaRows) : -INFINITY;
-      x[u] = s < splits
-                 ? __ldcg(reinterpret_cast<const float4*>(o_all + int64_t(s) * kMmaRows * kHeadDim))
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    float next = top;
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) next = fmaxf(next, l[u]);
-    const float alpha = next == top ? 1.f : exp2f(top - next);  // top = -inf: 0
+    for (int u = 0; u < kBatch; ++u) peak = fmaxf(peak, cur.l[u]);
+    const float alpha = peak == top ? 1.f : exp2f(top - peak);  // top = -inf: 0
     total *= alpha;
     acc.x *= alpha, acc.y *= alpha, acc.z *= alpha, acc.w *= alpha;
-    top = next;
+    top = peak;
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const float w = l[u] == -INFINITY ? 0.f : exp2f(l[u] - top);
+      const float w = cur.l[u] == -INFINITY ? 0.f : exp2f(cur.l[u] - top);
       total += w;
       if (w != 0.f) {
-        acc.x += w * x[u].x, acc.y += w * x[u].y, acc.z += w * x[u].z, acc.w += w * x[u].w;
+        const float4 v = cur.x[u];
+        acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
       }
+    }
+    if constexpr (kOverlap) {
+      cur = next;
+    } else {
+      cur.load<kHeadDim>(p, lse_all, o_all, s0 + kBatch);
     }
   }
   lse2 = total == 0.f ? -INFINITY : top + log2f(total);
@@ -175,18 +197,39 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
   // what the kernel before wrote (q, the cache's new tokens, lengths, page table, workspace).
   ptx::begin_dependent_grid();
-  // Every thread: kv_len's load, q's, then the key range (no thread-0 setup to wait for), then
-  // the first page ids: kv_len and q are in flight together (load_q stores each q piece as it
-  // arrives, so kv_len is loaded before it), the page ids one round trip later.
+  // Every thread: kv_len's load and q's together, then the key range (no thread-0 setup to wait
+  // for), the first page ids one round trip later, and the first blocks' copies as soon as those
+  // land. q's stores, the row masks and the CTA barrier come after the copies are in flight: the
+  // chain to the first block is kv_len, page ids, KV, with the rest of the setup under it.
   const int kv_len_loaded = p.kv_lens[request * p.kv_lens_stride];
-  load_q<T, kHalfMma>(p, cs, q_smem, request, kv_head, 0, rows_valid);
+  static_assert(T::kQLoadBatch * kThreads == kMmaRows * QPieces<T>::kChunks, "one batch of q");
+  QPieces<T> q_pieces;
+  q_pieces.load(p, tid, request, kv_head, 0, rows_valid);
   const SmallRange range = small_range(p, request, split, warp, kv_len_loaded);
   PageWindow<kPagesAhead> pages;
   pages.start(p, range, lane);
+
+  // ---- the warp's first blocks: its own ring; __syncwarp orders the lanes' copies and reads.
+  // A page id outside the pool waits in a register until the loop is done (BadPageInRegister).
+  const char* k_head = p.k_cache + kv_head * p.k_head_stride;
+  const char* v_head = p.v_cache + kv_head * p.v_head_stride;
+  BadPageInRegister bad;
+#pragma unroll 1
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    const PageRef cur = pages.pop(p, range, s + kPagesAhead, lane);
+    if (s < range.blocks) {
+      issue_tile<T>(p, bad, warp_ring + s * T::kStageBytes, cur, k_head, v_head, 0, lane);
+    }
+    ptx::cp_async_commit();
+  }
+
   if (tid == 0) {
     cs.kv_len[0] = range.kv_len;
     cs.bad_claimed = 0u;
   }
+  uint32_t q_absmax = 0;
+  q_pieces.template store<kHalfMma>(p, tid, q_smem, q_absmax);
+  publish_q_absmax<kHalfMma>(cs, q_absmax);
   __syncwarp();
   if (tid < kMmaRows) cs.rows[tid] = row_mask(p, cs, request, tid);
   __syncthreads();  // q, row masks, bad_claimed
@@ -206,17 +249,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   WarpState<kHeadDim> st;
   st.reset();
 
-  // ---- main loop: the warp's own ring; __syncwarp orders the lanes' copies and reads.
-  const char* k_head = p.k_cache + kv_head * p.k_head_stride;
-  const char* v_head = p.v_cache + kv_head * p.v_head_stride;
-#pragma unroll 1
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    const PageRef cur = pages.pop(p, range, s + kPagesAhead, lane);
-    if (s < range.blocks) {
-      issue_tile<T>(p, cs, warp_ring + s * T::kStageBytes, cur, k_head, v_head, 0, lane);
-    }
-    ptx::cp_async_commit();
-  }
+  // ---- main loop.
   int stage = 0, issue_stage = T::kStages - 1;
 #pragma unroll 1
   for (int i = 0; i < range.blocks; ++i) {
@@ -226,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
     __syncwarp();
     const PageRef cur = pages.pop(p, range, i + T::kStages - 1 + kPagesAhead, lane);
     if (i + T::kStages - 1 < range.blocks) {
-      issue_tile<T>(p, cs, warp_ring + issue_stage * T::kStageBytes, cur, k_head, v_head, 0, lane);
+      issue_tile<T>(p, bad, warp_ring + issue_stage * T::kStageBytes, cur, k_head, v_head, 0, lane);
     }
     ptx::cp_async_commit();
 
@@ -240,7 +273,8 @@ __global__ void __launch_bounds__(kThreads, kCtas)
     issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
   }
   ptx::cp_async_wait<0>();
-  __syncthreads();  // every warp's ring is drained: the merge buffers reuse it
+  bad.publish(cs);
+  __syncthreads();  // every warp's ring is drained (the merge buffers reuse it); bad_page
   report_bad_page(p, cs);
 
   // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
@@ -307,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   for (int idx = tid; idx < rows_valid * kQuads; idx += kThreads) {
     const int rr = idx / kQuads, d = 4 * (idx % kQuads);
     float lse2;
-    const float4 o = merge_small_splits<kHeadDim>(p, problem, rr, d, lse2);
+    const float4 o = merge_small_splits<kHeadDim, kCtas == 2>(p, problem, rr, d, lse2);
     const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
     store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
   }

@@ -16,6 +16,7 @@ Rate: KV bytes read / time (B * kv_len * Hkv * D * 2 tensors * bytes per element
 Usage (from the repository root, after `pip install --no-build-isolation .`):
   python bench/peers/decode_peers.py            # full grid, < 3 minutes on an H200
   python bench/peers/decode_peers.py --quick    # a subset, < 40 seconds
+  python bench/peers/decode_peers.py --models Llama-3-8B   # the full grid of one model
 With OUT set, writes $OUT/decode_peers.md and $OUT/decode_tbps.png.
 """
 
@@ -40,6 +41,11 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="batch 1/32/128, kv 8k, Llama-3-8B")
     ap.add_argument("--reps", type=int, default=None, help="timed calls per point")
+    ap.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help=f"comma-separated subset of the full grid's models ({', '.join(MODELS)})",
+    )
     ap.add_argument(
         "--check",
         action=argparse.BooleanOptionalAction,
@@ -272,12 +278,15 @@ def plot(rows, path):
 
 def main():
     args = parse_args()
+    unknown = [m for m in args.models.split(",") if m and m not in MODELS]
+    if unknown:
+        sys.exit(f"decode_peers.py: unknown model(s) {unknown}; expected a subset of {list(MODELS)}")
     if args.quick:
         grid, models, reps = ([1, 32, 128], [8192]), ["Llama-3-8B"], args.reps or 10
     else:
         grid, models, reps = (
             ([1, 8, 32, 64, 128], [1024, 8192, 32768]),
-            list(MODELS),
+            [m for m in args.models.split(",") if m],
             args.reps or 20,
         )
     dev = torch.cuda.get_device_properties(0)

@@ -44,7 +44,7 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
     r.warmup = flags.warmup.value_or(slow ? 1 : 3);
     r.iters = flags.iters.value_or(slow ? 3 : 20);
     r.check = flags.check;
-    r.flush_l2 = !flags.warm_l2;
+    r.l2_flush = flags.l2_flush;
     r.chain = flags.chain;
     r.seed = flags.seed.value_or(kDefaultSeed);
     if (family == Family::kBatch) {

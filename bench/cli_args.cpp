@@ -176,7 +176,7 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
   }
   if (name == "--warm-l2") {
     no_value();
-    f.warm_l2 = true;
+    f.l2_flush = L2Flush::kNone;
     return;
   }
   if (tour) {
@@ -202,6 +202,12 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
   }
   if (name == "--page-size") {
     f.page_size = int_value(1, 256);
+    return;
+  }
+  if (name == "--l2-flush") {
+    f.l2_flush = parse_choice<L2Flush>(
+        name, cur.value(name, inline_value),
+        {{"write", L2Flush::kWrite}, {"read", L2Flush::kRead}, {"none", L2Flush::kNone}});
     return;
   }
   if (name == "--chain") {

@@ -12,6 +12,7 @@
 #include "hopattn/dtype.hpp"
 #include "hopattn/options.hpp"
 #include "kernels/fwd/launch.hpp"
+#include "l2_flush.hpp"
 #include "plan/batch_plan.hpp"
 #include "plan/bwd_order.hpp"
 
@@ -75,7 +76,9 @@ struct BenchFlags {
   Impl impl = Impl::kAuto;
   bool check = true;
   bool csv = false;
-  bool warm_l2 = false;  // --warm-l2: no L2 flush before each timed GPU call (bench and tour)
+  // --l2-flush write | read | none (bench; --warm-l2 = none, bench and tour): before each timed
+  // GPU call.
+  L2Flush l2_flush = L2Flush::kWrite;
 };
 
 struct Command {

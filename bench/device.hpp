@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hopattn/options.hpp"
+#include "l2_flush.hpp"
 
 namespace hopattn::cli {
 
@@ -48,8 +49,8 @@ void fill_device_bytes(void* dst, int byte, size_t bytes);
 void fill_device_random(void* dst, const void* host_table, int elt_bytes, int64_t n, uint64_t seed);
 // Waits for all work on the device; raises any error a kernel left behind.
 void device_synchronize();
-// Overwrites a buffer twice the L2's size, so the next timed call reads its inputs from HBM.
-void flush_l2();
+// Empties the L2 as `how` says (l2_flush.hpp), so the next timed call reads its inputs from HBM.
+void flush_l2(L2Flush how);
 
 // Times one region of the default stream with CUDA events.
 class GpuTimer {

@@ -84,15 +84,6 @@ void fill_device_bytes(void* dst, int byte, size_t bytes) {
 
 void device_synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
-void flush_l2() {
-  static DeviceMemory scratch = [] {
-    int l2 = 0;
-    check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "cudaDeviceGetAttribute");
-    return DeviceMemory(2 * static_cast<size_t>(l2 > 0 ? l2 : 64 << 20));
-  }();
-  check_cuda(cudaMemsetAsync(scratch.data(), 0, scratch.bytes(), nullptr), "cudaMemsetAsync");
-}
-
 GpuTimer::GpuTimer() {
   cudaEvent_t a = nullptr, b = nullptr;
   check_cuda(cudaEventCreate(&a), "cudaEventCreate");

@@ -35,7 +35,7 @@ void fill_device_random(void*, const void*, int, int64_t, uint64_t) {
   no_cuda("fill_device_random");
 }
 void device_synchronize() { no_cuda("device_synchronize"); }
-void flush_l2() { no_cuda("flush_l2"); }
+void flush_l2(L2Flush) { no_cuda("flush_l2"); }
 GpuTimer::GpuTimer() { no_cuda("GpuTimer"); }
 GpuTimer::~GpuTimer() = default;
 void GpuTimer::start() { no_cuda("GpuTimer"); }

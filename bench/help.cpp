@@ -127,7 +127,10 @@ Run:
   --warmup N          untimed iterations first (default 3 for GPU kernels, 1 for references)
   --seed N            seed of the random inputs (default: fixed)
   --no-check          skip the correctness check
-  --warm-l2           no L2 flush before each timed GPU call (a diagnostic)
+  --warm-l2           no L2 flush before each timed GPU call (a diagnostic; = --l2-flush none)
+  --l2-flush F        write | read | none: how the L2 is emptied before each timed GPU call
+                      (default write: a buffer twice its size overwritten, which leaves dirty
+                      lines for the call's misses to write back; read leaves clean ones)
   --chain N           GPU: N calls back to back in each timed iteration, its time / N (as a
                       serving step's kernels follow one another: a launch overlaps the tail of
                       the call before; the L2 is flushed before the first call only)

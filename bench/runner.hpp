@@ -54,8 +54,8 @@ struct RunRequest {
   int warmup = 1;
   int iters = 3;
   bool check = true;
-  bool flush_l2 = true;  // GPU: overwrite the L2 before each timed call (off: --warm-l2)
-  int chain = 1;         // GPU: calls a timed iteration, back to back (--chain)
+  L2Flush l2_flush = L2Flush::kWrite;  // GPU: before each timed call (--l2-flush, --warm-l2)
+  int chain = 1;                       // GPU: calls a timed iteration, back to back (--chain)
   uint64_t seed = 0;
   Progress* progress = nullptr;
 };

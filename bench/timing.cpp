@@ -47,7 +47,7 @@ Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress
   return summarize(std::move(ms));
 }
 
-Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, bool flush, int chain,
+Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush flush, int chain,
                 Progress* progress) {
   for (int i = 0; i < warmup; ++i) {
     report(progress, "warmup", i, warmup, false);
@@ -58,7 +58,7 @@ Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, bool flu
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
     report(progress, "timing", i, iters, true);
-    if (flush) flush_l2();
+    flush_l2(flush);
     timer.start();
     for (int c = 0; c < chain; ++c) fn();
     ms.push_back(timer.stop_ms() / chain);

@@ -19,7 +19,7 @@ int run_tour(const BenchFlags& flags, std::ostream& out) {
   for (Family f : kAllFamilies) {
     RunRequest r;
     r.seed = seed;
-    r.flush_l2 = !flags.warm_l2;
+    r.l2_flush = flags.l2_flush;
     if (!gpu.usable) {
       r.shape = cpu_shape(f);
       r.impl = Impl::kCpu;

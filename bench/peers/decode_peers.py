@@ -17,6 +17,7 @@ Usage (from the repository root, after `pip install --no-build-isolation .`):
   python bench/peers/decode_peers.py            # full grid, < 3 minutes on an H200
   python bench/peers/decode_peers.py --quick    # a subset, < 40 seconds
   python bench/peers/decode_peers.py --models Llama-3-8B   # the full grid of one model
+  python bench/peers/decode_peers.py --batches 1,8 --kv-lens 8192   # any sub-grid
 With OUT set, writes $OUT/decode_peers.md and $OUT/decode_tbps.png.
 """
 
@@ -41,6 +42,8 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="batch 1/32/128, kv 8k, Llama-3-8B")
     ap.add_argument("--reps", type=int, default=None, help="timed calls per point")
+    ap.add_argument("--batches", default="1,8,32,64,128", help="the full grid's batch sizes")
+    ap.add_argument("--kv-lens", default="1024,8192,32768", help="the full grid's kv lengths")
     ap.add_argument(
         "--models",
         default=",".join(MODELS),
@@ -276,6 +279,14 @@ def plot(rows, path):
     fig.savefig(path, dpi=120)
 
 
+def ints(text):
+    """A comma-separated list of positive integers."""
+    values = [int(v) for v in text.split(",") if v]
+    if not values or min(values) < 1:
+        sys.exit(f"decode_peers.py: expected positive integers, got {text!r}")
+    return values
+
+
 def main():
     args = parse_args()
     unknown = [m for m in args.models.split(",") if m and m not in MODELS]
@@ -285,7 +296,7 @@ def main():
         grid, models, reps = ([1, 32, 128], [8192]), ["Llama-3-8B"], args.reps or 10
     else:
         grid, models, reps = (
-            ([1, 8, 32, 64, 128], [1024, 8192, 32768]),
+            (ints(args.batches), ints(args.kv_lens)),
             [m for m in args.models.split(",") if m],
             args.reps or 20,
         )

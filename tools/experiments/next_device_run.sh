@@ -5,7 +5,7 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -25,6 +25,9 @@
 #   ov_ab.txt        (part ov) main against OV / OV192 (fwd_o_in_v*.patch), those set, on
 #                    fwd_o_in_v_rows.txt; tests_ov.txt with ov_racecheck.txt / ov_memcheck.txt,
 #                    tests_ov192.txt
+#   decode_peers.txt, merge_peers.txt (part pypeers) issue 14's Python peer tables from the
+#                    wheel in .whl (DEC_ARGS, DEC_T, MERGE_T); pip.txt its install
+#   l2_flush.txt     (part l2flush) main's decode / merge rows behind a write and a read flush
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
 #                    host's), the wall time of two timing-only calls, `hopattn script` rows
@@ -190,6 +193,30 @@ if has ov; then
   if [ -n "${OV:-}" ]; then checked $OV ov 200 '*FwdWide*:FwdKernel*' "$ovm" '' "$ovm"; fi
   if [ -n "${OV192:-}" ]; then checked $OV192 ov192 150 '*FwdWide*' '' '' ''; fi
   rows_ab fwd_o_in_v_rows.txt ov_ab.txt OV OV192
+fi
+
+if has l2flush; then
+  # Main's decode and merge rows behind the write flush (the tables' method: dirty lines) and a
+  # read flush (--l2-flush read: clean lines), two rounds: what the dirty lines cost a call.
+  rows_ab l2_flush_rows.txt l2_flush.txt
+fi
+
+if has pypeers; then
+  # issue 14's Python peer tables from main's wheel (`tools/device.sh wheel` on the host, .whl
+  # and .peers carried): decode_peers.py (DEC_ARGS, default the Llama-3-8B grid) against cuDNN,
+  # merge_peers.py against FlashInfer's merge_state / merge_states.
+  wheels=("$PWD"/.whl/hopattn-*.whl)
+  if [ -f "${wheels[0]}" ]; then
+    logged $R/pip.txt 120 python3 -m pip install --no-deps --force-reinstall "${wheels[0]}"
+    (source .peers/install_on_device.sh .peers &&
+      OUT=$R timeout ${DEC_T:-240} python3 bench/peers/decode_peers.py ${DEC_ARGS:---models Llama-3-8B} \
+        > $R/decode_peers.txt 2>&1
+      OUT=$R timeout ${MERGE_T:-120} python3 bench/peers/merge_peers.py > $R/merge_peers.txt 2>&1)
+    tail -25 $R/decode_peers.txt
+    tail -14 $R/merge_peers.txt
+  else
+    echo "part pypeers: no wheel in .whl (tools/device.sh wheel on the host, carry .whl)"
+  fi
 fi
 
 if has pdlcheck; then

@@ -24,11 +24,12 @@
 #                (hopattn_gpu_fuzz_tests --seconds=$FUZZ_SECONDS, default 60; tests/fuzz/README.md)
 #     python     pip install the package with its GPU kernels (the wheel in .whl/ built for
 #                this Python when there is one, else from the sources), then the Python suite
-#                on CUDA
+#                on CUDA (PYTHON_SUITE=off: the install only)
 #     peers      the peer benchmarks (PyTorch SDPA cuDNN/flash, flex): bench/peers/*_peers.py
 #                (fwd, bwd, decode), then bench/peers/host_overhead.py (host cost of eager
-#                calls); PEERS_ARGS (e.g. --quick) is passed to each *_peers.py; needs the
-#                python step's install
+#                calls); PEERS_ARGS (e.g. --quick) is passed to each *_peers.py;
+#                PEERS_SCRIPTS="decode merge" runs only those *_peers.py (no host_overhead.py);
+#                needs the python step's install
 #     all        build test sanitize fuzz bench ceilings (default)
 #
 # Every step after `build` builds first when it has not run yet (a no-op on a built tree). A
@@ -279,19 +280,25 @@ step_python() {
   if wheel=$(matching_wheel) && [[ -n $wheel ]]; then install=(--force-reinstall "$wheel"); fi
   run_part python:install "$log" "${PYTHON_TIMEOUT:-300}" \
     python3 -m pip install --no-deps "${install[@]}" || return $?
+  [[ ${PYTHON_SUITE:-on} == off ]] && return 0
   run_part python:tests "$log" "${PYTHON_TIMEOUT:-300}" \
     env PYTHONUNBUFFERED=1 python3 tests/python/run.py --min-passed 300 --require-gpu || rc=$?
   return "$rc"
 }
 
 step_peers() {
-  local log=$OUT_DIR/peers.log rc=0 script
+  local log=$OUT_DIR/peers.log rc=0 script scripts=(bench/peers/*_peers.py) name
   : >"$log"
-  for script in bench/peers/*_peers.py; do
+  if [[ -n ${PEERS_SCRIPTS:-} ]]; then
+    scripts=()
+    for name in $PEERS_SCRIPTS; do scripts+=("bench/peers/${name}_peers.py"); done
+  fi
+  for script in "${scripts[@]}"; do
     # shellcheck disable=SC2086  # PEERS_ARGS is a list of flags
     run_part "peers:$(basename "$script" .py)" "$log" "${PEERS_TIMEOUT:-300}" \
       env PYTHONUNBUFFERED=1 OUT="$OUT_DIR" python3 "$script" ${PEERS_ARGS:-} || rc=$?
   done
+  [[ -n ${PEERS_SCRIPTS:-} ]] && return "$rc"
   run_part peers:host_overhead "$log" "${PEERS_TIMEOUT:-300}" \
     env PYTHONUNBUFFERED=1 OUT="$OUT_DIR" python3 bench/peers/host_overhead.py --profile || rc=$?
   return "$rc"

@@ -25,8 +25,9 @@
 #   ov_ab.txt        (part ov) main against OV / OV192 (fwd_o_in_v*.patch), those set, on
 #                    fwd_o_in_v_rows.txt; tests_ov.txt with ov_racecheck.txt / ov_memcheck.txt,
 #                    tests_ov192.txt
-#   decode_peers.txt, merge_peers.txt (part pypeers) issue 14's Python peer tables from the
-#                    wheel in .whl (DEC_ARGS, DEC_T, MERGE_T); pip.txt its install
+#   pypeers.txt      (part pypeers) tools/device.sh python peers over decode_peers.py and
+#                    merge_peers.py from the wheel in .whl (PEERS_ARGS); their logs and
+#                    decode_peers.md, merge_peers.md
 #   l2_flush.txt     (part l2flush) main's decode / merge rows behind a write and a read flush
 #   gpu.txt          the card
 #   cli.txt          main's CLI: checked rows (inputs written on the device must match the
@@ -202,21 +203,13 @@ if has l2flush; then
 fi
 
 if has pypeers; then
-  # issue 14's Python peer tables from main's wheel (`tools/device.sh wheel` on the host, .whl
-  # and .peers carried): decode_peers.py (DEC_ARGS, default the Llama-3-8B grid) against cuDNN,
-  # merge_peers.py against FlashInfer's merge_state / merge_states.
-  wheels=("$PWD"/.whl/hopattn-*.whl)
-  if [ -f "${wheels[0]}" ]; then
-    logged $R/pip.txt 120 python3 -m pip install --no-deps --force-reinstall "${wheels[0]}"
-    (source .peers/install_on_device.sh .peers &&
-      OUT=$R timeout ${DEC_T:-240} python3 bench/peers/decode_peers.py ${DEC_ARGS:---models Llama-3-8B} \
-        > $R/decode_peers.txt 2>&1
-      OUT=$R timeout ${MERGE_T:-120} python3 bench/peers/merge_peers.py > $R/merge_peers.txt 2>&1)
-    tail -25 $R/decode_peers.txt
-    tail -14 $R/merge_peers.txt
-  else
-    echo "part pypeers: no wheel in .whl (tools/device.sh wheel on the host, carry .whl)"
-  fi
+  # issue 14's Python peer tables: tools/device.sh's python step (the install only) of main's wheel
+  # (`tools/device.sh wheel` on the host; carry .whl and .peers), then its peers step over
+  # decode_peers.py (PEERS_ARGS, e.g. "--models Llama-3-8B") and merge_peers.py.
+  (source .peers/install_on_device.sh .peers &&
+    OUT=$R PYTHON_SUITE=off PEERS_SCRIPTS="decode merge" tools/device.sh python peers) \
+    > $R/pypeers.txt 2>&1
+  tail -40 $R/pypeers.txt
 fi
 
 if has pdlcheck; then

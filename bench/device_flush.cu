@@ -26,35 +26,36 @@ __global__ void read_through_l2(const uint4* data, int64_t words, unsigned* sink
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
-DeviceMemory& scratch() {
-  static DeviceMemory buffer = [] {
+// A buffer twice the L2's size (zeros: the read flush's sum is then 0, its sink never written),
+// the read flush's sink and the grid that covers the card.
+struct FlushBuffers {
+  DeviceMemory data;
+  DeviceMemory sink{sizeof(unsigned)};
+  int sms = 0;
+
+  FlushBuffers() {
     int l2 = 0;
     check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "cudaDeviceGetAttribute");
-    DeviceMemory m(2 * static_cast<size_t>(l2 > 0 ? l2 : 64 << 20) + 16);
-    // Zeros: the read flush's sum is then 0 and its sink is never written.
-    check_cuda(cudaMemset(m.data(), 0, m.bytes()), "cudaMemset");
-    return m;
-  }();
-  return buffer;
-}
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0),
+               "cudaDeviceGetAttribute");
+    data = DeviceMemory(2 * static_cast<size_t>(l2 > 0 ? l2 : 64 << 20));
+    fill_device_bytes(data.data(), 0, data.bytes());
+  }
+};
 
 }  // namespace
 
 void flush_l2(L2Flush how) {
   if (how == L2Flush::kNone) return;
-  DeviceMemory& m = scratch();
-  const size_t bytes = m.bytes() - 16;  // the last 16 bytes are the read flush's sink
+  static FlushBuffers buffers;
   if (how == L2Flush::kWrite) {
-    check_cuda(cudaMemsetAsync(m.data(), 0, bytes, nullptr), "cudaMemsetAsync");
+    check_cuda(cudaMemsetAsync(buffers.data.data(), 0, buffers.data.bytes(), nullptr),
+               "cudaMemsetAsync");
     return;
   }
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0),
-             "cudaDeviceGetAttribute");
-  auto* base = static_cast<char*>(m.data());
-  read_through_l2<<<4 * sms, 512>>>(reinterpret_cast<const uint4*>(base),
-                                    static_cast<int64_t>(bytes / 16),
-                                    reinterpret_cast<unsigned*>(base + bytes));
+  read_through_l2<<<4 * buffers.sms, 512>>>(static_cast<const uint4*>(buffers.data.data()),
+                                            static_cast<int64_t>(buffers.data.bytes() / 16),
+                                            static_cast<unsigned*>(buffers.sink.data()));
   check_cuda(cudaGetLastError(), "read_through_l2 launch");
 }
 

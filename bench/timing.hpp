@@ -17,11 +17,11 @@ struct Timing {
 
 Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress);
 // flush kNone (--warm-l2) skips the flush: a diagnostic that tells the cost of cold code and data
-// (the flush evicts both) from the rest; the tables are taken with kWrite (--l2-flush read: the
-// L2 left clean). chain > 1
-// (--chain): each timed iteration makes `chain` calls back to back between its two events and
-// counts a call as 1 / chain of it, as a serving step's kernels follow one another (a kernel's
-// launch then overlaps the tail of the one before; the L2 is flushed before the first only).
+// (the flush evicts both) from the rest; the tables are taken with kWrite (kRead, --l2-flush read:
+// the L2 left clean). chain > 1 (--chain): each timed iteration makes `chain` calls back to back
+// between its two events and counts a call as 1 / chain of it, as a serving step's kernels follow
+// one another (a kernel's launch then overlaps the tail of the one before; the L2 is flushed
+// before the first only).
 Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush flush, int chain,
                 Progress* progress);
 

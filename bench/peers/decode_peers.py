@@ -38,15 +38,40 @@ HEAD_DIM = 128
 IMPLS = ("cudnn", "p16", "p64", "p16_hnd", "fp8_p16")
 
 
+def ints(text):
+    """A comma-separated list of positive integers (--batches, --kv-lens)."""
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def model_names(text):
+    """A comma-separated subset of MODELS (--models)."""
+    names = [m for m in text.split(",") if m]
+    unknown = [m for m in names if m not in MODELS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"expected a subset of {list(MODELS)}, got {text!r}")
+    return names
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="batch 1/32/128, kv 8k, Llama-3-8B")
     ap.add_argument("--reps", type=int, default=None, help="timed calls per point")
-    ap.add_argument("--batches", default="1,8,32,64,128", help="the full grid's batch sizes")
-    ap.add_argument("--kv-lens", default="1024,8192,32768", help="the full grid's kv lengths")
+    ap.add_argument(
+        "--batches", type=ints, default=[1, 8, 32, 64, 128], help="the full grid's batch sizes"
+    )
+    ap.add_argument(
+        "--kv-lens", type=ints, default=[1024, 8192, 32768], help="the full grid's kv lengths"
+    )
     ap.add_argument(
         "--models",
-        default=",".join(MODELS),
+        type=model_names,
+        default=list(MODELS),
         help=f"comma-separated subset of the full grid's models ({', '.join(MODELS)})",
     )
     ap.add_argument(
@@ -279,25 +304,14 @@ def plot(rows, path):
     fig.savefig(path, dpi=120)
 
 
-def ints(text):
-    """A comma-separated list of positive integers."""
-    values = [int(v) for v in text.split(",") if v]
-    if not values or min(values) < 1:
-        sys.exit(f"decode_peers.py: expected positive integers, got {text!r}")
-    return values
-
-
 def main():
     args = parse_args()
-    unknown = [m for m in args.models.split(",") if m and m not in MODELS]
-    if unknown:
-        sys.exit(f"decode_peers.py: unknown model(s) {unknown}; expected a subset of {list(MODELS)}")
     if args.quick:
         grid, models, reps = ([1, 32, 128], [8192]), ["Llama-3-8B"], args.reps or 10
     else:
         grid, models, reps = (
-            (ints(args.batches), ints(args.kv_lens)),
-            [m for m in args.models.split(",") if m],
+            (args.batches, args.kv_lens),
+            args.models,
             args.reps or 20,
         )
     dev = torch.cuda.get_device_properties(0)

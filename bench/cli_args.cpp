@@ -344,6 +344,23 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
         static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));
     return;
   }
+  if (name == "--batch-concurrent") {
+    f.batch_concurrent = parse_overlap(name, cur.value(name, inline_value), "off", "on");
+    return;
+  }
+  if (name == "--batch-concurrent-rate") {
+    const float r = parse_float(name, cur.value(name, inline_value), 1.f);
+    if (r > 64.f) {
+      throw UsageError("--batch-concurrent-rate: expected 1..64, got " + std::to_string(r));
+    }
+    f.batch_concurrent_rate_milli = static_cast<int>(r * 1000.f + 0.5f);
+    return;
+  }
+  if (name == "--batch-concurrent-ctas") {
+    f.batch_concurrent_ctas =
+        static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));
+    return;
+  }
   if (name == "--batch-side") {
     f.batch_side = parse_overlap(name, cur.value(name, inline_value), "off", "on");
     return;

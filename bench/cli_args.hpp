@@ -63,11 +63,14 @@ struct BenchFlags {
   std::optional<std::string> step;            // batch: --step (validated by the parser)
   std::vector<BatchImpl> batch_impls;         // batch: --batch-impl (empty: all three)
   std::optional<int> batch_ctas;  // batch: --batch-ctas N (BatchAttentionConfig::num_ctas)
-  std::optional<plan::BatchOverlap> batch_spread;     // batch: --batch-order auto | lpt | spread
-  std::optional<plan::BatchOverlap> batch_partition;  // batch: --batch-order partition
-  std::optional<int> batch_decode_rate_milli;         // batch: --batch-decode-rate R (x1000)
-  std::optional<int> batch_partition_ctas;            // batch: --batch-partition-ctas P
-  std::optional<plan::BatchOverlap> batch_side;       // batch: --batch-side auto | off | on
+  std::optional<plan::BatchOverlap> batch_spread;      // batch: --batch-order auto | lpt | spread
+  std::optional<plan::BatchOverlap> batch_partition;   // batch: --batch-order partition
+  std::optional<int> batch_decode_rate_milli;          // batch: --batch-decode-rate R (x1000)
+  std::optional<int> batch_partition_ctas;             // batch: --batch-partition-ctas P
+  std::optional<plan::BatchOverlap> batch_side;        // batch: --batch-side auto | off | on
+  std::optional<plan::BatchOverlap> batch_concurrent;  // batch: --batch-concurrent auto|off|on
+  std::optional<int> batch_concurrent_rate_milli;      // --batch-concurrent-rate R (x1000)
+  std::optional<int> batch_concurrent_ctas;            // --batch-concurrent-ctas P
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<bool> batch_sections;      // batch: --batch-sections on | off
   std::optional<int> iters, warmup;

@@ -125,6 +125,8 @@ class BatchWorkload final : public Workload {
     internal::BatchAttentionVariants::l2_sections(*attn_, s_.batch_sections);
     internal::BatchAttentionVariants::partition_decodes(
         *attn_, s_.batch_partition, s_.batch_decode_rate_milli, s_.batch_partition_ctas);
+    internal::BatchAttentionVariants::concurrent_decodes(
+        *attn_, s_.batch_concurrent, s_.batch_concurrent_rate_milli, s_.batch_concurrent_ctas);
     internal::BatchAttentionVariants::paged_tma(*attn_, s_.fwd_launch.paged_tma);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.
@@ -277,7 +279,12 @@ class BatchWorkload final : public Workload {
                   "items, %d merges, up to %d KV chunks a row, %zu-byte plan",
                   plan_us_, kPlanCalls, upload, p.num_items, p.num_merges, p.num_splits_max,
                   p.plan_bytes);
-    return buf;
+    std::string out = buf;
+    if (p.concurrent_ctas > 0) {
+      out += "; concurrent form: prefill on " + std::to_string(p.concurrent_ctas) +
+             " CTAs of each group, decodes by the decode family beside it";
+    }
+    return out;
   }
 
  private:

@@ -111,6 +111,15 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
   --batch-partition-ctas P  batch, partition: P prefill CTAs in each group of CTAs (one group
                       a KV head's share of the grid, 33 of 132 at 8 KV heads) instead of the
                       split the decode rate models
+  --batch-concurrent C  batch: auto (default) | off | on: a mixed step whose decodes form
+                      <= 4 runs of one q_len <= 16 also gets a concurrent form, its prefill
+                      items alone on part of each group's CTAs and its decodes by the decode
+                      family on a second stream at the same time (run() takes it outside CUDA
+                      graph captures); off: the single plan only
+  --batch-concurrent-rate R  batch, concurrent: the decode family's rate in the split model
+                      (default 2.25)
+  --batch-concurrent-ctas P  batch, concurrent: P prefill CTAs in each group of CTAs instead of
+                      the modelled split
   --batch-side S      batch: auto (default: on where the order is spread and the decodes cost
                       no more than the prefill) | off | on (decodes of <= 8 rows on two producer
                       warps beside the prefill tiles: the side-lane kernel; 16-bit caches, D

@@ -78,6 +78,10 @@ struct BatchPlanSummary {
   // > 0: the prefill items run on the first partition_ctas CTAs of each group of
   // num_ctas / gcd(num_kv_heads, num_ctas) and the decode items on the others, side by side.
   int partition_ctas = 0;
+  // > 0: the step also has a concurrent form, its prefill items alone on the first
+  // concurrent_ctas CTAs of each group and its decodes by the decode family on a second stream at
+  // the same time, which run() takes outside CUDA graph captures (inside one, the plan above).
+  int concurrent_ctas = 0;
 };
 
 class BatchAttention {

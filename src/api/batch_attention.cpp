@@ -15,6 +15,7 @@
 
 #ifdef HOPATTN_WITH_CUDA
 #include "kernels/batch/plan_staging.hpp"
+#include "kernels/batch/side_stream.hpp"
 #endif
 
 namespace hopattn {
@@ -69,6 +70,14 @@ void BatchAttention::Impl::StagingDeleter::operator()(kernels::batch::PlanStagin
 #endif
 }
 
+void BatchAttention::Impl::SideDeleter::operator()(kernels::batch::SideStream* s) const {
+#ifdef HOPATTN_WITH_CUDA
+  delete s;
+#else
+  (void)s;        // never made without CUDA kernels
+#endif
+}
+
 void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   const plan::BatchPlanInfo info =
       planner.plan(staged.cu_seqlens_q.data(), staged.kv_lens.data(), batch, buffer, bytes);
@@ -86,10 +95,13 @@ void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   summary.num_items = info.num_items;
   summary.num_merges = info.num_merges;
   summary.num_splits_max = info.num_splits_max;
-  summary.plan_bytes = info.used_bytes;
+  // The upload copies the concurrent form's plan too, where there is one.
+  summary.plan_bytes = std::max(info.used_bytes, info.concurrent.plan_end);
   summary.decodes_spread = info.decodes_spread;
   summary.partition_ctas = info.partition_ctas;
   summary.num_side_items = info.num_side_items;
+  summary.concurrent_ctas = info.concurrent.prefill_ctas;
+  concurrent = info.concurrent;
 }
 
 // Made on first use, so that making a CUDA BatchAttention (and every pure host call on it:
@@ -99,6 +111,9 @@ void BatchAttention::Impl::ensure_staging() {
   if (staging == nullptr) {
     const size_t bytes = layout.plan_bytes;
     staging.reset(new kernels::batch::PlanStaging(bytes, config.device.index));
+  }
+  if (side == nullptr && limits.concurrent_decodes != plan::BatchOverlap::kOff) {
+    side.reset(new kernels::batch::SideStream(config.device.index));
   }
 #endif
 }
@@ -283,6 +298,13 @@ void BatchAttentionVariants::side_lane_cost(BatchAttention& attention, int64_t c
 
 void BatchAttentionVariants::l2_sections(BatchAttention& attention, bool on) {
   set_limit(attention, &plan::BatchPlanLimits::l2_bytes, on ? plan::kBatchL2Bytes : int64_t{0});
+}
+
+void BatchAttentionVariants::concurrent_decodes(BatchAttention& attention, plan::BatchOverlap mode,
+                                                int rate_milli, int prefill_ctas) {
+  set_limit(attention, &plan::BatchPlanLimits::concurrent_decodes, mode);
+  set_limit(attention, &plan::BatchPlanLimits::concurrent_rate_milli, rate_milli);
+  set_limit(attention, &plan::BatchPlanLimits::concurrent_ctas, prefill_ctas);
 }
 
 void BatchAttentionVariants::paged_tma(BatchAttention& attention, bool on) {

@@ -15,7 +15,8 @@
 namespace hopattn {
 namespace kernels::batch {
 class PlanStaging;  // CUDA builds: pinned double-buffered plan staging (plan_staging.hpp)
-}
+class SideStream;   // CUDA builds: the concurrent form's decode stream (side_stream.hpp)
+}  // namespace kernels::batch
 
 struct BatchAttention::Impl {
   explicit Impl(const BatchAttentionConfig& config);
@@ -50,6 +51,10 @@ struct BatchAttention::Impl {
   int max_kv_len = 0;
   int max_q_len = 0;
   BatchPlanSummary summary;
+  // The current plan's concurrent form (prefill_ctas 0: none): its prefill plan sits
+  // concurrent.plan_offset bytes into the plan, and run() hands its decode runs to the decode
+  // family on `side` unless the stream is being captured.
+  plan::BatchConcurrentForm concurrent;
 
   std::vector<unsigned char> own_plan;  // the object's plan buffer (plus alignment slack)
   unsigned char* own_plan_aligned = nullptr;
@@ -62,6 +67,10 @@ struct BatchAttention::Impl {
     void operator()(kernels::batch::PlanStaging* staging) const;  // defined in CUDA builds only
   };
   std::unique_ptr<kernels::batch::PlanStaging, StagingDeleter> staging;
+  struct SideDeleter {
+    void operator()(kernels::batch::SideStream* side) const;  // defined in CUDA builds only
+  };
+  std::unique_ptr<kernels::batch::SideStream, SideDeleter> side;  // made with the staging
   const void* uploaded_to = nullptr;
 
   // CPU runs: the split items' partial states, sized for the planner's worst case. Allocated

@@ -1,5 +1,6 @@
 // Public entry points: validate, then route CPU tensors to the reference and CUDA tensors to the
 // GPU kernels. A family without a GPU kernel yet raises kNotImplemented for CUDA tensors.
+#include "api/batch_concurrent.hpp"
 #include "api/batch_state.hpp"
 #include "api/debug_mode.hpp"
 #include "api/launch_variants.hpp"
@@ -7,6 +8,7 @@
 #include "hopattn/api.hpp"
 #include "hopattn/error.hpp"
 #include "kernels/batch/launch.hpp"
+#include "kernels/batch/side_stream.hpp"
 #include "kernels/bwd/launch.hpp"
 #include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
@@ -159,18 +161,43 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
       }
       s.upload(args.workspace, stream);
     }
+    // The concurrent form (plan::BatchConcurrentForm) outside a capture: its decode calls are
+    // built and validated before anything is launched (a rejected call writes nothing).
+    const plan::BatchConcurrentForm& form = s.concurrent;
+    const bool concurrent =
+        form.prefill_ctas > 0 && s.side != nullptr && !kernels::batch::stream_is_capturing(stream);
+    DecodeArgs decodes[plan::kMaxConcurrentDecodeRuns];
+    const DecodeOptions decode_opts = batch_concurrent::decode_options(s.config);
+    if (concurrent) {
+      for (int r = 0; r < form.num_runs; ++r) {
+        decodes[r] = batch_concurrent::decode_args(args, s.config, s.current.cu_seqlens_q.data(),
+                                                   form.runs[r]);
+        validate::decode(decodes[r], decode_opts);
+      }
+    }
     kernels::batch::StepLaunch step;
-    step.plan = ws + layout.plan_offset;
+    step.plan = ws + layout.plan_offset + (concurrent ? form.plan_offset : 0);
     step.partial_o = reinterpret_cast<float*>(ws + layout.partial_o_offset);
     step.partial_lse = reinterpret_cast<float*>(ws + layout.partial_lse_offset);
     step.num_ctas = s.limits.num_ctas;
     step.max_q_len = s.max_q_len;
     step.max_kv_len = s.max_kv_len;
     step.total_q = s.summary.total_q;
-    step.side_lane = s.summary.num_side_items > 0;
-    step.has_merges = s.summary.num_merges > 0;
+    step.side_lane = !concurrent && s.summary.num_side_items > 0;
+    step.has_merges = concurrent ? form.num_merges > 0 : s.summary.num_merges > 0;
     step.paged_tma = s.paged_tma;
+    if (!concurrent) return kernels::batch::run(args, s.config, step, stream);
+    // Forked before the prefill launch (the decodes wait for what came before the step) and
+    // launched after it (its persistent CTAs take their SMs first; the CTAs without items exit at
+    // once and leave theirs to the decodes).
+    s.side->fork(stream);
     kernels::batch::run(args, s.config, step, stream);
+    for (int r = 0; r < form.num_runs; ++r) {
+      kernels::decode::launch(decodes[r], decode_opts,
+                              kernels::decode::device_plan(decodes[r], decode_opts),
+                              s.side->stream());
+    }
+    s.side->join(stream);
     return;
 #else
     (void)stream;

@@ -32,6 +32,9 @@ struct BatchAttentionVariants {
   // partition_ctas: plan::BatchPlanLimits::partition_ctas (0: the modelled split).
   static void partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,
                                 int decode_cta_rate_milli, int partition_ctas = 0);
+  // plan::BatchPlanLimits::concurrent_decodes, concurrent_rate_milli, concurrent_ctas.
+  static void concurrent_decodes(BatchAttention& attention, plan::BatchOverlap mode, int rate_milli,
+                                 int prefill_ctas = 0);
   // run()'s kernels::fwd::LaunchOptions::paged_tma (hopattn bench batch --paged-tma off).
   static void paged_tma(BatchAttention& attention, bool on);
 

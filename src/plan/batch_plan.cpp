@@ -96,6 +96,14 @@ void validate_limits(const BatchPlanLimits& l) {
     fail(ErrorKind::kValue, arg_at(kWhere, "partition_ctas"), "0..65536 (0: modelled)",
          l.partition_ctas);
   }
+  if (l.concurrent_rate_milli < 1000 || l.concurrent_rate_milli > 64000) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "concurrent_rate_milli"), "1000..64000",
+         l.concurrent_rate_milli);
+  }
+  if (l.concurrent_ctas < 0 || l.concurrent_ctas > (1 << 16)) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "concurrent_ctas"), "0..65536 (0: modelled)",
+         l.concurrent_ctas);
+  }
   if (l.side_lane_cost < 1 || l.side_lane_cost > 1024) {
     fail(ErrorKind::kValue, arg_at(kWhere, "side_lane_cost"), "1..1024", l.side_lane_cost);
   }
@@ -170,6 +178,10 @@ BatchPlanCapacity BatchPlanner::capacity(const BatchPlanLimits& l) {
   c.max_merges = ctas;
   c.max_partial_rows = 2 * ctas * kPrefillTileRows;
   c.plan_bytes = batch_plan_offsets(ctas, c.max_items, c.max_merges).end;
+  // The concurrent form's prefill plan follows the whole step's, 16-byte aligned.
+  if (l.concurrent_decodes != BatchOverlap::kOff) {
+    c.plan_bytes = ((c.plan_bytes + 15) & ~size_t{15}) + c.plan_bytes;
+  }
   c.partial_o_bytes = static_cast<size_t>(c.max_partial_rows) * l.dv() * sizeof(float);
   c.partial_lse_bytes = static_cast<size_t>(c.max_partial_rows) * sizeof(float);
   if (c.plan_bytes > std::numeric_limits<uint32_t>::max()) {
@@ -326,6 +338,10 @@ int64_t BatchPlanner::read_tiles(const int32_t* lengths, bool offsets, const int
       fail_request(lengths, offsets, kv_lens, b, q_start, limits_.max_tokens);
     }
     const int decode_rows = decode_tile_rows(q_len * group);
+    if (decode_rows > 0 && omit_decodes_) {  // the concurrent form's prefill plan
+      q_start = q_end;
+      continue;
+    }
     const int64_t positions = decode_rows > 0 ? q_len : ppt;
     const auto kind = decode_rows > 0 ? BatchTileKind::kDecode : BatchTileKind::kPrefill;
     const int tile_rows = decode_rows > 0 ? decode_rows : kPrefillTileRows;
@@ -376,6 +392,78 @@ int64_t BatchPlanner::read_tiles(const int32_t* lengths, bool offsets, const int
 BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, const int32_t* kv_lens,
                                       int batch, void* workspace, size_t workspace_bytes) {
   check_workspace(workspace, workspace_bytes);
+  auto* const base = static_cast<unsigned char*>(workspace);
+  BatchPlanInfo info = plan_pass(lengths, offsets, kv_lens, batch, base, 0);
+  BatchConcurrentForm form;
+  const int parts = concurrent_partition(lengths, offsets, batch, form);
+  if (parts > 0) {
+    form.plan_offset = (info.used_bytes + 15) & ~size_t{15};
+    omit_decodes_ = true;
+    const BatchPlanInfo second =
+        plan_pass(lengths, offsets, kv_lens, batch, base + form.plan_offset, parts);
+    omit_decodes_ = false;
+    form.prefill_ctas = parts;
+    form.num_merges = second.num_merges;
+    form.num_partial_rows = second.num_partial_rows;
+    form.plan_end = form.plan_offset + second.used_bytes;
+    info.concurrent = form;
+  }
+  return info;
+}
+
+// The whole step's pass has run (prefill_cost_, decode_cost_, partition_): where the concurrent
+// form applies (batch_plan.hpp, concurrent_decodes), the step's decode runs into `form` and the
+// prefill CTAs of each group: the split model of choose_partition() at concurrent_rate_milli,
+// of equally modelled splits (within 1%) the one with the most prefill CTAs (beside an HBM the
+// decodes saturate, a prefill CTA runs slower than the model says: run set am's (b)).
+int BatchPlanner::concurrent_partition(const int32_t* lengths, bool offsets, int batch,
+                                       BatchConcurrentForm& form) const {
+  if (limits_.concurrent_decodes == BatchOverlap::kOff || !mixed_step() || group_ctas_ < 2 ||
+      limits_.dv() != limits_.head_dim) {
+    return 0;
+  }
+  int runs = 0;
+  int64_t decodes = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int64_t q_len = offsets ? int64_t{lengths[b + 1]} - lengths[b] : lengths[b];
+    if (q_len == 0 || decode_tile_rows(q_len * group_) == 0) continue;
+    if (q_len > kConcurrentMaxDecodeQLen) return 0;
+    BatchDecodeRun* last = runs > 0 ? &form.runs[runs - 1] : nullptr;
+    if (last != nullptr && last->end == b && last->q_len == q_len) {
+      last->end = b + 1;
+    } else {
+      if (runs == kMaxConcurrentDecodeRuns) return 0;
+      form.runs[runs++] = {b, b + 1, static_cast<int32_t>(q_len)};
+    }
+    ++decodes;
+  }
+  int best = limits_.concurrent_ctas > 0 ? std::min(limits_.concurrent_ctas, group_ctas_ - 1) : 0;
+  if (best == 0) {
+    const double prefill = static_cast<double>(prefill_cost_);
+    const double decode = static_cast<double>(decode_cost_);
+    const int g = group_ctas_;
+    const double r = limits_.concurrent_rate_milli / 1000.0;
+    double best_time = std::numeric_limits<double>::infinity();
+    for (int parts = 1; parts < g; ++parts) {
+      const double stream = std::min((g - parts) * r, static_cast<double>(g));
+      const double t = std::max(prefill / parts, decode / stream);
+      if (t <= best_time * 1.01) {
+        best_time = std::min(best_time, t);
+        best = parts;
+      }
+    }
+  }
+  // Two (request, KV head) problems an SM left to the decodes: no split, no workspace.
+  const int64_t decode_ctas = int64_t{group_ctas_ - best} * num_groups_;
+  if (decodes * limits_.num_kv_heads < 2 * decode_ctas) return 0;
+  form.num_runs = runs;
+  return best;
+}
+
+// One pass of the planner over the step into `base` (plan_impl: the whole step, then the
+// concurrent form's prefill plan).
+BatchPlanInfo BatchPlanner::plan_pass(const int32_t* lengths, bool offsets, const int32_t* kv_lens,
+                                      int batch, unsigned char* base, int forced_partition) {
   const int64_t total_key_cost = read_tiles(lengths, offsets, kv_lens, batch);
   make_works(choose_chunk_cost(total_key_cost, max_key_cost_));
   const int64_t num_items = int64_t{num_works_} * limits_.num_kv_heads;
@@ -399,7 +487,10 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
       limits_.spread_decodes == BatchOverlap::kOn || limits_.side_decodes == BatchOverlap::kOn;
   const bool partition = limits_.partition_decodes == BatchOverlap::kOn ||
                          (limits_.partition_decodes == BatchOverlap::kAuto && !overlap_asked);
-  if (partition && mixed && group_ctas_ >= 2) {
+  if (forced_partition > 0) {
+    partition_ = forced_partition;
+    partition_order();
+  } else if (partition && mixed && group_ctas_ >= 2) {
     partition_ = choose_partition();
     partition_order();
   }
@@ -407,7 +498,6 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
   assign();
 
   const BatchPlanOffsets off = batch_plan_offsets(limits_.num_ctas, num_items, num_merges_);
-  unsigned char* base = static_cast<unsigned char*>(workspace);
   write_cta_offsets(base + off.cta_offsets, off.items - off.cta_offsets);
   BatchPlanInfo info;
   const int prefill_items = write_items(base + off.items, info);

@@ -108,6 +108,22 @@ struct BatchPlanLimits {
   // split above; clamped to the group's CTAs - 1): to time the split itself (hopattn bench batch
   // --batch-partition-ctas).
   int partition_ctas = 0;
+  // The concurrent form of a mixed step (plan(), BatchPlanInfo::concurrent): besides the plan of
+  // the whole step, a second plan in the same buffer of its prefill works alone on the first
+  // concurrent_ctas (or the model's count) CTAs of each group, the other CTAs' lists empty, and
+  // the step's decodes as at most kMaxConcurrentDecodeRuns runs of consecutive requests of one
+  // q_len, which run() hands to the decode family on a second stream at the same time. The decode
+  // family streams a decode at ~2.25x a batch CTA's even share of the HBM where a batch decode
+  // tile reaches 1.5x (docs/perf/batch.md, run set am, H100: (a) 1.40x the separate launches
+  // against the single plan's 1.31x, (b) 1.20x against 1.13x), so the same decodes need fewer
+  // SMs. Planned where the step has prefill works and decodes, the decodes have q_len <= 16 in
+  // at most kMaxConcurrentDecodeRuns runs, head_dim == head_dim_v, and they make at least two
+  // (request, KV head) problems for every SM left to them (the decode calls then need no split
+  // and no workspace). kAuto and kOn: there; kOff: never (the plan buffer is then half the size).
+  // A CUDA graph replays whatever run() captured, so run() takes the single plan while capturing.
+  BatchOverlap concurrent_decodes = BatchOverlap::kAuto;
+  int concurrent_rate_milli = 2250;  // r of the split's model (partition_decodes) for the form
+  int concurrent_ctas = 0;  // prefill CTAs of each group, fixed instead of modelled (0: model)
   // The card's L2 bytes, for the order of the prefill works (0: plain LPT): in a step without
   // decodes, or on the prefill CTAs of a partition, they go out in sections of consecutive
   // requests whose K/V (all KV heads) fits fwd_section_bytes (half the L2 under a causal
@@ -163,6 +179,28 @@ struct BatchPlanCapacity {
   size_t partial_lse_bytes;  // fp32 [max_partial_rows]
 };
 
+// Most runs of decodes the concurrent form hands to the decode family (one call each).
+inline constexpr int kMaxConcurrentDecodeRuns = 4;
+// The decode family's largest q_len (DecodeArgs).
+inline constexpr int kConcurrentMaxDecodeQLen = 16;
+
+// Requests [begin, end) of a step, every one a decode of q_len tokens: one decode-family call.
+struct BatchDecodeRun {
+  int32_t begin = 0, end = 0, q_len = 0;
+};
+
+// The concurrent form of a planned step (BatchPlanLimits::concurrent_decodes); prefill_ctas 0:
+// none was planned.
+struct BatchConcurrentForm {
+  size_t plan_offset = 0;  // the prefill plan's place in the plan buffer (16-byte aligned)
+  size_t plan_end = 0;     // its end: the bytes of the buffer to copy to the device
+  int prefill_ctas = 0;    // each group's CTAs with prefill items (the others' lists are empty)
+  int num_merges = 0;      // merge records of the prefill plan
+  int num_partial_rows = 0;
+  int num_runs = 0;
+  BatchDecodeRun runs[kMaxConcurrentDecodeRuns];
+};
+
 // What one plan() call produced (also in the header, except the costs).
 struct BatchPlanInfo {
   size_t used_bytes = 0;  // bytes written from the start of the buffer: the copy to the device
@@ -178,6 +216,7 @@ struct BatchPlanInfo {
   // partition_decodes: the CTAs of each group (of num_ctas / gcd(num_kv_heads, num_ctas)
   // consecutive ones) that run prefill works, the first ones; 0: not partitioned.
   int partition_ctas = 0;
+  BatchConcurrentForm concurrent;  // used_bytes is the whole step's plan alone
 };
 
 class BatchPlanner {
@@ -225,6 +264,13 @@ class BatchPlanner {
 
   BatchPlanInfo plan_impl(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch,
                           void* workspace, size_t workspace_bytes);
+  // One plan of the step at `base`; forced_partition > 0: the prefill works alone (omit_decodes_)
+  // on that many CTAs of each group.
+  BatchPlanInfo plan_pass(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch,
+                          unsigned char* base, int forced_partition);
+  // The concurrent form's decode runs and prefill CTAs a group after the whole step's pass, or 0.
+  int concurrent_partition(const int32_t* lengths, bool offsets, int batch,
+                           BatchConcurrentForm& form) const;
   void check_workspace(const void* workspace, size_t bytes) const;
   int64_t read_tiles(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch);
   int64_t choose_chunk_cost(int64_t total_key_cost, int64_t max_key_cost);
@@ -286,7 +332,8 @@ class BatchPlanner {
   std::vector<int32_t> place_rank_;   // its place in its CTA's list
   std::vector<uint32_t> slot_place_;  // group 0's lists, CTA by CTA: work << bits | placement
   std::vector<uint32_t> spread_prefill_, spread_decode_;  // spread_decodes(): one CTA's items
-  int partition_ = 0;  // partition_decodes: group 0's prefill CTAs (0: none)
+  int partition_ = 0;          // partition_decodes: group 0's prefill CTAs (0: none)
+  bool omit_decodes_ = false;  // read_tiles() makes no tile of a decode (the concurrent form)
   int64_t prefill_cost_ = 0, decode_cost_ = 0;  // the works' costs by kind (weigh_kinds)
   bool side_ok_ = false;            // side_decodes may plan (the limits admit the side lane)
   std::vector<uint8_t> side_slot_;  // side_decodes(): group 0's slots that run on the side lane

@@ -199,11 +199,24 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
   f.expect(h.num_prefill_items + h.num_decode_items == h.num_items, "kind counts");
   // Nothing written past the used bytes: the guard beyond the static size, and everything up to
   // it, still holds the fill pattern.
+  // With a concurrent form: its plan from plan_offset to plan_end, the gap before it untouched.
   const unsigned char* end = base + static_bytes + kGuardBytes;
+  const bool form = info.concurrent.prefill_ctas > 0;
+  const unsigned char* gap_end = form ? base + info.concurrent.plan_offset : end;
   const unsigned char* touched =
-      std::find_if(base + h.used_bytes, end, [](unsigned char c) { return c != kFill; });
-  f.expect(touched == end, "byte ", touched - base, " past the used ", h.used_bytes,
+      std::find_if(base + h.used_bytes, gap_end, [](unsigned char c) { return c != kFill; });
+  f.expect(touched == gap_end, "byte ", touched - base, " past the used ", h.used_bytes,
            " was written");
+  if (form) {
+    f.expect(info.concurrent.plan_offset % 16 == 0 && info.concurrent.plan_offset >= h.used_bytes &&
+                 info.concurrent.plan_end <= static_bytes,
+             "concurrent plan at [", info.concurrent.plan_offset, ", ", info.concurrent.plan_end,
+             ") of ", static_bytes);
+    touched = std::find_if(base + info.concurrent.plan_end, end,
+                           [](unsigned char c) { return c != kFill; });
+    f.expect(touched == end, "byte ", touched - base, " past the concurrent plan's end ",
+             info.concurrent.plan_end, " was written");
+  }
   f.expect(p.cta_offsets.front() == 0 && p.cta_offsets.back() == h.num_items, "CTA offsets ends");
 
   // The overlap the step got: none where the limits forbid it, and every side item counted.
@@ -333,7 +346,8 @@ void check_item(const BatchPlanLimits& l, const Step& s, const Plan& p, const Ba
 // Coverage and writers, per (request, KV head): a sweep over the row boundaries of its items and
 // merge records; on each run of rows between boundaries the covering items' KV ranges must be
 // disjoint and hold every key the run's rows see, and exactly one writer must own the run.
-void check_coverage(const BatchPlanLimits& l, const Step& s, const Plan& p, Failure& f) {
+void check_coverage(const BatchPlanLimits& l, const Step& s, const Plan& p, Failure& f,
+                    const std::vector<bool>& skip = {}) {
   const int64_t group = l.num_qo_heads / l.num_kv_heads;
   const int heads = l.num_kv_heads;
   std::vector<std::vector<int>> items(size_t(s.batch()) * heads), merges(items.size());
@@ -353,6 +367,7 @@ void check_coverage(const BatchPlanLimits& l, const Step& s, const Plan& p, Fail
   std::vector<int64_t> bounds;
   std::vector<int> active, open_items, open_recs;
   for (int b = 0; b < s.batch() && !f.failed(); ++b) {
+    if (!skip.empty() && skip[size_t(b)]) continue;
     const int64_t q = s.q_len(b), kv = s.kv[b], rows = q * group;
     for (int h = 0; h < heads && !f.failed(); ++h) {
       std::vector<int>& mine = items[size_t(b) * heads + h];
@@ -468,6 +483,61 @@ void check_partials(const Plan& p, Failure& f) {
 
 }  // namespace
 
+// The concurrent form (BatchPlanLimits::concurrent_decodes): its runs hold exactly the step's
+// decodes (consecutive requests of one q_len <= 16, in order), and its plan computes every
+// prefill row's pairs exactly once from prefill items on the first prefill_ctas CTAs of each
+// group, with no item of a decode.
+void check_concurrent(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& info,
+                      const unsigned char* base, Failure& f) {
+  const BatchConcurrentForm& form = info.concurrent;
+  const int group = l.num_qo_heads / l.num_kv_heads;
+  std::vector<bool> decode(size_t(s.batch()), false);
+  for (int b = 0; b < s.batch(); ++b) {
+    decode[size_t(b)] = s.q_len(b) > 0 && decode_tile_rows(s.q_len(b) * group) > 0;
+  }
+  f.expect(
+      form.prefill_ctas > 0 && l.concurrent_decodes != BatchOverlap::kOff && l.dv() == l.head_dim &&
+          form.num_runs >= 1 && form.num_runs <= kMaxConcurrentDecodeRuns,
+      "concurrent form against the limits: ", form.prefill_ctas, " CTAs, ", form.num_runs, " runs");
+  std::vector<int> in_run(size_t(s.batch()), 0);
+  for (int r = 0; r < form.num_runs && !f.failed(); ++r) {
+    const BatchDecodeRun& run = form.runs[r];
+    f.expect(run.begin < run.end && run.end <= s.batch() &&
+                 (r == 0 || form.runs[r - 1].end <= run.begin) && run.q_len >= 1 &&
+                 run.q_len <= kConcurrentMaxDecodeQLen,
+             "decode run ", r, " [", run.begin, ", ", run.end, ") of q_len ", run.q_len);
+    for (int b = run.begin; b < run.end && !f.failed(); ++b) {
+      f.expect(decode[size_t(b)] && s.q_len(b) == run.q_len, "request ", b, " in run ", r);
+      ++in_run[size_t(b)];
+    }
+  }
+  for (int b = 0; b < s.batch() && !f.failed(); ++b) {
+    f.expect(in_run[size_t(b)] == (decode[size_t(b)] ? 1 : 0), "request ", b, " in ",
+             in_run[size_t(b)], " runs");
+  }
+  if (f.failed()) return;
+  const Plan p = read_plan(base + form.plan_offset);
+  const BatchPlanHeader& h = p.header;
+  f.expect(h.magic == kBatchPlanMagic && h.num_ctas == l.num_ctas && h.num_requests == s.batch() &&
+               form.plan_end == form.plan_offset + h.used_bytes &&
+               h.num_merges == form.num_merges && h.num_partial_rows == form.num_partial_rows &&
+               h.num_decode_items == 0,
+           "concurrent plan header");
+  const int group_ctas = l.num_ctas / std::gcd(l.num_kv_heads, l.num_ctas);
+  for (int c = 0; c < l.num_ctas && !f.failed(); ++c) {
+    const bool prefill_cta = c % group_ctas < form.prefill_ctas;
+    for (int i = p.cta_offsets[size_t(c)]; i < p.cta_offsets[size_t(c) + 1] && !f.failed(); ++i) {
+      const BatchWorkItem& it = p.items[size_t(i)];
+      f.expect(prefill_cta && it.kind == uint16_t(BatchTileKind::kPrefill) &&
+                   !decode[size_t(it.request)],
+               "concurrent plan: CTA ", c, " holds ", Show{it});
+      if (!f.failed()) check_item(l, s, p, it, f);
+    }
+  }
+  if (!f.failed()) check_coverage(l, s, p, f, decode);
+  if (!f.failed()) check_partials(p, f);
+}
+
 std::string verify(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& info,
                    const unsigned char* base) {
   const Plan p = read_plan(base);
@@ -479,6 +549,7 @@ std::string verify(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo&
   }
   if (!f.failed()) check_coverage(l, s, p, f);
   if (!f.failed()) check_partials(p, f);
+  if (!f.failed() && info.concurrent.prefill_ctas > 0) check_concurrent(l, s, info, base, f);
   return f.message();
 }
 

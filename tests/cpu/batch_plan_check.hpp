@@ -9,7 +9,9 @@
 //     work is scheduled that no row needs;
 //   - the busiest CTA costs at most the mean plus the largest item (LPT's bound), and every CTA
 //     runs its items largest first (with BatchPlanLimits::spread_decodes: within each kind);
-//   - the plan fits the static workspace query, and a guard region after it stays untouched.
+//   - the plan fits the static workspace query, and a guard region after it stays untouched;
+//   - a concurrent form (BatchPlanLimits::concurrent_decodes) runs exactly the step's decodes
+//     and plans every prefill row exactly once on its prefill CTAs alone.
 #pragma once
 
 #include <cstddef>

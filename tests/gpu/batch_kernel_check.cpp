@@ -602,6 +602,8 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
   internal::BatchAttentionVariants::side_decodes(ba, s.side_lane);
   internal::BatchAttentionVariants::partition_decodes(
       ba, s.partition, plan::BatchPlanLimits{}.decode_cta_rate_milli);
+  internal::BatchAttentionVariants::concurrent_decodes(
+      ba, s.concurrent, plan::BatchPlanLimits{}.concurrent_rate_milli);
   DeviceStep dev(*h);
   const DeviceWorkspace ws(ba.workspace_size());
   const CudaStream stream;

@@ -68,6 +68,9 @@ struct StepSpec {
   // Prefill and decode items on separate CTAs (BatchAttentionVariants::partition_decodes);
   // kAuto: where the planner picks it.
   plan::BatchOverlap partition = plan::BatchOverlap::kAuto;
+  // The concurrent form (BatchAttentionVariants::concurrent_decodes): off unless a test asks, so
+  // that the other tests keep running the single plan their switches pick.
+  plan::BatchOverlap concurrent = plan::BatchOverlap::kOff;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

@@ -35,6 +35,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <string>
@@ -410,6 +411,111 @@ TEST_F(BatchKernelPartition, AutoOnADecodeHeavyStep) {
   });
   const BatchPlanSummary planned = check_step(s, PlanMode::kUploadArrays);
   EXPECT_GT(planned.partition_ctas, 0) << "auto did not partition: " << describe(s);
+}
+
+// ------------------------------------------------------------------------- concurrent form
+// BatchPlanLimits::concurrent_decodes: a mixed step whose decodes form a few runs of one q_len
+// runs its prefill items alone on part of the grid and its decodes by the decode family on a
+// second stream at the same time (outside a CUDA graph capture). Three chunks and three runs of
+// decodes (q_len 1, 4, 1; kv_len = q_len, 113 and up to 4000 cached keys).
+template <class Edit>
+StepSpec concurrent_step(std::string name, Edit&& edit) {
+  StepSpec s;
+  s.name = std::move(name);
+  std::mt19937_64 shapes(77);
+  const int q_lens[3] = {1, 4, 1}, counts[3] = {30, 20, 14};
+  for (int r = 0; r < 3; ++r) {
+    s.q_lens.push_back(r == 0 ? 1500 : 300);
+    s.kv_lens.push_back(r == 0 ? 1500 : 300 + uniform(shapes, 0, 3000));
+    for (int d = 0; d < counts[r]; ++d) {
+      const int q = q_lens[r];
+      s.q_lens.push_back(q);
+      s.kv_lens.push_back(d == 0 ? q : d == 1 ? 113 : q + uniform(shapes, 0, 4000));
+    }
+  }
+  s.sample_rows = 32;
+  s.concurrent = plan::BatchOverlap::kOn;
+  edit(s);
+  return s;
+}
+
+void check_concurrent_step(const StepSpec& s, PlanMode mode) {
+  const BatchPlanSummary planned = check_step(s, mode);
+  EXPECT_GT(planned.concurrent_ctas, 0) << "no concurrent form: " << describe(s);
+}
+
+class BatchKernelConcurrent : public BatchKernel {};
+
+TEST_F(BatchKernelConcurrent, Bf16AndHd256) {
+  check_concurrent_step(concurrent_step("concurrent_bf16", [](StepSpec&) {}),
+                        PlanMode::kUploadArrays);
+  check_concurrent_step(concurrent_step("concurrent_hd256", [](StepSpec& s) { s.head_dim = 256; }),
+                        PlanMode::kPlain);
+}
+TEST_F(BatchKernelConcurrent, Fp16HndPages64SinksSoftcapGqa5) {
+  check_concurrent_step(concurrent_step("concurrent_fp16_hnd_ps64_sinks_softcap_gqa5",
+                                        [](StepSpec& s) {
+                                          s.dtype = s.cache_dtype = DType::kFP16;
+                                          s.layout = KVLayout::kHND, s.page_size = 64;
+                                          s.sinks = true, s.softcap = 30.f, s.group = 5;
+                                        }),
+                        PlanMode::kPlain);
+}
+TEST_F(BatchKernelConcurrent, Fp8PerHeadScales) {
+  check_concurrent_step(concurrent_step("concurrent_fp8_per_head_scales",
+                                        [](StepSpec& s) {
+                                          s.cache_dtype = DType::kFP8E4M3;
+                                          s.kv_heads = 4, s.group = 2;
+                                          s.per_head_scales = true;
+                                          s.k_scale = 0.5f, s.v_scale = 2.f;
+                                        }),
+                        PlanMode::kUploadTensors);
+}
+TEST_F(BatchKernelConcurrent, Hd64PagesOfOneWindow) {
+  check_concurrent_step(concurrent_step("concurrent_hd64_ps1_window",
+                                        [](StepSpec& s) {
+                                          s.head_dim = 64, s.page_size = 1;
+                                          s.window = {300, 0};
+                                        }),
+                        PlanMode::kUploadArrays);
+}
+
+// A graph captured on a step with a concurrent form replays the single plan (the eager run takes
+// the concurrent form); both match the reference, and so does a replay after a re-plan.
+TEST_F(BatchKernelConcurrent, GraphReplaysTheSinglePlan) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const StepSpec first = concurrent_step("concurrent_graph_captured", [](StepSpec&) {});
+  const StepSpec second = concurrent_step("concurrent_graph_replayed", [](StepSpec& s) {
+    std::reverse(s.q_lens.begin(), s.q_lens.end());
+    std::reverse(s.kv_lens.begin(), s.kv_lens.end());
+  });
+  const Geometry g = cover(geometry_of(first), geometry_of(second));
+  const auto h0 = make_host_step(first, g, rng);
+  const auto h1 = make_host_step(second, g, rng);
+  const Reference r0 = cpu_reference(*h0, rng), r1 = cpu_reference(*h1, rng);
+  BatchAttention ba(config_of(first, cuda_device()));
+  DeviceStep dev(*h0);
+  const DeviceWorkspace ws(ba.workspace_size());
+  const CudaStream stream;
+  plan_step(ba, *h0, PlanMode::kUploadArrays, ws.ws, stream);
+  EXPECT_GT(ba.planned().concurrent_ctas, 0) << "the captured step has no concurrent form";
+  const Outputs eager = run_once(ba, dev, *h0, ws.ws, stream);
+  expect_good(judge(*h0, eager, r0), "eager run (concurrent form)");
+  dev.poison_outputs();
+  GraphExec graph;
+  graph.capture(stream, [&] { ba.run(dev.args(*h0, ws.ws), stream.api()); });
+  graph.launch(stream);
+  expect_good(judge(*h0, dev.download(*h0), r0), "replay (single plan)");
+  dev.upload(*h1);
+  plan_step(ba, *h1, PlanMode::kUploadTensors, ws.ws, stream);
+  dev.poison_outputs();
+  graph.launch(stream);
+  expect_good(judge(*h1, dev.download(*h1), r1), "replay after a re-plan");
+  // The eager form again, on the re-planned step.
+  const Outputs again = run_once(ba, dev, *h1, ws.ws, stream);
+  expect_good(judge(*h1, again, r1), "eager run after the replays");
 }
 
 TEST_F(BatchKernel, MixedPrefillAndDecodesBf16) {

@@ -415,7 +415,10 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
 // form applies (batch_plan.hpp, concurrent_decodes), the step's decode runs into `form` and the
 // prefill CTAs of each group: the split model of choose_partition() at concurrent_rate_milli,
 // of equally modelled splits (within 1%) the one with the most prefill CTAs (beside an HBM the
-// decodes saturate, a prefill CTA runs slower than the model says: run set am's (b)).
+// decodes saturate, a prefill CTA runs slower than the model says: run set am's (b)). Beside the
+// prefill the decodes get kConcurrentHbmShare of the card's decode rate: run set am's (b) ran
+// best at 20-22 prefill CTAs of 33 (the cap at 1.0 of it gives 18: 1.5-3% slower), (a) at 25-26
+// (not capped there).
 int BatchPlanner::concurrent_partition(const int32_t* lengths, bool offsets, int batch,
                                        BatchConcurrentForm& form) const {
   if (limits_.concurrent_decodes == BatchOverlap::kOff || !mixed_step() || group_ctas_ < 2 ||
@@ -445,7 +448,7 @@ int BatchPlanner::concurrent_partition(const int32_t* lengths, bool offsets, int
     const double r = limits_.concurrent_rate_milli / 1000.0;
     double best_time = std::numeric_limits<double>::infinity();
     for (int parts = 1; parts < g; ++parts) {
-      const double stream = std::min((g - parts) * r, static_cast<double>(g));
+      const double stream = std::min((g - parts) * r, kConcurrentHbmShare * g);
       const double t = std::max(prefill / parts, decode / stream);
       if (t <= best_time * 1.01) {
         best_time = std::min(best_time, t);

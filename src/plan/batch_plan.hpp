@@ -271,6 +271,8 @@ class BatchPlanner {
   // on that many CTAs of each group.
   BatchPlanInfo plan_pass(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch,
                           unsigned char* base, int forced_partition);
+  BatchPlanInfo reassign_prefills(int batch, unsigned char* base, int parts);
+  BatchPlanInfo write_plan(unsigned char* base, int batch);
   // The concurrent form's decode runs and prefill CTAs a group after the whole step's pass, or 0.
   int concurrent_partition(const int32_t* lengths, bool offsets, int batch,
                            BatchConcurrentForm& form) const;

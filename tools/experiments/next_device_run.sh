@@ -5,7 +5,7 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "concurrent pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -25,6 +25,9 @@
 #   ov_ab.txt        (part ov) main against OV / OV192 (fwd_o_in_v*.patch), those set, on
 #                    fwd_o_in_v_rows.txt; tests_ov.txt with ov_racecheck.txt / ov_memcheck.txt,
 #                    tests_ov192.txt
+#   concurrent.txt   (part concurrent) tests_concurrent.txt with its sanitizer logs, then (a) / (b)
+#                    as the concurrent form, the single plan, the separate launches and at 20 /
+#                    22 / 26 prefill CTAs a group, with plan()'s host time
 #   pypeers.txt      (part pypeers) tools/device.sh python peers over decode_peers.py and
 #                    merge_peers.py from the wheel in .whl (PEERS_ARGS); their logs and
 #                    decode_peers.md, merge_peers.md
@@ -200,6 +203,26 @@ if has l2flush; then
   # Main's decode and merge rows behind the write flush (the tables' method: dirty lines) and a
   # read flush (--l2-flush read: clean lines), two rounds: what the dirty lines cost a call.
   rows_ab l2_flush_rows.txt l2_flush.txt
+fi
+
+if has concurrent; then
+  # Issue 11's concurrent form (BatchAttention outside graph captures): its GPU tests and the batch
+  # family's, then (a) / (b) against the single plan (--batch-concurrent off), the separate
+  # launches and other prefill CTA counts, two rounds, with plan()'s host time.
+  checked $M concurrent 200 'BatchKernelConcurrent.*:*Batch*' \
+    'BatchKernelConcurrent.Bf16AndHd256' 'BatchKernelConcurrent.Fp8PerHeadScales' \
+    'BatchKernelConcurrent.GraphReplaysTheSinglePlan'
+  for r in 1 2; do
+    for st in a b; do
+      echo "r$r $st auto $(bb $M --step $st) off $(bb $M --step $st --batch-concurrent off)" \
+        "sep $(BI=separate bb $M --step $st) c20 $(bb $M --step $st --batch-concurrent-ctas 20)" \
+        "c22 $(bb $M --step $st --batch-concurrent-ctas 22) c26 $(bb $M --step $st --batch-concurrent-ctas 26)"
+    done
+  done > $R/concurrent.txt 2>&1
+  for st in a b; do
+    $M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 | grep "plan()" >> $R/concurrent.txt
+  done
+  cat $R/concurrent.txt
 fi
 
 if has pypeers; then

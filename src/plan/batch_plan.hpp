@@ -114,9 +114,9 @@ struct BatchPlanLimits {
   // the step's decodes as at most kMaxConcurrentDecodeRuns runs of consecutive requests of one
   // q_len, which run() hands to the decode family on a second stream at the same time. The decode
   // family streams a decode at ~2.25x a batch CTA's even share of the HBM where a batch decode
-  // tile reaches 1.5x (docs/perf/batch.md, run set am, H100: (a) 1.40x the separate launches
-  // against the single plan's 1.31x, (b) 1.20x against 1.13x), so the same decodes need fewer
-  // SMs. Planned where the step has prefill works and decodes, the decodes have q_len <= 16 in
+  // tile reaches 1.5x, so the same decodes need fewer SMs (docs/perf/batch.md, run set am, H100:
+  // (a) 1.38x the separate launches against the single plan's 1.29-1.30x, (b) 1.15-1.19x against
+  // 1.13x). Planned where the step has prefill works and decodes, the decodes have q_len <= 16 in
   // at most kMaxConcurrentDecodeRuns runs, head_dim == head_dim_v, and they make at least two
   // (request, KV head) problems for every SM left to them (the decode calls then need no split
   // and no workspace). kAuto and kOn: there; kOff: never (the plan buffer is then half the size).

@@ -162,17 +162,21 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
       s.upload(args.workspace, stream);
     }
     // The concurrent form (plan::BatchConcurrentForm) outside a capture: its decode calls are
-    // built and validated before anything is launched (a rejected call writes nothing).
+    // built and validated before anything is launched. They are views of arguments batch_run
+    // accepted, so the decode validator takes them; were it ever to refuse one, the single plan
+    // computes the step instead (it covers every step).
     const plan::BatchConcurrentForm& form = s.concurrent;
-    const bool concurrent =
+    bool concurrent =
         form.prefill_ctas > 0 && s.side != nullptr && !kernels::batch::stream_is_capturing(stream);
     DecodeArgs decodes[plan::kMaxConcurrentDecodeRuns];
     const DecodeOptions decode_opts = batch_concurrent::decode_options(s.config);
-    if (concurrent) {
-      for (int r = 0; r < form.num_runs; ++r) {
-        decodes[r] = batch_concurrent::decode_args(args, s.config, s.current.cu_seqlens_q.data(),
-                                                   form.runs[r]);
+    for (int r = 0; concurrent && r < form.num_runs; ++r) {
+      decodes[r] = batch_concurrent::decode_args(args, s.config, s.current.cu_seqlens_q.data(),
+                                                 form.runs[r]);
+      try {
         validate::decode(decodes[r], decode_opts);
+      } catch (const Error&) {
+        concurrent = false;
       }
     }
     kernels::batch::StepLaunch step;

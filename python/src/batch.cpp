@@ -192,6 +192,7 @@ void bind_batch(nb::module_& m) {
         d["decodes_spread"] = s.decodes_spread;
         d["num_side_items"] = s.num_side_items;
         d["partition_ctas"] = s.partition_ctas;
+        d["concurrent_ctas"] = s.concurrent_ctas;
         return d;
       });
 }

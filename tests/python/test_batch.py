@@ -207,7 +207,9 @@ def test_batch_replan(fw, rng):
 
 def test_batch_plan_partitions_mixed_steps():
     """plan() runs a mixed step's prefill and its decodes on separate CTAs, whether its decodes
-    cost less than its prefill or more; a pure decode step is not partitioned."""
+    cost less than its prefill or more; a pure decode step is not partitioned. Both mixed steps
+    also get a concurrent form (prefill on part of each group of CTAs, decodes by the decode
+    family beside it), the pure step none."""
     ba = hopattn.BatchAttention(32, 8, 128, 16, max_batch=256, max_tokens=16384, device="cpu")
     q = [2048, 2048, 2048, 2048] + [1] * 124
     kv = [2048, 2048, 6144, 10240] + [4097] * 124
@@ -215,16 +217,19 @@ def test_batch_plan_partitions_mixed_steps():
     planned = ba._c.planned
     assert not planned["decodes_spread"] and planned["num_side_items"] == 0
     assert 0 < planned["partition_ctas"] < 33  # 8 KV heads on 132 CTAs: groups of 33
+    assert planned["concurrent_ctas"] == 26
     q = [8192] + [1] * 255
     kv = [8192] + [2048 + (14336 * i) // 254 for i in range(255)]
     ba.plan(np.cumsum([0] + q).astype(np.int32), np.array(kv, dtype=np.int32))
     planned = ba._c.planned
     assert not planned["decodes_spread"] and planned["num_side_items"] == 0
     assert 0 < planned["partition_ctas"] < 33  # 8 KV heads on 132 CTAs: groups of 33
+    assert planned["concurrent_ctas"] == 21
     ba.plan(np.arange(129, dtype=np.int32), np.full(128, 8192, dtype=np.int32))
     planned = ba._c.planned
     assert not planned["decodes_spread"] and planned["num_side_items"] == 0
     assert planned["partition_ctas"] == 0
+    assert planned["concurrent_ctas"] == 0
 
 
 def test_batch_plan_takes_torch_cpu_lengths(rng):

@@ -66,6 +66,15 @@ float parse_float(std::string_view flag, std::string_view text, float lo) {
   return v;
 }
 
+// A batch planner rate (1..64) in thousandths, as plan::BatchPlanLimits holds it.
+int parse_rate_milli(std::string_view flag, std::string_view text) {
+  const float r = parse_float(flag, text, 1.f);
+  if (r > 64.f) {
+    throw UsageError(std::string(flag) + ": expected 1..64, got " + std::to_string(r));
+  }
+  return static_cast<int>(r * 1000.f + 0.5f);
+}
+
 DType parse_dtype(std::string_view flag, std::string_view text, bool allow_8bit) {
   if (text == "bf16") return DType::kBF16;
   if (text == "fp16") return DType::kFP16;
@@ -334,9 +343,7 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--batch-decode-rate") {
-    const float r = parse_float(name, cur.value(name, inline_value), 1.f);
-    if (r > 64.f) throw UsageError("--batch-decode-rate: expected 1..64, got " + std::to_string(r));
-    f.batch_decode_rate_milli = static_cast<int>(r * 1000.f + 0.5f);
+    f.batch_decode_rate_milli = parse_rate_milli(name, cur.value(name, inline_value));
     return;
   }
   if (name == "--batch-partition-ctas") {
@@ -349,11 +356,7 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--batch-concurrent-rate") {
-    const float r = parse_float(name, cur.value(name, inline_value), 1.f);
-    if (r > 64.f) {
-      throw UsageError("--batch-concurrent-rate: expected 1..64, got " + std::to_string(r));
-    }
-    f.batch_concurrent_rate_milli = static_cast<int>(r * 1000.f + 0.5f);
+    f.batch_concurrent_rate_milli = parse_rate_milli(name, cur.value(name, inline_value));
     return;
   }
   if (name == "--batch-concurrent-ctas") {

@@ -1,6 +1,8 @@
 // The decode-family calls of a mixed step's concurrent form (batch_concurrent.hpp).
 #include "api/batch_concurrent.hpp"
 
+#include "kernels/batch/launch.hpp"
+
 namespace hopattn::batch_concurrent {
 namespace {
 
@@ -35,11 +37,7 @@ TensorView first_dim(const TensorView& t, int64_t begin, int64_t n) {
 }  // namespace
 
 DecodeOptions decode_options(const BatchAttentionConfig& config) {
-  DecodeOptions o;
-  o.causal = config.causal;
-  o.window = config.window;
-  o.softcap = config.softcap;
-  o.scale = config.scale;
+  DecodeOptions o = kernels::batch::mask_options<DecodeOptions>(config);
   o.num_splits = 1;
   return o;
 }

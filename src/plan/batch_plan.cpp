@@ -417,8 +417,8 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
 
 // The whole step's pass has run (prefill_cost_, decode_cost_, partition_): where the concurrent
 // form applies (batch_plan.hpp, concurrent_decodes), the step's decode runs into `form` and the
-// prefill CTAs of each group: the split model of choose_partition() at concurrent_rate_milli,
-// of equally modelled splits (within 1%) the one with the most prefill CTAs (beside an HBM the
+// prefill CTAs of each group: the split model (modelled_split) at concurrent_rate_milli, of
+// equally modelled splits (within 1%) the one with the most prefill CTAs (beside an HBM the
 // decodes saturate, a prefill CTA runs slower than the model says: run set am's (b)). Beside the
 // prefill the decodes get kConcurrentHbmShare of the card's decode rate: run set am's (b) ran
 // best at 20-22 prefill CTAs of 33 (the cap at 1.0 of it gives 18: 1.5-3% slower), (a) at 25-26
@@ -444,22 +444,9 @@ int BatchPlanner::concurrent_partition(const int32_t* lengths, bool offsets, int
     }
     ++decodes;
   }
-  int best = limits_.concurrent_ctas > 0 ? std::min(limits_.concurrent_ctas, group_ctas_ - 1) : 0;
-  if (best == 0) {
-    const double prefill = static_cast<double>(prefill_cost_);
-    const double decode = static_cast<double>(decode_cost_);
-    const int g = group_ctas_;
-    const double r = limits_.concurrent_rate_milli / 1000.0;
-    double best_time = std::numeric_limits<double>::infinity();
-    for (int parts = 1; parts < g; ++parts) {
-      const double stream = std::min((g - parts) * r, kConcurrentHbmShare * g);
-      const double t = std::max(prefill / parts, decode / stream);
-      if (t <= best_time * 1.01) {
-        best_time = std::min(best_time, t);
-        best = parts;
-      }
-    }
-  }
+  const int best = limits_.concurrent_ctas > 0
+                       ? std::min(limits_.concurrent_ctas, group_ctas_ - 1)
+                       : modelled_split(limits_.concurrent_rate_milli, kConcurrentHbmShare, 0.01);
   // Two (request, KV head) problems an SM left to the decodes: no split, no workspace.
   const int64_t decode_ctas = int64_t{group_ctas_ - best} * num_groups_;
   if (decodes * limits_.num_kv_heads < 2 * decode_ctas) return 0;

@@ -291,6 +291,7 @@ class BatchPlanner {
   void spread_decodes(int place_bits);
   void weigh_kinds();
   int choose_partition() const;
+  int modelled_split(int rate_milli, double cap, double tolerance) const;
   void partition_order();
   void section_prefills(int count);
   int side_decodes(int place_bits);

@@ -453,17 +453,27 @@ void BatchPlanner::assign_range(int begin, int end, int64_t& item) {
 // kind: the P of least modelled time max(prefill / P, decode / min((G - P) r, G)).
 int BatchPlanner::choose_partition() const {
   if (limits_.partition_ctas > 0) return std::min(limits_.partition_ctas, group_ctas_ - 1);
+  return modelled_split(limits_.decode_cta_rate_milli, 1.0, 0.0);
+}
+
+// The split model of the partition and of the concurrent form, over a group's G CTAs and the
+// works' costs by kind: P prefill CTAs take prefill / P, the decodes on the other G - P take
+// decode / min((G - P) r, cap G) (r = rate_milli / 1000: how much faster than its even share of
+// the HBM a CTA streaming decodes alone goes; cap G: the most of the card's stream they get).
+// Returns the least modelled time's P or, of the splits within `tolerance` of it, the one with the
+// most prefill CTAs.
+int BatchPlanner::modelled_split(int rate_milli, double cap, double tolerance) const {
   const double prefill = static_cast<double>(prefill_cost_);
   const double decode = static_cast<double>(decode_cost_);
   const int g = group_ctas_;
-  const double r = limits_.decode_cta_rate_milli / 1000.0;
+  const double r = rate_milli / 1000.0;
   int best = 1;
   double best_time = std::numeric_limits<double>::infinity();
   for (int parts = 1; parts < g; ++parts) {
-    const double stream = std::min((g - parts) * r, static_cast<double>(g));
+    const double stream = std::min((g - parts) * r, cap * g);
     const double t = std::max(prefill / parts, decode / stream);
-    if (t < best_time) {
-      best_time = t;
+    if (t < best_time * (1.0 + tolerance)) {
+      best_time = std::min(best_time, t);
       best = parts;
     }
   }

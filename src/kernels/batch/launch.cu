@@ -68,11 +68,7 @@ FwdArgs fwd_args(const BatchArgs& a, const StepLaunch& step) {
 }
 
 AttentionOptions fwd_options(const BatchAttentionConfig& c) {
-  AttentionOptions o;
-  o.causal = c.causal;
-  o.window = c.window;
-  o.softcap = c.softcap;
-  o.scale = c.scale;
+  AttentionOptions o = mask_options<AttentionOptions>(c);
   o.pack_gqa = true;  // a work tile is the planner's packed (position, head) rows
   return o;
 }

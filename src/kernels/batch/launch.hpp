@@ -33,6 +33,19 @@ struct StepLaunch {
   bool paged_tma = true;
 };
 
+// The configuration's mask and logit options (causal, window, softcap, scale), in the fwd
+// family's or decode's options struct: the batch launch's fwd call and the concurrent form's
+// decode calls (src/api/batch_concurrent.cpp).
+template <class Options>
+Options mask_options(const BatchAttentionConfig& c) {
+  Options o;
+  o.causal = c.causal;
+  o.window = c.window;
+  o.softcap = c.softcap;
+  o.scale = c.scale;
+  return o;
+}
+
 // Throws hopattn::Error(kNotImplemented) naming the first feature of the call the CUDA kernel
 // does not provide (8-bit caches, scales other than 1, head dims other than 64 / 128 / 256).
 void check_supported(const BatchArgs& args, const BatchAttentionConfig& config);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "hopattn/api.hpp"
+#include "kernels/batch/launch.hpp"
 
 namespace hopattn::testing::batch_case {
 namespace {
@@ -33,17 +34,6 @@ TensorView batch_of_one(const TensorView& rows) {
   for (int i = 0; i < rows.rank(); ++i)
     shape[i + 1] = rows.size(i), strides[i + 1] = rows.stride(i);
   return TensorView(rows.data(), rows.dtype(), rows.rank() + 1, shape, strides, rows.device());
-}
-
-// The case's mask and logit options, in decode's or the fwd family's options struct.
-template <class Options>
-Options mask_options(const BatchCase& c) {
-  Options o;
-  o.causal = c.causal;
-  o.window = c.window;
-  o.softcap = c.softcap;
-  o.scale = c.scale;
-  return o;
 }
 
 KVRows random_rows(const BatchCase& c, int dim, std::mt19937_64& rng) {
@@ -210,7 +200,7 @@ Expected per_request_reference(const BatchCase& c, const BatchStep& s) {
       d.sinks = a.sinks;
       d.out = batch_of_one(out);
       d.lse = batch_of_one(lse);
-      decode(d, mask_options<DecodeOptions>(c));
+      decode(d, kernels::batch::mask_options<DecodeOptions>(config_of(c)));
       continue;
     }
     const HostTensor cu = int_tensor({0, static_cast<int32_t>(q_len)});
@@ -223,7 +213,7 @@ Expected per_request_reference(const BatchCase& c, const BatchStep& s) {
     f.sinks = a.sinks;
     f.out = out;
     f.lse = lse;
-    attention_fwd(f, mask_options<AttentionOptions>(c));
+    attention_fwd(f, kernels::batch::mask_options<AttentionOptions>(config_of(c)));
   }
   return e;
 }

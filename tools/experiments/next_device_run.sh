@@ -5,7 +5,7 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "concurrent pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "table concurrent pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -28,6 +28,9 @@
 #   concurrent.txt   (part concurrent) tests_concurrent.txt with its sanitizer logs, then (a) / (b)
 #                    as the concurrent form, the single plan, the separate launches and at 20 /
 #                    22 / 26 prefill CTAs a group, with plan()'s host time
+#   table.txt        (part table) issue 11's batch table: steps a-d as batch / single plan /
+#                    separate / varlen, (b)'s parts alone, (b) longest decodes first, prefill CTA
+#                    counts around the model's picks, plan() times (with part peers: FlashInfer)
 #   pypeers.txt      (part pypeers) tools/device.sh python peers over decode_peers.py and
 #                    merge_peers.py from the wheel in .whl (PEERS_ARGS); their logs and
 #                    decode_peers.md, merge_peers.md
@@ -223,6 +226,32 @@ if has concurrent; then
     $M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 | grep "plan()" >> $R/concurrent.txt
   done
   cat $R/concurrent.txt
+fi
+
+if has table; then
+  # Issue 11's batch table in one call: steps a-d as the library's form (concurrent on (a), (b)),
+  # the single plan, the separate launches and one varlen launch; (b)'s parts alone (its bound:
+  # the decodes' own read), (b) with its decodes longest first, prefill CTA counts around the
+  # model's picks (21 on (b), 26 on (a) for 132 SMs), plan() times. Run part peers after it for
+  # FlashInfer's rows of the same call.
+  dec="255x1@2048..16384"
+  desc="8192@0,51x1@13562..16384,51x1@10683..13506,51x1@7805..10627,51x1@4926..7749,51x1@2048..4870"
+  for r in 1 2; do
+    for st in a b c d; do
+      echo "r$r $st batch $(bb $M --step $st) off $(bb $M --step $st --batch-concurrent off)" \
+        "sep $(BI=separate bb $M --step $st) varlen $(BI=varlen bb $M --step $st)"
+    done
+    echo "r$r parts decodes-alone sep $(BI=separate bb $M --step $dec)" \
+      "chunk-alone sep $(BI=separate bb $M --step 8192@0) batch $(bb $M --step 8192@0)"
+    echo "r$r b-desc batch $(bb $M --step $desc) sep $(BI=separate bb $M --step $desc)"
+    echo "r$r sweep b c19 $(bb $M --step b --batch-concurrent-ctas 19)" \
+      "c23 $(bb $M --step b --batch-concurrent-ctas 23) a c25 $(bb $M --step a --batch-concurrent-ctas 25)" \
+      "c27 $(bb $M --step a --batch-concurrent-ctas 27)"
+  done > $R/table.txt 2>&1
+  for st in a b c d; do
+    $M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 | grep "plan()" | cut -c1-200 >> $R/table.txt
+  done
+  cat $R/table.txt
 fi
 
 if has pypeers; then

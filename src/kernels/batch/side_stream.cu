@@ -58,4 +58,18 @@ void SideStream::join(Stream stream) {
   cuda_ok(cudaStreamWaitEvent(raw(stream), e, 0), "cudaStreamWaitEvent (join)");
 }
 
+SideStream::Joined::~Joined() {
+  if (joined_) return;
+  // Unwinding from a launch error: the join's own error, if any, must not replace it.
+  try {
+    side_.join(stream_);
+  } catch (...) {
+  }
+}
+
+void SideStream::Joined::join() {
+  joined_ = true;
+  side_.join(stream_);
+}
+
 }  // namespace hopattn::kernels::batch

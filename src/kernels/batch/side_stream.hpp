@@ -23,6 +23,23 @@ class SideStream {
   void join(Stream stream);
   Stream stream() const { return stream_; }
 
+  // Between fork() and join(): joins on the way out unless join() ran, so that a launch that
+  // throws in between never leaves work queued on the side stream that the caller's stream does
+  // not wait for (the outputs of decodes launched before the throw would land after it).
+  class Joined {
+   public:
+    Joined(SideStream& side, Stream stream) : side_(side), stream_(stream) {}
+    ~Joined();
+    Joined(const Joined&) = delete;
+    Joined& operator=(const Joined&) = delete;
+    void join();  // the normal way out: errors reach the caller
+
+   private:
+    SideStream& side_;
+    Stream stream_;
+    bool joined_ = false;
+  };
+
  private:
   void release();
 

@@ -112,6 +112,7 @@ Row run_row(const RunRequest& req) {
               : time_cpu(fn, req.warmup, req.iters, req.progress);
     }
     row.time_ms = t.median_ms;
+    if (gpu) row.host_us = t.host_median_ms * 1e3;
     const double seconds = t.median_ms * 1e-3;
     if (seconds > 0) {
       const bool compute = metric(s) == Metric::kFlops;
@@ -121,6 +122,13 @@ Row run_row(const RunRequest& req) {
     row.detail = w->detail();
     if (s.family == Family::kBatch && seconds > 0) {
       row.detail += (row.detail.empty() ? "" : "; ") + both_rates(s, seconds);
+    }
+    if (s.family == Family::kBatch && row.host_us) {
+      // run() is called once a layer with one plan: its own host cost matters to an engine.
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "run %.1f us on the host a call (its enqueue, median)",
+                    *row.host_us);
+      row.detail += (row.detail.empty() ? "" : "; ") + std::string(buf);
     }
     if (!row.detail.empty()) row.detail = row.family + " " + row.impl + ": " + row.detail;
   } catch (const std::exception& e) {

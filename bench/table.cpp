@@ -49,12 +49,13 @@ std::string csv_field(const std::string& s) {
 
 void print_table(std::ostream& os, const std::vector<Row>& rows, bool csv) {
   if (csv) {
-    os << "family,impl,shape,device,time_ms,rate,rate_unit,max_err,status\n";
+    os << "family,impl,shape,device,time_ms,rate,rate_unit,max_err,status,host_us\n";
     for (const Row& r : rows) {
       os << r.family << ',' << r.impl << ',' << csv_field(r.shape) << ',' << csv_field(r.device)
          << ',' << (r.time_ms ? std::to_string(*r.time_ms) : "") << ','
          << (r.rate ? std::to_string(*r.rate * 1e-12) : "") << ",T" << r.rate_unit << ','
-         << (r.max_err ? format_err(r.max_err) : "") << ',' << csv_field(r.status) << '\n';
+         << (r.max_err ? format_err(r.max_err) : "") << ',' << csv_field(r.status) << ','
+         << (r.host_us ? std::to_string(*r.host_us) : "") << '\n';
     }
     return;
   }

@@ -14,8 +14,9 @@ struct Row {
   std::string shape;
   std::string device;  // "NVIDIA H200", "CPU"
   std::optional<double> time_ms;
-  std::optional<double> rate;  // per second, in rate_unit
-  std::string rate_unit;       // "FLOP/s" or "B/s"; printed with a T/G/M prefix (CSV: T)
+  std::optional<double> host_us;  // GPU rows: host time of one call's enqueue (Timing)
+  std::optional<double> rate;     // per second, in rate_unit
+  std::string rate_unit;          // "FLOP/s" or "B/s"; printed with a T/G/M prefix (CSV: T)
   std::optional<double> max_err;
   std::string status;  // "OK", "FAIL: ...", "no GPU kernel yet", ...
   bool failed = false;

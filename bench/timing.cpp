@@ -55,16 +55,23 @@ Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush 
   }
   device_synchronize();
   GpuTimer timer;
-  std::vector<double> ms;
+  std::vector<double> ms, host_ms;
   for (int i = 0; i < iters; ++i) {
     report(progress, "timing", i, iters, true);
     flush_l2(flush);
     timer.start();
+    const auto issued = std::chrono::steady_clock::now();
     for (int c = 0; c < chain; ++c) fn();
-    ms.push_back(timer.stop_ms() / chain);
+    host_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - issued)
+            .count() /
+        chain);
+    ms.push_back(timer.stop_ms() / chain);  // waits for the calls: the next ones start idle
   }
   device_synchronize();
-  return summarize(std::move(ms));
+  Timing t = summarize(std::move(ms));
+  t.host_median_ms = summarize(std::move(host_ms)).median_ms;
+  return t;
 }
 
 }  // namespace hopattn::cli

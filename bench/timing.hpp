@@ -13,6 +13,9 @@ struct Timing {
   double median_ms = 0;
   double min_ms = 0;
   int iters = 0;
+  // GPU rows: the median host time of one call (its enqueue: validation, launches), each timed
+  // iteration's calls issued behind nothing but the L2 flush; 0 on the CPU.
+  double host_median_ms = 0;
 };
 
 Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress* progress);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Host cost of one eager call of hopattn's torch path at tiny shapes, next to PyTorch SDPA's, to
 see what Python adds per call where the kernel is short: the rows of issue 13's targets
-(attention with inputs that require grad, attention, decode, mla, merge_states).
+(attention with inputs that require grad, attention, decode, mla, merge_states), and
+BatchAttention.run (one layer of a planned step; an engine calls it once a layer).
 
     python bench/peers/host_overhead.py              # CUDA when available, else the CPU backend
     python bench/peers/host_overhead.py --device cpu # the CPU reference (same Python/C++ path)
@@ -22,6 +23,7 @@ With OUT set, writes $OUT/host_overhead.md.
 import argparse
 import cProfile
 import io
+import itertools
 import pstats
 import statistics
 import sys
@@ -98,7 +100,34 @@ def workloads(device):
     o_a, o_b = randn(1, dhq, d), randn(1, dhq, d)
     lse_a = torch.randn(1, dhq, generator=gen, device=device)
     lse_b = torch.randn(1, dhq, generator=gen, device=device)
+    # BatchAttention.run, one layer of a planned step: decodes at kv 256 beside one prefill chunk,
+    # a short step whose single launch serves it (1 chunk of 64 + 7 decodes), and a longer one
+    # whose decodes fill their SMs, which runs the concurrent form on CUDA (1 chunk of 256 + 64
+    # decodes: its prefill launch, the decode family's on a second stream, the fork and join).
+    # The CPU backend: 2 / 1 heads of 64 (the family's smallest head dim), steps of 4 + 3 and 8 + 8.
+    bd = d if cuda else 64
+
+    def batch_step(chunk, decodes):
+        q_lens = [chunk] + [1] * decodes
+        cu_q = torch.tensor([0] + list(itertools.accumulate(q_lens)), dtype=torch.int32)
+        kv = torch.tensor([chunk] + [kv_len] * decodes, dtype=torch.int32)
+        pages = -(-max(chunk, kv_len) // page)
+        ba = hopattn.BatchAttention(dhq, dhkv, bd, page, device=device)
+        ba.plan(cu_q, kv)
+        cache = [randn((decodes + 1) * pages, page, dhkv, bd) for _ in range(2)]
+        step_table = torch.arange((decodes + 1) * pages, dtype=torch.int32, device=device)
+        step_table = step_table.view(decodes + 1, pages)
+        step_q = randn(int(cu_q[-1]), dhq, bd)
+        args = (step_q, *cache, cu_q.to(device), kv.to(device), step_table)
+        form = "concurrent form" if ba._c.planned["concurrent_ctas"] > 0 else "single launch"
+        return f"{chunk} + {decodes} decodes, {form}", lambda: ba.run(*args)
+
+    batch_rows = {}
+    for chunk, decodes in ((64, 7), (256, 64)) if cuda else ((4, 3), (8, 8)):
+        label, fn = batch_step(chunk, decodes)
+        batch_rows[f"batch hopattn.BatchAttention.run ({label})"] = fn
     return {
+        **batch_rows,
         "fwd hopattn.attention": lambda: hopattn.attention(q, k, v, causal=True),
         "fwd SDPA": lambda: F.scaled_dot_product_attention(
             qt, kt, vt, is_causal=True, enable_gqa=True

@@ -169,6 +169,12 @@ step_wheel() {
   rm -f .whl/hopattn-*.whl
   "$py" -m pip wheel --no-build-isolation --no-deps -w .whl "${args[@]}" . || return $?
   echo "wheel: $(ls .whl/hopattn-*.whl): git-ignored, carry it with the device run (carry: [\".whl\"])."
+  # The eager fast path (hopattn._torch_C) is built only where the wheel's Python imports torch,
+  # against that torch: install the device's torch version there (e.g. torch==2.11.0) for it.
+  if ! "$py" -c 'import torch' >/dev/null 2>&1; then
+    echo "wheel: $py does not import torch, so the wheel has no hopattn._torch_C (the torch" \
+      "fast path); install the device's torch for that Python to build it"
+  fi
 }
 
 # The wheel in .whl/ built for this machine's python3 (its cpXY tag), if any.

@@ -248,6 +248,27 @@ class BatchAttention:
         (natural log; a row that sees no key gives out 0, lse -inf). ``out=`` / ``lse_out=``
         write into caller buffers.
         """
+        # Eager torch calls: the C++ fast path (hopattn._torch_C) runs the whole call, or declines
+        # (NotImplemented) before anything ran and the path below serves and raises.
+        result = hopattn._try_fast(
+            "batch_run",
+            q,
+            self._c,
+            self._held,
+            q,
+            k_cache,
+            v_cache,
+            cu_seqlens_q,
+            kv_lens,
+            page_table,
+            sinks,
+            k_scale,
+            v_scale,
+            out,
+            lse_out,
+        )
+        if result is not NotImplemented:
+            return result
         hopattn._require_tensors(
             q=q,
             k_cache=k_cache,

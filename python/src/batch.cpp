@@ -70,6 +70,18 @@ TensorView plan_lengths(TensorImporter& t, nb::handle obj, const char* name) {
 
 }  // namespace
 
+bool batch_object(void* attention, void* workspace, const void** object, Workspace* ws) {
+  const nb::handle a(static_cast<PyObject*>(attention)), w(static_cast<PyObject*>(workspace));
+  if (!nb::isinstance<BatchAttention>(a)) return false;
+  *ws = {};
+  if (!w.is_none()) {
+    if (!nb::isinstance<HeldWorkspace>(w)) return false;
+    *ws = nb::inst_ptr<HeldWorkspace>(w)->workspace;
+  }
+  *object = nb::inst_ptr<BatchAttention>(a);
+  return true;
+}
+
 void bind_batch(nb::module_& m) {
   m.def("current_cuda_device", &current_cuda_device,
         "The current CUDA device of the calling thread, or -1 when there is none.");

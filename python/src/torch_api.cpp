@@ -104,6 +104,13 @@ bool merge_n(const MergeNArgs& a, Stream s, ApiError* e) {
   });
 }
 
+bool batch(const void* object, const BatchArgs& a, Stream s, ApiError* e) {
+  return guarded(e, [&] {
+    DeviceGuard device(a.q.device());
+    static_cast<const BatchAttention*>(object)->run(a, s);
+  });
+}
+
 TorchApi make_api() {
   TorchApi api{};
   api.version = TorchApi::kVersion;
@@ -116,6 +123,8 @@ TorchApi make_api() {
   api.mla = latent;
   api.merge_states = merge;
   api.merge_states_n = merge_n;
+  api.batch_object = batch_object;
+  api.batch_run = batch;
   return api;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "hopattn/api.hpp"
+#include "hopattn/batch.hpp"
 #include "hopattn/dlpack.h"
 #include "hopattn/options.hpp"
 
@@ -22,9 +23,10 @@ struct ApiError {
 };
 
 struct TorchApi {
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;
   uint32_t version;
-  uint32_t sizes[6];  // sizeof TensorView, FwdArgs, BwdArgs, DecodeArgs, MlaArgs, ApiError
+  uint32_t sizes[7];  // sizeof TensorView, FwdArgs, BwdArgs, DecodeArgs, MlaArgs, ApiError,
+                      // BatchArgs
   // A view of a DLPack tensor (TensorView::from_dlpack); false, with nothing reported, when the
   // tensor is not one hopattn takes (the caller then takes the generic path, which says why).
   bool (*view)(const DLTensor& t, TensorView* out);
@@ -39,6 +41,12 @@ struct TorchApi {
   bool (*mla)(const MlaArgs&, const MlaOptions&, Stream, size_t* needed, ApiError*);
   bool (*merge_states)(const MergeArgs&, Stream, ApiError*);
   bool (*merge_states_n)(const MergeNArgs&, Stream, ApiError*);
+  // BatchAttention.run: `batch_object` (GIL held) finds the hopattn::BatchAttention of a
+  // _C.BatchAttention and the Workspace of a _C.Workspace or None (an empty one); false when
+  // either is of another type. The caller holds both Python objects for the call, so the pointer
+  // stays valid while `batch_run` runs on it (GIL released).
+  bool (*batch_object)(void* attention, void* workspace, const void** object, Workspace* ws);
+  bool (*batch_run)(const void* object, const BatchArgs&, Stream, ApiError*);
 };
 
 inline void torch_api_sizes(uint32_t* sizes) {
@@ -48,6 +56,7 @@ inline void torch_api_sizes(uint32_t* sizes) {
   sizes[3] = sizeof(DecodeArgs);
   sizes[4] = sizeof(MlaArgs);
   sizes[5] = sizeof(ApiError);
+  sizes[6] = sizeof(BatchArgs);
 }
 
 // The capsule's name.

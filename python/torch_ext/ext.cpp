@@ -630,6 +630,47 @@ PyObject* merge_states_n(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
                         [&](Stream s, ApiError* e) { return g_api->merge_states_n(a, s, e); });
 }
 
+// ---------------------------------------------------------------- batch
+// batch_run(attention, workspace, q, k_cache, v_cache, cu_seqlens_q, kv_lens, page_table, sinks,
+//           k_scale, v_scale, out, lse_out): BatchAttention.run's arguments after its object's
+// _C.BatchAttention and _C.Workspace (None: no device workspace held yet, which a CUDA call then
+// allocates on the generic path).
+PyObject* batch_run(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 13 || g_api == nullptr || !plain_context()) return not_implemented();
+  const at::Tensor *q, *k_cache, *v_cache, *cu_q, *kv_lens, *table, *sinks, *k_ph, *v_ph,
+      *out_given, *lse_given;
+  BatchArgs a;
+  if (!(tensor(args[2], &q) && tensor(args[3], &k_cache) && tensor(args[4], &v_cache) &&
+        tensor(args[5], &cu_q) && tensor(args[6], &kv_lens) && tensor(args[7], &table) &&
+        optional_tensor(args[8], &sinks) && kv_scale(args[9], &a.k_scale.value, &k_ph) &&
+        kv_scale(args[10], &a.v_scale.value, &v_ph) && optional_tensor(args[11], &out_given) &&
+        optional_tensor(args[12], &lse_given))) {
+    return not_implemented();
+  }
+  if (q->dim() < 1 || v_cache->dim() < 1 || (q->is_cuda() && args[1] == Py_None)) {
+    return not_implemented();
+  }
+  if (requires_grad(
+          {q, k_cache, v_cache, cu_q, kv_lens, table, sinks, k_ph, v_ph, out_given, lse_given})) {
+    return not_implemented();
+  }
+  const void* object = nullptr;
+  if (!g_api->batch_object(args[0], args[1], &object, &a.workspace)) return not_implemented();
+  if (!(view(q, &a.q) && view(k_cache, &a.k_cache) && view(v_cache, &a.v_cache) &&
+        index_view(cu_q, &a.cu_seqlens_q) && index_view(kv_lens, &a.kv_lens) &&
+        index_view(table, &a.page_table) && view(sinks, &a.sinks) &&
+        view(k_ph, &a.k_scale.per_head) && view(v_ph, &a.v_scale.per_head) &&
+        (!out_given || view(out_given, &a.out)) && (!lse_given || view(lse_given, &a.lse)))) {
+    return not_implemented();
+  }
+  at::Tensor out, lse;
+  outputs(*q, v_cache->size(-1), out_given, lse_given, &out, &lse);
+  if (!out_given) view(&out, &a.out);
+  if (!lse_given) view(&lse, &a.lse);
+  return run_and_return(*q, out, lse, out_given, lse_given,
+                        [&](Stream s, ApiError* e) { return g_api->batch_run(object, a, s, e); });
+}
+
 // ---------------------------------------------------------------- module
 // bind(capsule, decode_workspaces, mla_workspaces): takes _C's table (hopattn._C.torch_api())
 // and the families' WorkspaceCache objects. Raises ImportError for a table of another build.
@@ -641,7 +682,7 @@ PyObject* bind(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   auto* api = static_cast<const TorchApi*>(
       PyCapsule_GetPointer(args[0], hopattn::python::kTorchApiCapsule));
   if (api == nullptr) return nullptr;
-  uint32_t sizes[6];
+  uint32_t sizes[7];
   hopattn::python::torch_api_sizes(sizes);
   if (api->version != TorchApi::kVersion || std::memcmp(api->sizes, sizes, sizeof(sizes)) != 0) {
     PyErr_SetString(PyExc_ImportError,
@@ -694,6 +735,9 @@ PyMethodDef kMethods[] = {
      "hopattn.merge_states' arguments, positionally: (out, lse), or NotImplemented."},
     {"merge_states_n", HOPATTN_FASTCALL(merge_states_n), METH_FASTCALL,
      "hopattn.merge_states_n's arguments, positionally: (out, lse), or NotImplemented."},
+    {"batch_run", HOPATTN_FASTCALL(batch_run), METH_FASTCALL,
+     "BatchAttention.run's object, workspace and arguments, positionally: (out, lse), or "
+     "NotImplemented."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -285,6 +285,82 @@ def test_declines_what_it_does_not_take():
     torch.testing.assert_close(out, hopattn.attention(q, k, v)[0], rtol=0, atol=0)
 
 
+def _batch_step(kv_dtype=None):
+    """A planned CPU step (a decode, an idle slot, a 32-token chunk) and run()'s arguments."""
+    g = _g(5)
+    ba = hopattn.BatchAttention(8, 2, 64, 16, device="cpu", window=(40, -1), softcap=3.0)
+    cu = torch.tensor([0, 1, 1, 33], dtype=torch.int32)
+    kv = torch.tensor([70, 0, 96], dtype=torch.int32)
+    ba.plan(cu, kv)
+    k, v = (torch.randn(18, 16, 2, 64, generator=g) for _ in range(2))
+    if kv_dtype is not None:
+        k, v = k.to(kv_dtype), v.to(kv_dtype)
+    else:
+        k, v = k.bfloat16(), v.bfloat16()
+    table = torch.randperm(18, generator=g).int().reshape(3, 6)
+    q = torch.randn(33, 8, 64, generator=g).bfloat16()
+    return ba, (q, k, v, cu, kv, table)
+
+
+@needs_ext
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        dict(sinks=torch.linspace(-1, 1, 8)),
+        dict(k_scale=0.5, v_scale=torch.tensor([0.25, 2.0])),
+    ],
+    ids=["plain", "sinks", "fp8 scales"],
+)
+def test_batch_run_matches_the_generic_path(generic, kw):
+    ba, args = _batch_step(torch.float8_e4m3fn if "k_scale" in kw else None)
+    calls = []
+    real = EXT.batch_run
+
+    def counted(*a):
+        calls.append(1)
+        return real(*a)
+
+    fast_ext = hopattn._FAST[torch.Tensor]
+    try:
+        hopattn._FAST[torch.Tensor] = type("Counted", (), {"batch_run": staticmethod(counted)})
+        got = ba.run(*args, **kw)
+    finally:
+        hopattn._FAST[torch.Tensor] = fast_ext
+    assert calls, "the fast path was not taken"
+    expected = generic(ba.run, *args, **kw)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+    out, lse = torch.empty_like(got[0]), torch.empty_like(got[1])
+    version = out._version
+    r = ba.run(*args, out=out, lse_out=lse, **kw)
+    assert r[0] is out and r[1] is lse and out._version > version
+    torch.testing.assert_close(out, expected[0], rtol=0, atol=0)
+
+
+@needs_ext
+def test_batch_run_errors_and_declines(generic):
+    ba, (q, k, v, cu, kv, table) = _batch_step()
+    for bad in ((q[:, :4], k, v, cu, kv, table), (q, k, v, cu, kv.long(), table)):
+        with pytest.raises(Exception) as fast_error:
+            ba.run(*bad)
+        with pytest.raises(Exception) as generic_error:
+            generic(ba.run, *bad)
+        assert type(fast_error.value) is type(generic_error.value)
+        assert str(fast_error.value) == str(generic_error.value)
+    flat = (ba._c, ba._held, q, k, v, cu, kv, table, None, None, None, None, None)
+    assert isinstance(EXT.batch_run(*flat), tuple)
+    nope = NotImplemented
+    assert EXT.batch_run(object(), *flat[1:]) is nope  # not a _C.BatchAttention
+    assert EXT.batch_run(ba._c, object(), *flat[2:]) is nope  # not a _C.Workspace
+    assert EXT.batch_run(*flat[:9], 1, *flat[10:]) is nope  # k_scale an int: generic converts
+    assert EXT.batch_run(*flat[:2], q.to("meta"), *flat[3:]) is nope
+    assert EXT.batch_run(*flat[:-1]) is nope  # wrong arity
+    # The generic path serves the int scale.
+    torch.testing.assert_close(ba.run(q, k, v, cu, kv, table, k_scale=1)[0],
+                               ba.run(q, k, v, cu, kv, table)[0], rtol=0, atol=0)  # fmt: skip
+
+
 @needs_ext
 def test_compile_traces_the_generic_path():
     (q, k, v), _ = _attention_cases()["dense"]

@@ -1,8 +1,8 @@
 """The eager fast path: ``hopattn._torch_C``, an optional C++ extension built against the torch
 installed when hopattn was built (python/torch_ext/ext.cpp).
 
-hopattn's public functions hand a plain eager call on torch tensors to it first, with their
-arguments as given. It takes the calls it can run exactly as the generic path would (plain
+hopattn's public functions (and ``BatchAttention.run``) hand a plain eager call on torch tensors to
+it first, with their arguments as given. It takes the calls it can run exactly as the generic path would (plain
 ``torch.Tensor`` / ``nn.Parameter`` on CPU or CUDA, the common argument types, no tracer, mode,
 functorch transform or forward-mode AD level active): it reads the tensors in place, allocates the
 outputs with torch's allocator, runs on the current stream of the tensors' device, reuses the

@@ -62,21 +62,16 @@ BatchAttention::Impl::Impl(const BatchAttentionConfig& c)
   }
 }
 
-void BatchAttention::Impl::StagingDeleter::operator()(kernels::batch::PlanStaging* staging) const {
+template <class T>
+void BatchAttention::Impl::CudaDeleter<T>::operator()(T* object) const {
 #ifdef HOPATTN_WITH_CUDA
-  delete staging;
+  delete object;
 #else
-  (void)staging;  // never made without CUDA kernels
+  (void)object;  // never made without CUDA kernels
 #endif
 }
-
-void BatchAttention::Impl::SideDeleter::operator()(kernels::batch::SideStream* s) const {
-#ifdef HOPATTN_WITH_CUDA
-  delete s;
-#else
-  (void)s;        // never made without CUDA kernels
-#endif
-}
+template struct BatchAttention::Impl::CudaDeleter<kernels::batch::PlanStaging>;
+template struct BatchAttention::Impl::CudaDeleter<kernels::batch::SideStream>;
 
 void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   const plan::BatchPlanInfo info =

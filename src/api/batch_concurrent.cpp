@@ -6,22 +6,6 @@
 namespace hopattn::batch_concurrent {
 namespace {
 
-// Rows [row0, row0 + n * q_len) of a [total_q, ...] tensor as [n, q_len, ...].
-TensorView rows_as_requests(const TensorView& t, int64_t row0, int64_t n, int64_t q_len) {
-  if (!t.defined()) return t;
-  int64_t shape[TensorView::kMaxRank], strides[TensorView::kMaxRank];
-  shape[0] = n;
-  strides[0] = q_len * t.stride(0);
-  shape[1] = q_len;
-  strides[1] = t.stride(0);
-  for (int d = 1; d < t.rank(); ++d) {
-    shape[d + 1] = t.size(d);
-    strides[d + 1] = t.stride(d);
-  }
-  char* data = static_cast<char*>(t.data()) + row0 * t.stride(0) * int64_t(dtype_size(t.dtype()));
-  return TensorView(data, t.dtype(), t.rank() + 1, shape, strides, t.device());
-}
-
 // Rows [begin, begin + n) of dimension 0.
 TensorView first_dim(const TensorView& t, int64_t begin, int64_t n) {
   int64_t shape[TensorView::kMaxRank], strides[TensorView::kMaxRank];
@@ -32,6 +16,21 @@ TensorView first_dim(const TensorView& t, int64_t begin, int64_t n) {
   shape[0] = n;
   char* data = static_cast<char*>(t.data()) + begin * t.stride(0) * int64_t(dtype_size(t.dtype()));
   return TensorView(data, t.dtype(), t.rank(), shape, strides, t.device());
+}
+
+// Rows [row0, row0 + n * q_len) of a [total_q, ...] tensor as [n, q_len, ...].
+TensorView rows_as_requests(const TensorView& t, int64_t row0, int64_t n, int64_t q_len) {
+  if (!t.defined()) return t;
+  const TensorView rows = first_dim(t, row0, n * q_len);
+  int64_t shape[TensorView::kMaxRank], strides[TensorView::kMaxRank];
+  shape[0] = n;
+  strides[0] = q_len * rows.stride(0);
+  for (int d = 0; d < rows.rank(); ++d) {
+    shape[d + 1] = rows.size(d);
+    strides[d + 1] = rows.stride(d);
+  }
+  shape[1] = q_len;
+  return TensorView(rows.data(), rows.dtype(), rows.rank() + 1, shape, strides, rows.device());
 }
 
 }  // namespace

@@ -63,14 +63,14 @@ struct BatchAttention::Impl {
   // CUDA: where the current plan was uploaded (the workspace's base), or null when it is not in
   // device memory yet (run() then uploads it to its workspace first). The pinned staging is made
   // by the first upload, so that a CUDA object's pure host calls touch no device.
-  struct StagingDeleter {
-    void operator()(kernels::batch::PlanStaging* staging) const;  // defined in CUDA builds only
+  // Deletes an object of a class defined in CUDA builds only (batch_attention.cpp).
+  template <class T>
+  struct CudaDeleter {
+    void operator()(T* object) const;
   };
-  std::unique_ptr<kernels::batch::PlanStaging, StagingDeleter> staging;
-  struct SideDeleter {
-    void operator()(kernels::batch::SideStream* side) const;  // defined in CUDA builds only
-  };
-  std::unique_ptr<kernels::batch::SideStream, SideDeleter> side;  // made with the staging
+  std::unique_ptr<kernels::batch::PlanStaging, CudaDeleter<kernels::batch::PlanStaging>> staging;
+  // made with the staging
+  std::unique_ptr<kernels::batch::SideStream, CudaDeleter<kernels::batch::SideStream>> side;
   const void* uploaded_to = nullptr;
 
   // CPU runs: the split items' partial states, sized for the planner's worst case. Allocated

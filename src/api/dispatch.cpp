@@ -194,15 +194,14 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     // Forked before the prefill launch (the decodes wait for what came before the step) and
     // launched after it (its persistent CTAs take their SMs first; the CTAs without items exit at
     // once and leave theirs to the decodes).
-    s.side->fork(stream);
-    kernels::batch::SideStream::Joined joined(*s.side, stream);
+    kernels::batch::SideStream::Fork fork(*s.side, stream);
     kernels::batch::run(args, s.config, step, stream);
     for (int r = 0; r < form.num_runs; ++r) {
       kernels::decode::launch(decodes[r], decode_opts,
                               kernels::decode::device_plan(decodes[r], decode_opts),
                               s.side->stream());
     }
-    joined.join();
+    fork.join();
     return;
 #else
     (void)stream;

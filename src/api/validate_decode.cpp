@@ -15,8 +15,7 @@ namespace {
 using detail::concat;
 using reference::index_at;
 
-inline constexpr int64_t kMaxQueryLen = 16;  // decode family: q_len 1..16 (speculative drafts)
-inline constexpr int kMaxSplits = 256;       // split-sequence partials per (request, head)
+inline constexpr int kMaxSplits = 256;  // split-sequence partials per (request, head)
 
 void check_options(const Checker& c, const DecodeOptions& o, int64_t batch) {
   c.window(o.window);
@@ -89,7 +88,8 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts, DeviceValues values)
   c.dtype(a.q, "q", c.attention_dtypes());
   c.rank(a.q, "q", 4, "[B, q_len, Hq, D]");
   const int64_t batch = a.q.size(0), q_len = a.q.size(1), hq = a.q.size(2), d = a.q.size(3);
-  c.require(q_len >= 1 && q_len <= kMaxQueryLen, ErrorKind::kValue, "q", "q_len in 1..16", q_len);
+  c.require(q_len >= 1 && q_len <= plan::kDecodeMaxQLen, ErrorKind::kValue, "q", "q_len in 1..16",
+            q_len);
   check_options(c, opts, batch);
 
   // The cache holds q's own 16-bit type, or 8-bit values dequantized by k_scale / v_scale.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "hopattn/error.hpp"
+#include "plan/decode_plan.hpp"
 
 namespace hopattn::plan {
 
@@ -45,6 +46,17 @@ template <class Expected, class Given>
 }
 
 bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+
+// A split model's knobs (modelled_split): its decode CTA rate r in thousandths, and a fixed count
+// of prefill CTAs a group in its place (0: modelled).
+void check_split_knobs(const char* rate_name, int rate_milli, const char* ctas_name, int ctas) {
+  if (rate_milli < 1000 || rate_milli > 64000) {
+    fail(ErrorKind::kValue, arg_at(kWhere, rate_name), "1000..64000", rate_milli);
+  }
+  if (ctas < 0 || ctas > (1 << 16)) {
+    fail(ErrorKind::kValue, arg_at(kWhere, ctas_name), "0..65536 (0: modelled)", ctas);
+  }
+}
 
 void validate_limits(const BatchPlanLimits& l) {
   if (l.max_batch < 1) fail(ErrorKind::kValue, arg_at(kWhere, "max_batch"), ">= 1", l.max_batch);
@@ -88,22 +100,10 @@ void validate_limits(const BatchPlanLimits& l) {
   if (l.num_ctas < 1 || l.num_ctas > (1 << 16)) {
     fail(ErrorKind::kValue, arg_at(kWhere, "num_ctas"), "1..65536 (SMs x CTAs per SM)", l.num_ctas);
   }
-  if (l.decode_cta_rate_milli < 1000 || l.decode_cta_rate_milli > 64000) {
-    fail(ErrorKind::kValue, arg_at(kWhere, "decode_cta_rate_milli"), "1000..64000",
-         l.decode_cta_rate_milli);
-  }
-  if (l.partition_ctas < 0 || l.partition_ctas > (1 << 16)) {
-    fail(ErrorKind::kValue, arg_at(kWhere, "partition_ctas"), "0..65536 (0: modelled)",
-         l.partition_ctas);
-  }
-  if (l.concurrent_rate_milli < 1000 || l.concurrent_rate_milli > 64000) {
-    fail(ErrorKind::kValue, arg_at(kWhere, "concurrent_rate_milli"), "1000..64000",
-         l.concurrent_rate_milli);
-  }
-  if (l.concurrent_ctas < 0 || l.concurrent_ctas > (1 << 16)) {
-    fail(ErrorKind::kValue, arg_at(kWhere, "concurrent_ctas"), "0..65536 (0: modelled)",
-         l.concurrent_ctas);
-  }
+  check_split_knobs("decode_cta_rate_milli", l.decode_cta_rate_milli, "partition_ctas",
+                    l.partition_ctas);
+  check_split_knobs("concurrent_rate_milli", l.concurrent_rate_milli, "concurrent_ctas",
+                    l.concurrent_ctas);
   if (l.side_lane_cost < 1 || l.side_lane_cost > 1024) {
     fail(ErrorKind::kValue, arg_at(kWhere, "side_lane_cost"), "1..1024", l.side_lane_cost);
   }
@@ -434,7 +434,7 @@ int BatchPlanner::concurrent_partition(const int32_t* lengths, bool offsets, int
   for (int b = 0; b < batch; ++b) {
     const int64_t q_len = offsets ? int64_t{lengths[b + 1]} - lengths[b] : lengths[b];
     if (q_len == 0 || decode_tile_rows(q_len * group_) == 0) continue;
-    if (q_len > kConcurrentMaxDecodeQLen) return 0;
+    if (q_len > kDecodeMaxQLen) return 0;
     BatchDecodeRun* last = runs > 0 ? &form.runs[runs - 1] : nullptr;
     if (last != nullptr && last->end == b && last->q_len == q_len) {
       last->end = b + 1;

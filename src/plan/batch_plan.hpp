@@ -184,8 +184,6 @@ inline constexpr int kMaxConcurrentDecodeRuns = 4;
 // The share of the card's decode stream the concurrent form's decodes get beside its prefill
 // (the split model's cap; batch_plan.cpp, concurrent_partition).
 inline constexpr double kConcurrentHbmShare = 0.8;
-// The decode family's largest q_len (DecodeArgs).
-inline constexpr int kConcurrentMaxDecodeQLen = 16;
 
 // Requests [begin, end) of a step, every one a decode of q_len tokens: one decode-family call.
 struct BatchDecodeRun {

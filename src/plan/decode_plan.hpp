@@ -10,6 +10,10 @@
 
 namespace hopattn::plan {
 
+// The decode family's largest q_len (speculative drafts): the validator's bound and the batch
+// planner's for the decode runs of its concurrent form.
+inline constexpr int kDecodeMaxQLen = 16;
+
 // How one decode call is cut into CTAs, and the workspace it needs. A pure function of the
 // shapes, the options and the SM count: no tensor data is read and no device is queried.
 struct DecodePlan {

@@ -15,6 +15,7 @@
 #include "batch_case.hpp"
 #include "hopattn/api.hpp"
 #include "hopattn/batch.hpp"
+#include "plan/decode_plan.hpp"
 #include "support/host_tensor.hpp"
 
 namespace hopattn::testing {
@@ -23,12 +24,12 @@ namespace {
 using batch_case::BatchCase;
 
 // The step's decode runs as the planner forms them (plan::BatchConcurrentForm): maximal runs of
-// consecutive requests of one q_len in 1..16, after the prefill chunks.
+// consecutive requests of one q_len in 1..kDecodeMaxQLen, after the prefill chunks.
 std::vector<plan::BatchDecodeRun> decode_runs(const BatchCase& c) {
   std::vector<plan::BatchDecodeRun> runs;
   for (int b = 0; b < static_cast<int>(c.q_lens.size()); ++b) {
     const int q = c.q_lens[static_cast<size_t>(b)];
-    if (q < 1 || q > 16) continue;
+    if (q < 1 || q > plan::kDecodeMaxQLen) continue;
     if (!runs.empty() && runs.back().end == b && runs.back().q_len == q) {
       runs.back().end = b + 1;
     } else {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "hopattn/error.hpp"
+#include "plan/decode_plan.hpp"
 #include "plan/fwd_order.hpp"
 
 namespace hopattn::plan::check {
@@ -504,7 +505,7 @@ void check_concurrent(const BatchPlanLimits& l, const Step& s, const BatchPlanIn
     const BatchDecodeRun& run = form.runs[r];
     f.expect(run.begin < run.end && run.end <= s.batch() &&
                  (r == 0 || form.runs[r - 1].end <= run.begin) && run.q_len >= 1 &&
-                 run.q_len <= kConcurrentMaxDecodeQLen,
+                 run.q_len <= kDecodeMaxQLen,
              "decode run ", r, " [", run.begin, ", ", run.end, ") of q_len ", run.q_len);
     for (int b = run.begin; b < run.end && !f.failed(); ++b) {
       f.expect(decode[size_t(b)] && s.q_len(b) == run.q_len, "request ", b, " in run ", r);

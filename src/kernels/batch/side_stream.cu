@@ -58,7 +58,11 @@ void SideStream::join(Stream stream) {
   cuda_ok(cudaStreamWaitEvent(raw(stream), e, 0), "cudaStreamWaitEvent (join)");
 }
 
-SideStream::Joined::~Joined() {
+SideStream::Fork::Fork(SideStream& side, Stream stream) : side_(side), stream_(stream) {
+  side_.fork(stream_);
+}
+
+SideStream::Fork::~Fork() {
   if (joined_) return;
   // Unwinding from a launch error: the join's own error, if any, must not replace it.
   try {
@@ -67,7 +71,7 @@ SideStream::Joined::~Joined() {
   }
 }
 
-void SideStream::Joined::join() {
+void SideStream::Fork::join() {
   joined_ = true;
   side_.join(stream_);
 }

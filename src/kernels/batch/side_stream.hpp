@@ -15,23 +15,20 @@ class SideStream {
   SideStream(const SideStream&) = delete;
   SideStream& operator=(const SideStream&) = delete;
 
-  // The side stream waits for what `stream` holds so far (recorded before the prefill launch, so
-  // the decodes wait for what came before the step, not for the step's own launch).
-  void fork(Stream stream);
-  // `stream` waits for what the side stream holds so far: the step's outputs are complete on
-  // `stream` after it, as they are after a single launch.
-  void join(Stream stream);
   Stream stream() const { return stream_; }
 
-  // Between fork() and join(): joins on the way out unless join() ran, so that a launch that
-  // throws in between never leaves work queued on the side stream that the caller's stream does
-  // not wait for (the outputs of decodes launched before the throw would land after it).
-  class Joined {
+  // The concurrent form's launches on both streams: made, the side stream waits for what `stream`
+  // holds so far (forked before the prefill launch, so the decodes wait for what came before the
+  // step, not for the step's own launch); join(), `stream` waits for what the side stream holds,
+  // so the step's outputs are complete on `stream` after it, as after a single launch. Unwinding
+  // joins too, so that a launch that throws in between never leaves work on the side stream that
+  // `stream` does not wait for (decodes launched before the throw would land after it).
+  class Fork {
    public:
-    Joined(SideStream& side, Stream stream) : side_(side), stream_(stream) {}
-    ~Joined();
-    Joined(const Joined&) = delete;
-    Joined& operator=(const Joined&) = delete;
+    Fork(SideStream& side, Stream stream);
+    ~Fork();
+    Fork(const Fork&) = delete;
+    Fork& operator=(const Fork&) = delete;
     void join();  // the normal way out: errors reach the caller
 
    private:
@@ -41,6 +38,8 @@ class SideStream {
   };
 
  private:
+  void fork(Stream stream);
+  void join(Stream stream);
   void release();
 
   Stream stream_ = nullptr;

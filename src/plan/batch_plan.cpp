@@ -177,7 +177,9 @@ BatchPlanCapacity BatchPlanner::capacity(const BatchPlanLimits& l) {
   }
   c.max_merges = ctas;
   c.max_partial_rows = 2 * ctas * kPrefillTileRows;
-  c.plan_bytes = batch_plan_offsets(ctas, c.max_items, c.max_merges).end;
+  // The plan stores one KV-head group's items (batch_plan_layout.hpp): every group has as many.
+  const int groups = batch_plan_groups(l.num_kv_heads, l.num_ctas);
+  c.plan_bytes = batch_plan_offsets(ctas / groups, c.max_items / groups, c.max_merges).end;
   // The concurrent form's prefill plan follows the whole step's, 16-byte aligned.
   if (l.concurrent_decodes != BatchOverlap::kOff) {
     c.plan_bytes = ((c.plan_bytes + 15) & ~size_t{15}) + c.plan_bytes;
@@ -206,7 +208,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
   work_bucket_.resize(max_works);
   work_items_.resize(max_works);
   head_partial_step_.resize(max_works);
-  num_groups_ = std::gcd(limits_.num_kv_heads, limits_.num_ctas);
+  num_groups_ = batch_plan_groups(limits_.num_kv_heads, limits_.num_ctas);
   group_ctas_ = limits_.num_ctas / num_groups_;
   group_heads_ = limits_.num_kv_heads / num_groups_;
   const size_t placements = static_cast<size_t>(capacity_.max_items / num_groups_);
@@ -510,7 +512,8 @@ BatchPlanInfo BatchPlanner::reassign_prefills(int batch, unsigned char* base, in
 // The plan of the works order_[0, num_works_) as assign() placed them, at `base`.
 BatchPlanInfo BatchPlanner::write_plan(unsigned char* base, int batch) {
   const int64_t num_items = int64_t{num_works_} * limits_.num_kv_heads;
-  const BatchPlanOffsets off = batch_plan_offsets(limits_.num_ctas, num_items, num_merges_);
+  const int group_items = num_works_ * group_heads_;
+  const BatchPlanOffsets off = batch_plan_offsets(group_ctas_, group_items, num_merges_);
   write_cta_offsets(base + off.cta_offsets, off.items - off.cta_offsets);
   BatchPlanInfo info;
   const int prefill_items = write_items(base + off.items, info);
@@ -533,6 +536,10 @@ BatchPlanInfo BatchPlanner::write_plan(unsigned char* base, int batch) {
   h.merges_offset = static_cast<uint32_t>(off.merges);
   h.num_prefill_items = prefill_items;
   h.num_decode_items = static_cast<int32_t>(num_items) - prefill_items;
+  h.num_groups = num_groups_;
+  h.group_ctas = group_ctas_;
+  h.group_items = group_items;
+  h.group_partial_rows = group_partial_rows_;
   std::memcpy(base, &h, sizeof(h));
 
   info.used_bytes = off.end;
@@ -549,32 +556,24 @@ BatchPlanInfo BatchPlanner::write_plan(unsigned char* base, int batch) {
   return info;
 }
 
-// The running sums of the item counts per CTA, then zeros up to the items. Group g's lists follow
-// group 0's layout, g times its items further on.
+// The running sums of group 0's item counts per CTA (every group's lists are group 0's,
+// batch_plan_layout.hpp), then zeros up to the items.
 void BatchPlanner::write_cta_offsets(unsigned char* dst, size_t bytes) {
-  const int group_items = num_works_ * group_heads_;
   int32_t running = 0;
+  int32_t* const offsets = reinterpret_cast<int32_t*>(dst);
   for (int c = 0; c < group_ctas_; ++c) {
     cta_first_[static_cast<size_t>(c)] = running;
+    std::memcpy(offsets + c, &running, sizeof(int32_t));
     running += cta_count_[static_cast<size_t>(c)];
   }
-  int32_t* const offsets = reinterpret_cast<int32_t*>(dst);
-  for (int g = 0; g < num_groups_; ++g) {
-    const int32_t group_first = g * group_items;
-    for (int c = 0; c < group_ctas_; ++c) {
-      const int32_t first = group_first + cta_first_[static_cast<size_t>(c)];
-      std::memcpy(offsets + g * group_ctas_ + c, &first, sizeof(int32_t));
-    }
-  }
-  const int32_t total = num_groups_ * group_items;
-  std::memcpy(offsets + limits_.num_ctas, &total, sizeof(int32_t));
-  const size_t written = sizeof(int32_t) * (static_cast<size_t>(limits_.num_ctas) + 1);
+  std::memcpy(offsets + group_ctas_, &running, sizeof(int32_t));
+  const size_t written = sizeof(int32_t) * (static_cast<size_t>(group_ctas_) + 1);
   std::memset(dst + written, 0, bytes - written);
 }
 
-// Each CTA's items in assignment order (largest first): group 0's lists of (work, placement) CTA
-// by CTA, then the works' records (make_works built them) copied front to back, each once per
-// group with its KV head set: one sequential write. Returns the prefill items.
+// Group 0's lists, CTA by CTA, in assignment order (largest first): its (work, placement) slots,
+// then the works' records (make_works built them) copied front to back with the placement's KV
+// head set: one sequential write. Returns the prefill items of every group.
 int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   info.max_item_cost = max_work_cost_;
   // Each slot's work and placement in one word (work << place_bits | placement): one scattered
@@ -609,34 +608,27 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   const uint32_t* const slots = slot_place_.data();
   const BatchWorkItem* const records = work_items_.data();
   const int32_t* const partial_steps = head_partial_step_.data();
-  const size_t group_bytes = sizeof(BatchWorkItem) * static_cast<size_t>(group_items);
   for (int slot = 0; slot < group_items; ++slot, dst += sizeof(BatchWorkItem)) {
     const uint32_t word = slots[slot];
     const auto i = static_cast<int32_t>(word >> place_bits);
-    const auto p = static_cast<int32_t>(word & place_mask) * groups;
-    // The record as three 16-byte words, KV head h's fields added in registers, each word stored
-    // whole: a copy through a stack record patched by 4-byte stores was slower (its reload waits
-    // on store forwarding). KV head h adds h to kv_head (0 in the record) and, if split, h
-    // partial blocks to partial_row and h to merge.
+    const auto p = static_cast<int32_t>(word & place_mask);
+    // The record as three 16-byte words, placement p's fields added in registers, each word
+    // stored whole: a copy through a stack record patched by 4-byte stores was slower (its reload
+    // waits on store forwarding). Placement p (KV head p * groups) adds p * groups to kv_head (0
+    // in the record) and, if split, p partial blocks to partial_row and p to merge.
     const unsigned char* const from = reinterpret_cast<const unsigned char*>(records + i);
     v4si first, middle, last;
     std::memcpy(&first, from, sizeof(v4si));
     std::memcpy(&middle, from + sizeof(v4si), sizeof(v4si));
     std::memcpy(&last, from + 2 * sizeof(v4si), sizeof(v4si));
-    const int32_t partial_step = partial_steps[i], merge_step = records[i].merge >= 0 ? 1 : 0;
-    const v4si head_step = {0, 1, 0, 0}, split_step = {0, 0, partial_step, merge_step};
-    first += v4si{0, p, 0, 0};
+    const int32_t merge_step = records[i].merge >= 0 ? 1 : 0;
+    first += v4si{0, p * groups, 0, 0};
     // kind (the low half of the third word's second lane): kDecode + 1 = kDecodeSide.
     const int32_t side_step = side_slots != nullptr ? side_slots[slot] : 0;
-    last += v4si{0, side_step, p * partial_step, p * merge_step};
-    unsigned char* to = dst;
-    for (int g = 0; g < groups; ++g, to += group_bytes) {
-      std::memcpy(to, &first, sizeof(v4si));
-      std::memcpy(to + sizeof(v4si), &middle, sizeof(v4si));
-      std::memcpy(to + 2 * sizeof(v4si), &last, sizeof(v4si));
-      first += head_step;
-      last += split_step;
-    }
+    last += v4si{0, side_step, p * partial_steps[i], p * merge_step};
+    std::memcpy(dst, &first, sizeof(v4si));
+    std::memcpy(dst + sizeof(v4si), &middle, sizeof(v4si));
+    std::memcpy(dst + 2 * sizeof(v4si), &last, sizeof(v4si));
   }
   return prefill_works_ * limits_.num_kv_heads;
 }
@@ -744,26 +736,29 @@ int BatchPlanner::side_decodes(int place_bits) {
   return moved;
 }
 
-// Merge records: tile by tile, KV head by KV head (the order make_works numbered them), each from
-// its tile's first chunk.
+// Merge records: group by group (batch_plan_layout.hpp), then tile by tile and placement by
+// placement (the order make_works numbered group 0's), each from its tile's first chunk.
 void BatchPlanner::write_merges(unsigned char* dst) {
   if (num_merges_ == 0) return;
-  for (int i = 0; i < num_tiles_; ++i) {
-    const Tile& t = tiles_[static_cast<size_t>(i)];
-    if (t.splits <= 1) continue;
-    const BatchWorkItem& first = work_items_[static_cast<size_t>(t.first_work)];
-    for (int h = 0; h < limits_.num_kv_heads; ++h) {
-      BatchMergeRecord m;
-      m.request = first.request;
-      m.kv_head = h;
-      m.q_start = first.q_start;
-      m.row_begin = first.row_begin;
-      m.row_end = first.row_end;
-      m.partial_row = t.partial_base + h * t.splits * first.tile_rows;
-      m.partial_stride = first.tile_rows;
-      m.num_splits = t.splits;
-      std::memcpy(dst + sizeof(BatchMergeRecord) * static_cast<size_t>(t.merge_base + h), &m,
-                  sizeof(m));
+  for (int g = 0; g < num_groups_; ++g) {
+    const int merge_shift = g * group_merges_, partial_shift = g * group_partial_rows_;
+    for (int i = 0; i < num_tiles_; ++i) {
+      const Tile& t = tiles_[static_cast<size_t>(i)];
+      if (t.splits <= 1) continue;
+      const BatchWorkItem& first = work_items_[static_cast<size_t>(t.first_work)];
+      for (int p = 0; p < group_heads_; ++p) {
+        BatchMergeRecord m;
+        m.request = first.request;
+        m.kv_head = g + p * num_groups_;
+        m.q_start = first.q_start;
+        m.row_begin = first.row_begin;
+        m.row_end = first.row_end;
+        m.partial_row = partial_shift + t.partial_base + p * t.splits * first.tile_rows;
+        m.partial_stride = first.tile_rows;
+        m.num_splits = t.splits;
+        const size_t record = static_cast<size_t>(merge_shift + t.merge_base + p);
+        std::memcpy(dst + sizeof(BatchMergeRecord) * record, &m, sizeof(m));
+      }
     }
   }
 }

@@ -254,9 +254,11 @@ class BatchPlanner {
     int32_t kv_begin, kv_end;
     int32_t splits;  // KV chunks (1: unsplit)
     // Split only (make_works()):
-    int32_t first_work;    // its chunk 0
-    int32_t merge_base;    // merge record of KV head 0 (KV head h: + h)
-    int32_t partial_base;  // partial row of (KV head 0, chunk 0)
+    int32_t first_work;  // its chunk 0
+    // Within KV-head group 0 (batch_plan_layout.hpp): the merge record of its placement 0 (KV
+    // head 0; placement p: + p) and the partial row of (placement 0, chunk 0).
+    int32_t merge_base;
+    int32_t partial_base;
   };
   struct Estimate;
   struct ChunkMemo;
@@ -305,8 +307,10 @@ class BatchPlanner {
   int64_t q_total_ = 0;
   int64_t max_key_cost_ = 0;
   int prefill_tiles_ = 0;
-  int num_merges_ = 0;
+  int num_merges_ = 0;  // every group's
   int num_partial_rows_ = 0;
+  int group_merges_ = 0;  // group 0's: every group has as many
+  int group_partial_rows_ = 0;
   int splits_max_ = 1;
 
   // Scratch, sized from the limits in the constructor.

@@ -3,15 +3,24 @@
 // device. Plain C++17 structs of 32- and 16-bit fields (no CUDA headers), the same on host and
 // device.
 //
-//   offset 0                   BatchPlanHeader                        64 bytes
-//   header.cta_offsets_offset  int32 cta_offsets[num_ctas + 1]        zero-padded to 16 bytes
-//   header.items_offset        BatchWorkItem items[num_items]         48 bytes each
+//   offset 0                   BatchPlanHeader                        80 bytes
+//   header.cta_offsets_offset  int32 cta_offsets[group_ctas + 1]      zero-padded to 16 bytes
+//   header.items_offset        BatchWorkItem items[group_items]       48 bytes each
 //   header.merges_offset       BatchMergeRecord merges[num_merges]    32 bytes each
 //   header.used_bytes          end; plan() writes nothing past it
 //
 // Every offset is in bytes from the start of the buffer and a multiple of 16, so each record is
-// read with 16-byte loads. CTA c of the persistent grid runs items[cta_offsets[c]] ..
-// items[cta_offsets[c + 1] - 1] in that order (largest first).
+// read with 16-byte loads.
+//
+// KV-head groups. The persistent grid is num_groups groups of group_ctas consecutive CTAs, and
+// group g runs the KV heads g, g + num_groups, ... of every work (batch_plan.hpp, the assignment):
+// every group's lists are group 0's with the KV head moved. So the plan holds group 0's lists
+// only, num_groups times fewer records to write and copy. CTA c = g * group_ctas + l runs
+// items[cta_offsets[l]] .. items[cta_offsets[l + 1] - 1] in that order (largest first), each
+// with g added to kv_head, g * group_partial_rows to partial_row and g * (num_merges /
+// num_groups) to merge (the two where >= 0). The merge records are written for every group
+// (record g * num_merges / num_groups + j is group g's copy of group 0's record j), so that the
+// merge pass strides over them plainly.
 //
 // Outputs. An item with partial_row < 0 writes its rows straight to out / lse. Otherwise its
 // (request, KV head, rows) are split over several items by KV range: each writes its rows' partial
@@ -31,27 +40,31 @@
 namespace hopattn::plan {
 
 inline constexpr uint32_t kBatchPlanMagic = 0x31504248;  // "HBP1" in little-endian bytes
-inline constexpr uint32_t kBatchPlanVersion = 1;
+inline constexpr uint32_t kBatchPlanVersion = 2;
 inline constexpr uint32_t kBatchPlanAlign = 16;
 
 struct BatchPlanHeader {
   uint32_t magic;       // kBatchPlanMagic: a kernel reading stale or foreign bytes can tell
   uint32_t version;     // kBatchPlanVersion
   uint32_t used_bytes;  // bytes from offset 0 to the end of the merge records
-  int32_t num_ctas;     // persistent grid the plan is made for; cta_offsets has num_ctas + 1
+  int32_t num_ctas;     // persistent grid the plan is made for
   int32_t num_requests;
   int32_t total_q;  // q tokens of the step (cu_seqlens_q[B])
   int32_t
       group;  // Hq / Hkv: packed row r is q position r / group, q head kv_head * group + r % group
   int32_t num_kv_heads;
-  int32_t num_items;
+  int32_t num_items;         // of every group: what the grid runs (group_items are stored)
   int32_t num_merges;        // also the semaphores a last-CTA merge needs (one per record)
-  int32_t num_partial_rows;  // rows of the partial-state buffer this step uses
+  int32_t num_partial_rows;  // rows of the partial-state buffer this step uses (every group's)
   uint32_t cta_offsets_offset;
   uint32_t items_offset;
   uint32_t merges_offset;
-  int32_t num_prefill_items;
+  int32_t num_prefill_items;  // of every group
   int32_t num_decode_items;
+  int32_t num_groups;          // KV-head groups of the grid (gcd(num_kv_heads, num_ctas))
+  int32_t group_ctas;          // CTAs a group: num_ctas / num_groups; cta_offsets has one more
+  int32_t group_items;         // records stored: group 0's items, num_items / num_groups
+  int32_t group_partial_rows;  // partial rows a group: num_partial_rows / num_groups
 };
 
 struct BatchWorkItem {
@@ -90,7 +103,7 @@ struct BatchMergeRecord {
   int32_t num_splits;      // 2 .. kMaxSplits
 };
 
-static_assert(sizeof(BatchPlanHeader) == 64 && alignof(BatchPlanHeader) == 4, "header: 64 bytes");
+static_assert(sizeof(BatchPlanHeader) == 80 && alignof(BatchPlanHeader) == 4, "header: 80 bytes");
 static_assert(sizeof(BatchWorkItem) == 48, "work item: three 16-byte loads");
 static_assert(offsetof(BatchWorkItem, kv_begin) == 28 && offsetof(BatchWorkItem, kind) == 36 &&
                   offsetof(BatchWorkItem, partial_row) == 40 &&
@@ -103,7 +116,35 @@ HOPATTN_HOST_DEVICE constexpr size_t batch_plan_align(size_t bytes) {
   return (bytes + kBatchPlanAlign - 1) / kBatchPlanAlign * kBatchPlanAlign;
 }
 
-// Where the arrays of a plan of `num_ctas` CTAs, `num_items` items and `num_merges` merges lie.
+// Group g's copy of group 0's partial row `row` (< 0: the item is not split).
+HOPATTN_HOST_DEVICE constexpr int32_t batch_group_partial_row(int32_t row,
+                                                              int32_t group_partial_rows, int g) {
+  return row < 0 ? row : row + g * group_partial_rows;
+}
+
+// Group g's copy of a stored item: what CTA g * group_ctas + l runs for group 0's item of CTA l.
+HOPATTN_HOST_DEVICE BatchWorkItem batch_group_item(BatchWorkItem item, const BatchPlanHeader& h,
+                                                   int g) {
+  item.kv_head += g;
+  item.partial_row = batch_group_partial_row(item.partial_row, h.group_partial_rows, g);
+  if (item.merge >= 0) item.merge += g * (h.num_merges / h.num_groups);
+  return item;
+}
+
+// The KV-head groups of a grid of `num_ctas` CTAs over `num_kv_heads` KV heads (the header's
+// num_groups): the greatest common divisor.
+HOPATTN_HOST_DEVICE constexpr int batch_plan_groups(int num_kv_heads, int num_ctas) {
+  int a = num_kv_heads, b = num_ctas;
+  while (b != 0) {
+    const int r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+// Where the arrays of a plan lie whose groups have `group_ctas` CTAs, with `group_items` stored
+// items (group 0's) and `num_merges` merges.
 struct BatchPlanOffsets {
   size_t cta_offsets;
   size_t items;
@@ -111,13 +152,13 @@ struct BatchPlanOffsets {
   size_t end;
 };
 
-HOPATTN_HOST_DEVICE constexpr BatchPlanOffsets batch_plan_offsets(int64_t num_ctas,
-                                                                  int64_t num_items,
+HOPATTN_HOST_DEVICE constexpr BatchPlanOffsets batch_plan_offsets(int64_t group_ctas,
+                                                                  int64_t group_items,
                                                                   int64_t num_merges) {
   BatchPlanOffsets o{};
   o.cta_offsets = sizeof(BatchPlanHeader);
-  o.items = o.cta_offsets + batch_plan_align(sizeof(int32_t) * static_cast<size_t>(num_ctas + 1));
-  o.merges = o.items + sizeof(BatchWorkItem) * static_cast<size_t>(num_items);
+  o.items = o.cta_offsets + batch_plan_align(sizeof(int32_t) * static_cast<size_t>(group_ctas + 1));
+  o.merges = o.items + sizeof(BatchWorkItem) * static_cast<size_t>(group_items);
   o.end = o.merges + sizeof(BatchMergeRecord) * static_cast<size_t>(num_merges);
   return o;
 }

@@ -163,6 +163,8 @@ int64_t BatchPlanner::choose_chunk_cost(int64_t total_key_cost, int64_t max_key_
 void BatchPlanner::make_works(int64_t chunk_cost) {
   num_merges_ = 0;
   num_partial_rows_ = 0;
+  group_merges_ = 0;
+  group_partial_rows_ = 0;
   splits_max_ = 1;
   if (chunk_cost >= max_key_cost_) {
     num_works_ = num_tiles_;
@@ -182,14 +184,18 @@ void BatchPlanner::make_works(int64_t chunk_cost) {
     t.first_work = num_works_;
     num_works_ += t.splits;
     if (t.splits > 1) {
-      t.merge_base = num_merges_;
-      t.partial_base = num_partial_rows_;
-      num_merges_ += limits_.num_kv_heads;
-      num_partial_rows_ += limits_.num_kv_heads * t.splits * whole.tile_rows;
+      // Numbered within KV-head group 0 (batch_plan_layout.hpp): its placements 0 .. group_heads_
+      // - 1 of this tile; group g's copies lie g groups' rows and records further on.
+      t.merge_base = group_merges_;
+      t.partial_base = group_partial_rows_;
+      group_merges_ += group_heads_;
+      group_partial_rows_ += group_heads_ * t.splits * whole.tile_rows;
       splits_max_ = std::max(splits_max_, t.splits);
     }
     if (whole.kind == static_cast<uint16_t>(BatchTileKind::kPrefill)) prefill_works_ += t.splits;
   }
+  num_merges_ = group_merges_ * num_groups_;
+  num_partial_rows_ = group_partial_rows_ * num_groups_;
   max_work_cost_ = 0;
   for (int i = num_tiles_ - 1; i >= 0; --i) {
     const Tile& t = tiles_[static_cast<size_t>(i)];
@@ -209,7 +215,8 @@ void BatchPlanner::make_works(int64_t chunk_cost) {
       it.kv_end = static_cast<int32_t>(end);
       it.partial_row = split ? t.partial_base + k * whole.tile_rows : -1;
       it.merge = split ? t.merge_base : -1;
-      // KV head h: its partial block this much further on, its merge record h further.
+      // Group 0's placement p (KV head p * num_groups_): its partial block p times this much
+      // further on, its merge record p further.
       partial_steps[w] = split ? t.splits * whole.tile_rows : 0;
       const int64_t cost = (end - begin) * key_cost + kItemOverheadCost;
       costs[w] = cost;

@@ -31,11 +31,12 @@ class PlanReader {
     if (h_.magic != plan::kBatchPlanMagic || h_.version != plan::kBatchPlanVersion) {
       throw Error(ErrorKind::kRuntime,
                   "hopattn.BatchAttention.run: plan: expected a batch plan "
-                  "(magic HBP1, version 1), got other bytes");
+                  "(magic HBP1, version 2), got other bytes");
     }
   }
   const BatchPlanHeader& header() const { return h_; }
-  int32_t cta_offset(int c) const { return read<int32_t>(h_.cta_offsets_offset, c); }
+  // Group 0's CTA l's first stored item (batch_plan_layout.hpp: every group runs group 0's lists).
+  int32_t cta_offset(int l) const { return read<int32_t>(h_.cta_offsets_offset, l); }
   BatchWorkItem item(int i) const { return read<BatchWorkItem>(h_.items_offset, i); }
   BatchMergeRecord merge(int i) const { return read<BatchMergeRecord>(h_.merges_offset, i); }
 
@@ -70,15 +71,19 @@ class BatchRun {
   // Multiply-adds of the whole plan (whether threads pay off).
   double work() const {
     double w = 0;
-    for (int i = 0; i < plan_.header().num_items; ++i) {
+    for (int i = 0; i < plan_.header().group_items; ++i) {
       const BatchWorkItem it = plan_.item(i);
       w += double(it.row_end - it.row_begin) * double(it.kv_end - it.kv_begin);
     }
-    return w * double(dqk_ + dv_);
+    return w * double(plan_.header().num_groups) * double(dqk_ + dv_);
   }
 
   void run_cta(int cta) const {
-    for (int i = plan_.cta_offset(cta); i < plan_.cta_offset(cta + 1); ++i) run_item(plan_.item(i));
+    const int group_ctas = plan_.header().group_ctas;
+    const int g = cta / group_ctas, l = cta % group_ctas;
+    for (int i = plan_.cta_offset(l); i < plan_.cta_offset(l + 1); ++i) {
+      run_item(plan::batch_group_item(plan_.item(i), plan_.header(), g));
+    }
   }
 
   void run_merge(const BatchMergeRecord& m) const {

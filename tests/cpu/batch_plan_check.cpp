@@ -83,11 +83,20 @@ Plan read_plan(const unsigned char* base) {
   Plan p;
   std::memcpy(&p.header, base, sizeof(p.header));
   const BatchPlanHeader& h = p.header;
-  p.cta_offsets.resize(static_cast<size_t>(std::max(0, h.num_ctas + 1)));
-  std::memcpy(p.cta_offsets.data(), base + h.cta_offsets_offset,
-              sizeof(int32_t) * p.cta_offsets.size());
-  p.items.resize(static_cast<size_t>(std::max(0, h.num_items)));
-  std::memcpy(p.items.data(), base + h.items_offset, sizeof(BatchWorkItem) * p.items.size());
+  // Group 0's lists as stored, then every group's (batch_plan_layout.hpp), as the kernel runs them.
+  std::vector<int32_t> local(static_cast<size_t>(std::max(0, h.group_ctas + 1)));
+  std::memcpy(local.data(), base + h.cta_offsets_offset, sizeof(int32_t) * local.size());
+  std::vector<BatchWorkItem> stored(static_cast<size_t>(std::max(0, h.group_items)));
+  std::memcpy(stored.data(), base + h.items_offset, sizeof(BatchWorkItem) * stored.size());
+  for (int g = 0; g < h.num_groups; ++g) {
+    for (int l = 0; l < h.group_ctas; ++l) {
+      p.cta_offsets.push_back(static_cast<int32_t>(p.items.size()));
+      for (int i = local[size_t(l)]; i < local[size_t(l) + 1]; ++i) {
+        p.items.push_back(batch_group_item(stored[size_t(i)], h, g));
+      }
+    }
+  }
+  p.cta_offsets.push_back(static_cast<int32_t>(p.items.size()));
   p.merges.resize(static_cast<size_t>(std::max(0, h.num_merges)));
   std::memcpy(p.merges.data(), base + h.merges_offset, sizeof(BatchMergeRecord) * p.merges.size());
   return p;
@@ -184,7 +193,12 @@ void check_layout(const BatchPlanLimits& l, const Step& s, const BatchPlanInfo& 
   f.expect(h.num_ctas == l.num_ctas && h.num_requests == s.batch() && h.total_q == s.cu.back() &&
                h.group == l.num_qo_heads / l.num_kv_heads && h.num_kv_heads == l.num_kv_heads,
            "header sizes");
-  const BatchPlanOffsets off = batch_plan_offsets(h.num_ctas, h.num_items, h.num_merges);
+  const int groups = std::gcd(l.num_kv_heads, l.num_ctas);
+  f.expect(h.num_groups == groups && h.group_ctas * groups == h.num_ctas &&
+               h.group_items * groups == h.num_items &&
+               h.group_partial_rows * groups == h.num_partial_rows && h.num_merges % groups == 0,
+           "header groups");
+  const BatchPlanOffsets off = batch_plan_offsets(h.group_ctas, h.group_items, h.num_merges);
   f.expect(h.cta_offsets_offset == off.cta_offsets && h.items_offset == off.items &&
                h.merges_offset == off.merges && h.used_bytes == off.end,
            "header offsets");

@@ -104,7 +104,11 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   p.status_family = StatusFamily::kBatch;
   set_kv_scales(a, p);
   const auto* plan_bytes = static_cast<const uint8_t*>(step.plan);
-  const plan::BatchPlanOffsets offsets = plan::batch_plan_offsets(step.num_ctas, 0, 0);
+  // The grid's KV-head groups are a function of the limits (the planner's, batch_plan_layout.hpp).
+  const int group_ctas = step.num_ctas / plan::batch_plan_groups(c.num_kv_heads, step.num_ctas);
+  const plan::BatchPlanOffsets offsets = plan::batch_plan_offsets(group_ctas, 0, 0);
+  p.batch.header = reinterpret_cast<const plan::BatchPlanHeader*>(plan_bytes);
+  p.batch.group_ctas = FastDivisor::of(static_cast<uint32_t>(group_ctas));
   p.batch.cta_offsets = reinterpret_cast<const int32_t*>(plan_bytes + offsets.cta_offsets);
   // The items start right after the CTA offsets (batch_plan_layout.hpp), for any item count.
   p.batch.items = reinterpret_cast<const plan::BatchWorkItem*>(plan_bytes + offsets.items);

@@ -1,7 +1,8 @@
-// The batch family's scheduler for the fwd kernel (kernels/fwd/kernel.cuh): CTA c walks items
-// cta_offsets[c] .. cta_offsets[c + 1] - 1 of the plan's device copy (plan/batch_plan_layout.hpp),
-// in the planner's order. The producer and both consumers read the same list, so they walk the
-// same items with no communication, as with LptTileScheduler.
+// The batch family's scheduler for the fwd kernel (kernels/fwd/kernel.cuh): CTA c = g *
+// group_ctas + l walks group 0's items cta_offsets[l] .. cta_offsets[l + 1] - 1 of the plan's
+// device copy (plan/batch_plan_layout.hpp), in the planner's order, as KV-head group g's copies
+// (KV head + g, partial row + g groups' rows). The producer and both consumers read the same
+// list, so they walk the same items with no communication, as with LptTileScheduler.
 //
 // An item is one fwd work tile of packed (q position, q head) rows of one KV head (the launch
 // always packs GQA, with the planner's floor(128 / group) positions a tile): its first position is
@@ -25,7 +26,35 @@
 
 namespace hopattn::kernels::batch {
 
+using fwd::BatchWorkParams;
 using fwd::FwdParams;
+
+// %ctaid.x read afresh (a volatile read, as LptTileScheduler does), so no register holds it.
+__device__ __forceinline__ uint32_t ctaid_x() {
+  uint32_t c;
+  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(c));
+  return c;
+}
+
+// The CTA's KV-head group g and its place l in it (batch_plan_layout.hpp).
+__device__ __forceinline__ int cta_group(const BatchWorkParams& b) {
+  return static_cast<int>(b.group_ctas.divide(ctaid_x()));
+}
+__device__ __forceinline__ int cta_in_group(const BatchWorkParams& b) {
+  const uint32_t c = ctaid_x();
+  return static_cast<int>(c - b.group_ctas.divide(c) * b.group_ctas.divisor);
+}
+
+// The CTA's copies of a stored (group 0) item's KV head and partial row.
+__device__ __forceinline__ int item_kv_head(const BatchWorkParams& b,
+                                            const plan::BatchWorkItem& item) {
+  return item.kv_head + cta_group(b);
+}
+__device__ __forceinline__ int item_partial_row(const BatchWorkParams& b,
+                                                const plan::BatchWorkItem& item) {
+  return plan::batch_group_partial_row(item.partial_row, b.header->group_partial_rows,
+                                       cta_group(b));
+}
 using fwd::TileInfo;
 using fwd::WorkTile;
 
@@ -41,11 +70,13 @@ class WorkListSchedulerT {
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters); the end of the
   // CTA's list is re-read rather than kept, for the producer's register budget.
   __device__ explicit WorkListSchedulerT(const FwdParams& p)
-      : p_(p), index_(p.batch.cta_offsets[cta()]) {
+      : p_(p), index_(p.batch.cta_offsets[cta_in_group(p.batch)]) {
     skip_side();
   }
 
-  __device__ bool valid() const { return index_ < p_.batch.cta_offsets[cta() + 1]; }
+  __device__ bool valid() const {
+    return index_ < p_.batch.cta_offsets[cta_in_group(p_.batch) + 1];
+  }
   __device__ void advance() {
     ++index_;
     skip_side();
@@ -55,11 +86,11 @@ class WorkListSchedulerT {
     const plan::BatchWorkItem& item = p_.batch.items[index_];
     WorkTile w;
     w.m_block = 0;  // unused: info() places the tile by its first position
-    w.head = item.kv_head;
+    w.head = item_kv_head(p_.batch, item);
     w.batch = item.request;
     w.kv_begin = item.kv_begin;
     w.kv_end = item.kv_end;
-    w.partial_row = item.partial_row;
+    w.partial_row = item_partial_row(p_.batch, item);
     return w;
   }
 
@@ -82,19 +113,12 @@ class WorkListSchedulerT {
  private:
   __device__ void skip_side() {
     if constexpr (kSkipSide) {
-      const int end = p_.batch.cta_offsets[cta() + 1];
+      const int end = p_.batch.cta_offsets[cta_in_group(p_.batch) + 1];
       while (index_ < end && p_.batch.items[index_].kind ==
                                  static_cast<uint16_t>(plan::BatchTileKind::kDecodeSide)) {
         ++index_;
       }
     }
-  }
-
-  // Read afresh (a volatile read of %ctaid.x), as LptTileScheduler does, so no register holds it.
-  __device__ static int cta() {
-    uint32_t c;
-    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(c));
-    return static_cast<int>(c);
   }
 
   const FwdParams& p_;

@@ -325,8 +325,12 @@ struct SchedulerParams {
 // The batch family's launch (src/kernels/batch/): the device copy of a plan's work lists and the
 // partial-state rows of its split items. Null in fwd calls.
 struct BatchWorkParams {
-  const int32_t* cta_offsets = nullptr;  // [grid + 1]: CTA c runs items [c], [c + 1] - 1
+  const plan::BatchPlanHeader* header = nullptr;  // the plan's start
+  // Group 0's lists (plan/batch_plan_layout.hpp): [group_ctas + 1] offsets into its items. CTA c
+  // runs the list of CTA c % group_ctas as KV-head group c / group_ctas.
+  const int32_t* cta_offsets = nullptr;
   const plan::BatchWorkItem* items = nullptr;
+  FastDivisor group_ctas;
   float* partial_o = nullptr;    // fp32 [rows][Dv]
   float* partial_lse = nullptr;  // fp32 [rows]
   // q as plain rows for the side lane (batch/side_lane.cuh), which loads its few rows without

@@ -737,26 +737,27 @@ int BatchPlanner::side_decodes(int place_bits) {
 }
 
 // Merge records: group by group (batch_plan_layout.hpp), then tile by tile and placement by
-// placement (the order make_works numbered group 0's), each from its tile's first chunk.
+// placement (the order make_works numbered group 0's), each from its tile's first chunk; group
+// g's is group 0's with g added to the KV head and g groups' rows to the partial row.
 void BatchPlanner::write_merges(unsigned char* dst) {
   if (num_merges_ == 0) return;
-  for (int g = 0; g < num_groups_; ++g) {
-    const int merge_shift = g * group_merges_, partial_shift = g * group_partial_rows_;
-    for (int i = 0; i < num_tiles_; ++i) {
-      const Tile& t = tiles_[static_cast<size_t>(i)];
-      if (t.splits <= 1) continue;
-      const BatchWorkItem& first = work_items_[static_cast<size_t>(t.first_work)];
-      for (int p = 0; p < group_heads_; ++p) {
-        BatchMergeRecord m;
-        m.request = first.request;
+  for (int i = 0; i < num_tiles_; ++i) {
+    const Tile& t = tiles_[static_cast<size_t>(i)];
+    if (t.splits <= 1) continue;
+    const BatchWorkItem& first = work_items_[static_cast<size_t>(t.first_work)];
+    for (int p = 0; p < group_heads_; ++p) {
+      BatchMergeRecord m;
+      m.request = first.request;
+      m.q_start = first.q_start;
+      m.row_begin = first.row_begin;
+      m.row_end = first.row_end;
+      m.partial_stride = first.tile_rows;
+      m.num_splits = t.splits;
+      const int32_t partial_row = t.partial_base + p * t.splits * first.tile_rows;
+      for (int g = 0; g < num_groups_; ++g) {
         m.kv_head = g + p * num_groups_;
-        m.q_start = first.q_start;
-        m.row_begin = first.row_begin;
-        m.row_end = first.row_end;
-        m.partial_row = partial_shift + t.partial_base + p * t.splits * first.tile_rows;
-        m.partial_stride = first.tile_rows;
-        m.num_splits = t.splits;
-        const size_t record = static_cast<size_t>(merge_shift + t.merge_base + p);
+        m.partial_row = batch_group_partial_row(partial_row, group_partial_rows_, g);
+        const size_t record = static_cast<size_t>(g * group_merges_ + t.merge_base + p);
         std::memcpy(dst + sizeof(BatchMergeRecord) * record, &m, sizeof(m));
       }
     }

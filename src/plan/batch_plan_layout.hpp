@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 
 #include "kernels/common/host_device.hpp"
 #include "plan/batch_tiles.hpp"
@@ -132,15 +133,9 @@ HOPATTN_HOST_DEVICE BatchWorkItem batch_group_item(BatchWorkItem item, const Bat
 }
 
 // The KV-head groups of a grid of `num_ctas` CTAs over `num_kv_heads` KV heads (the header's
-// num_groups): the greatest common divisor.
-HOPATTN_HOST_DEVICE constexpr int batch_plan_groups(int num_kv_heads, int num_ctas) {
-  int a = num_kv_heads, b = num_ctas;
-  while (b != 0) {
-    const int r = a % b;
-    a = b;
-    b = r;
-  }
-  return a;
+// num_groups; host code: the planner, the launch).
+inline int batch_plan_groups(int num_kv_heads, int num_ctas) {
+  return std::gcd(num_kv_heads, num_ctas);
 }
 
 // Where the arrays of a plan lie whose groups have `group_ctas` CTAs, with `group_items` stored

@@ -126,14 +126,6 @@ struct Visibility {
   int64_t hi(int64_t diag, int64_t kv_len) const { return std::min(kv_len, diag + after + 1); }
 };
 
-// The bits that hold 0 .. n - 1: log2 of n rounded up to a power of two (assign()'s tree keys
-// keep a CTA in this many low bits; write_items() a placement of a work).
-int ceil_log2(int n) {
-  int bits = 0;
-  while ((1 << bits) < n) ++bits;
-  return bits;
-}
-
 }  // namespace
 
 // ----------------------------------------------------------------------------- capacity
@@ -224,8 +216,7 @@ BatchPlanner::BatchPlanner(const BatchPlanLimits& limits)
              std::gcd(limits_.page_size, kPrefillKvBlock) % 8 == 0;
   if (side_ok_) side_slot_.resize(placements);
   cta_bits_ = ceil_log2(group_ctas_);
-  tree_leaves_ = 1 << cta_bits_;
-  tree_.resize(2 * static_cast<size_t>(tree_leaves_));
+  tree_.resize(2 * (size_t{1} << cta_bits_));
   const size_t group = static_cast<size_t>(group_ctas_);
   run_keys_.resize(group);
   run_sorted_.resize(group);

@@ -28,7 +28,7 @@
 // Assignment: longest processing time first within equal groups of CTAs. The grid is cut into
 // G = gcd(num_kv_heads, num_ctas) groups of consecutive CTAs, and KV head h of every work goes to
 // group h mod G: each group then receives the same costs in the same order, so one LPT schedule
-// of group 0 (each item onto its least-loaded CTA; batch_schedule.cpp, assign_levels) is every
+// of group 0 (each item onto its least-loaded CTA; batch_schedule.cpp, assign) is every
 // group's, and the groups' loads and means are equal. Plain LPT's bound holds in each group, hence
 // over the grid (tested): the busiest CTA's cost <= mean CTA cost + the largest item's cost. G
 // times fewer placements, and each CTA's list is written in one sequential pass.
@@ -150,6 +150,15 @@ inline constexpr int64_t kDecodeKeyLoadCost = 150;
 // constant time each (batch_schedule.cpp, assign_run: its sort and rebuild cost about this many
 // tree walks); shorter runs the group's tree.
 inline constexpr int64_t kAssignRunItemsMin = 64;
+
+// The bits that hold 0 .. n - 1: log2 of n rounded up to a power of two (assign()'s tree keys
+// keep a CTA in this many low bits and its trees are this deep; write_items() keeps a work's
+// placement in them).
+inline int ceil_log2(int n) {
+  int bits = 0;
+  while ((1 << bits) < n) ++bits;
+  return bits;
+}
 inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
 
 constexpr int64_t batch_key_cost(BatchTileKind kind, int tile_rows) {
@@ -345,13 +354,16 @@ class BatchPlanner {
   int64_t prefill_cost_ = 0, decode_cost_ = 0;  // the works' costs by kind (weigh_kinds)
   bool side_ok_ = false;            // side_decodes may plan (the limits admit the side lane)
   std::vector<uint8_t> side_slot_;  // side_decodes(): group 0's slots that run on the side lane
-  // Group 0's winner tree of 2 * tree_leaves_ nodes, leaf tree_leaves_ + i for its CTA i. A node
-  // is one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
+  // The winner tree of assign()'s current part of group 0 (its CTAs [part_first_, part_first_ +
+  // part_ctas_)): 2 * part_leaves_ nodes, leaf part_leaves_ + i for the part's CTA i. A node is
+  // one key, load << cta_bits_ | CTA: the lesser key is the lesser load, and of equal loads the
   // lower-numbered CTA, so a node is the plain minimum of its children (capacity() refuses limits
   // whose loads could overflow it).
-  int cta_bits_ = 0;     // ceil(log2(group_ctas_)), also the tree's depth
-  int tree_leaves_ = 1;  // group_ctas_ rounded up to a power of two: 1 << cta_bits_
-  std::vector<uint64_t> tree_;
+  int cta_bits_ = 0;  // ceil(log2(group_ctas_)): a key's CTA bits
+  int part_first_ = 0, part_ctas_ = 1;
+  int part_bits_ = 0;           // ceil(log2(part_ctas_)), the tree's depth
+  int part_leaves_ = 1;         // 1 << part_bits_
+  std::vector<uint64_t> tree_;  // room for the whole group's tree
   // assign()'s runs of equal-cost items: every CTA's key, the CTAs by load, and the FIFO of
   // those a run loaded.
   std::vector<uint64_t> run_keys_;
@@ -359,12 +371,9 @@ class BatchPlanner {
   std::vector<uint64_t> run_fifo_;
   void build_tree(const uint64_t* keys);
   void assign_run(uint64_t step, int64_t count, int64_t& item);
-  template <int kLevels>
-  void assign_levels();
+  void assign_part(int first, int last, int begin, int end, int64_t& item);
   template <int kLevels>
   void assign_range(int begin, int end, int64_t& item);
-  template <int kLevels>
-  void assign_part(int first, int last, int begin, int end, int64_t& item);
   std::vector<int64_t> cta_load_;   // group 0's CTAs
   std::vector<int32_t> cta_count_;  // items per CTA of group 0
   std::vector<int32_t> cta_first_;  // the list slot of each CTA's first item in group 0

@@ -306,33 +306,33 @@ void BatchPlanner::sort_works() {
   }
 }
 
-// The group's winner tree (batch_plan.hpp, tree_): every CTA's leaf holds its key from `keys`
-// (load above its number; keys == nullptr: every load 0), padding leaves the largest key; then
-// every inner node from the leaves up, the lesser child.
+// The part's winner tree (batch_plan.hpp, tree_): leaf i holds CTA part_first_ + i's key from
+// `keys` (indexed from the part's first CTA; keys == nullptr: every load 0), padding leaves the
+// largest key; then every inner node from the leaves up, the lesser child.
 void BatchPlanner::build_tree(const uint64_t* keys) {
-  const int leaves = tree_leaves_;
+  const int leaves = part_leaves_;
   uint64_t* tree = tree_.data();
-  for (int c = 0; c < leaves; ++c) {
+  for (int i = 0; i < leaves; ++i) {
     uint64_t key = ~uint64_t{0};
-    if (c < group_ctas_) key = keys != nullptr ? keys[c] : static_cast<uint64_t>(c);
-    tree[leaves + c] = key;
+    if (i < part_ctas_) key = keys != nullptr ? keys[i] : static_cast<uint64_t>(part_first_ + i);
+    tree[leaves + i] = key;
   }
   for (int k = leaves - 1; k >= 1; --k) tree[k] = std::min(tree[2 * k], tree[2 * k + 1]);
 }
 
 // `count` items of one cost (`step`: the cost as a key increment) from placement `item` on, each
-// onto the group's least-loaded CTA (the lowest-numbered of equal ones), in O(count + ctas log
+// onto the part's least-loaded CTA (the lowest-numbered of equal ones), in O(count + ctas log
 // ctas): with every cost equal, the key a CTA leaves with (its key + step) is never below one
 // left before it in the run (the keys taken only grow), so the CTAs the run has loaded form a FIFO
 // in key order, and the next CTA is the lesser of that FIFO's front and the front of the CTAs by
 // key at the run's start. The tree is rebuilt from the keys afterwards.
 void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
-  const int ctas = group_ctas_;
+  const int ctas = part_ctas_;
   const uint64_t cta_mask = (uint64_t{1} << cta_bits_) - 1;
   uint64_t* sorted = run_sorted_.data();
   uint64_t* fifo = run_fifo_.data();
   uint64_t* keys = run_keys_.data();
-  const uint64_t* leaves = tree_.data() + tree_leaves_;
+  const uint64_t* leaves = tree_.data() + part_leaves_;
   std::copy(leaves, leaves + ctas, keys);
   std::copy(keys, keys + ctas, sorted);
   std::sort(sorted, sorted + ctas);
@@ -357,61 +357,93 @@ void BatchPlanner::assign_run(uint64_t step, int64_t count, int64_t& item) {
   }
   for (int i = 0; i < size; ++i) {
     const uint64_t key = fifo[(head + i) % ctas];
-    keys[key & cta_mask] = key;
+    keys[(key & cta_mask) - static_cast<uint64_t>(part_first_)] = key;
   }
   build_tree(keys);
 }
 
 // Longest processing time first within group 0 (batch_plan.hpp, group_ctas_): its placements in
-// decreasing cost (each work's group_heads_ of them in a row), each onto the group's least-loaded
-// CTA, the lowest-numbered of equally loaded ones. The choice is the root of the group's winner
-// tree (leaf tree_leaves_ + i for CTA i, a node the lesser child; a key is load << cta_bits_ |
-// CTA, so the least key is the least load, then the lowest CTA), and placing an item walks its
-// leaf's path back up, one compare-and-move a level. Long runs of equal-cost items (a step of
-// equal requests: thousands of them) take assign_run() instead, in constant time an item. Each
-// placement's place in its CTA's list is counted on the way. With a partition (partition_decodes)
-// the prefill works (first in order_, partition_order) go onto CTAs [0, partition_) and the
-// decode works onto the rest, the other part's leaves out of reach meanwhile (assign_part).
-template <int kLevels>
-void BatchPlanner::assign_levels() {
+// decreasing cost (each work's group_heads_ of them in a row), each onto the least-loaded CTA of
+// its part (the whole group, or one side of a partition), the lowest-numbered of equally loaded
+// ones. The choice is the root of the part's winner tree (leaf part_leaves_ + i for the part's
+// CTA i, a node the lesser child; a key is load << cta_bits_ | CTA, so the least key is the least
+// load, then the lowest CTA), and placing an item walks its leaf's path back up, one
+// compare-and-move a level. Long runs of equal-cost items (a step of equal requests: thousands
+// of them) take assign_run() instead, in constant time an item. Each placement's place in its
+// CTA's list is counted on the way. With a partition (partition_decodes) the prefill works (first
+// in order_, partition_order) go onto CTAs [0, partition_) and the decode works onto the rest,
+// each part on a tree of its own CTAs (a shallower walk than the group's).
+void BatchPlanner::assign() {
   std::fill(cta_count_.begin(), cta_count_.end(), 0);
   int64_t item = 0;
   if (partition_ == 0) {
-    assign_part<kLevels>(0, group_ctas_, 0, num_works_, item);
+    assign_part(0, group_ctas_, 0, num_works_, item);
   } else {
-    assign_part<kLevels>(0, partition_, 0, prefill_works_, item);
-    assign_part<kLevels>(partition_, group_ctas_, prefill_works_, num_works_, item);
+    assign_part(0, partition_, 0, prefill_works_, item);
+    assign_part(partition_, group_ctas_, prefill_works_, num_works_, item);
   }
 }
 
-// The placements of order_[begin, end) onto CTAs [first, last) of the group, and those CTAs'
-// loads. The tree starts with those CTAs at load 0 and the group's others out of reach: a load
-// above any the step can reach (capacity() keeps real loads below 2^(63 - cta_bits_)), so the
-// root is always one of the part's CTAs and no placement's key grows from such a leaf.
-template <int kLevels>
+// The placements of order_[begin, end) onto CTAs [first, last) of the group, from load 0, and
+// those CTAs' loads: the walk unrolled for the part's tree depth (parts of up to 1024 CTAs), a
+// loop otherwise. A part of one CTA has a tree of one leaf (no levels).
 void BatchPlanner::assign_part(int first, int last, int begin, int end, int64_t& item) {
-  if (first == 0 && last == group_ctas_) {
-    build_tree(nullptr);
-  } else {
-    const uint64_t far = (~uint64_t{0} >> 1) >> cta_bits_ << cta_bits_;
-    uint64_t* const keys = run_keys_.data();
-    for (int c = 0; c < group_ctas_; ++c) {
-      keys[c] = (c >= first && c < last ? 0 : far) | static_cast<uint64_t>(c);
-    }
-    build_tree(keys);
+  part_first_ = first;
+  part_ctas_ = last - first;
+  part_bits_ = ceil_log2(part_ctas_);
+  part_leaves_ = 1 << part_bits_;
+  build_tree(nullptr);
+  switch (part_bits_) {
+    case 0:
+      assign_range<0>(begin, end, item);
+      break;
+    case 1:
+      assign_range<1>(begin, end, item);
+      break;
+    case 2:
+      assign_range<2>(begin, end, item);
+      break;
+    case 3:
+      assign_range<3>(begin, end, item);
+      break;
+    case 4:
+      assign_range<4>(begin, end, item);
+      break;
+    case 5:
+      assign_range<5>(begin, end, item);
+      break;
+    case 6:
+      assign_range<6>(begin, end, item);
+      break;
+    case 7:
+      assign_range<7>(begin, end, item);
+      break;
+    case 8:
+      assign_range<8>(begin, end, item);
+      break;
+    case 9:
+      assign_range<9>(begin, end, item);
+      break;
+    case 10:
+      assign_range<10>(begin, end, item);
+      break;
+    default:
+      assign_range<-1>(begin, end, item);
+      break;
   }
-  assign_range<kLevels>(begin, end, item);
-  const uint64_t* const keys = tree_.data() + tree_leaves_;
+  const uint64_t* const keys = tree_.data() + part_leaves_;
   for (int c = first; c < last; ++c) {
-    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c] >> cta_bits_);
+    cta_load_[static_cast<size_t>(c)] = static_cast<int64_t>(keys[c - first] >> cta_bits_);
   }
 }
 
-// The placements of order_[begin, end) onto the current tree (assign_levels).
+// The placements of order_[begin, end) onto the current part's tree (assign_part), kLevels its
+// depth (-1: part_bits_, at run time).
 template <int kLevels>
 void BatchPlanner::assign_range(int begin, int end, int64_t& item) {
   const int per_work = group_heads_;
-  const int leaves = tree_leaves_;
+  const int leaves = part_leaves_;
+  const int first = part_first_;
   const uint64_t cta_mask = (uint64_t{1} << cta_bits_) - 1;
   uint64_t* const tree = tree_.data();
   int32_t* const place_cta = place_cta_.data();
@@ -440,11 +472,11 @@ void BatchPlanner::assign_range(int begin, int end, int64_t& item) {
       const auto cta = static_cast<int32_t>(key & cta_mask);
       place_cta[item] = cta;
       place_rank[item] = cta_count[cta]++;
-      size_t k = static_cast<size_t>(leaves + cta);
+      size_t k = static_cast<size_t>(leaves + cta - first);
       tree[k] = key;
-      // kLevels > 0: a constant trip count, unrolled, so no loop exit to mispredict; 0: the
+      // kLevels >= 0: a constant trip count, unrolled, so no loop exit to mispredict; -1: the
       // tree's depth at run time.
-      const int levels = kLevels > 0 ? kLevels : cta_bits_;
+      const int levels = kLevels >= 0 ? kLevels : part_bits_;
 #pragma GCC unroll 16
       for (int l = 0; l < levels; ++l) {
         key = std::min(key, tree[k ^ 1]);
@@ -552,35 +584,6 @@ void BatchPlanner::section_prefills(int count) {
   int32_t* const sorted = sort_scratch_.data();
   for (int i = 0; i < count; ++i) sorted[start[rank[section[order[i]]]]++] = order[i];
   std::copy(sorted, sorted + count, order);
-}
-
-// assign_levels for the tree's depth (log2 of its leaves): unrolled walks for groups of up to
-// 1024 CTAs, a loop otherwise. A group of one CTA has a tree of one leaf (no levels).
-void BatchPlanner::assign() {
-  switch (cta_bits_) {
-    case 1:
-      return assign_levels<1>();
-    case 2:
-      return assign_levels<2>();
-    case 3:
-      return assign_levels<3>();
-    case 4:
-      return assign_levels<4>();
-    case 5:
-      return assign_levels<5>();
-    case 6:
-      return assign_levels<6>();
-    case 7:
-      return assign_levels<7>();
-    case 8:
-      return assign_levels<8>();
-    case 9:
-      return assign_levels<9>();
-    case 10:
-      return assign_levels<10>();
-    default:
-      return assign_levels<0>();
-  }
 }
 
 }  // namespace hopattn::plan

@@ -5,7 +5,7 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "table concurrent pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "quick table concurrent pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -28,6 +28,10 @@
 #   concurrent.txt   (part concurrent) tests_concurrent.txt with its sanitizer logs, then (a) / (b)
 #                    as the concurrent form, the single plan, the separate launches and at 20 /
 #                    22 / 26 prefill CTAs a group, with plan()'s host time
+#   quick.txt        (part quick: issue 11 on a short budget, ~3 minutes with part peers after
+#                    it) the `*Batch*` GPU tests (tests_quick.txt), then one round of (a) / (b)
+#                    as the library's form, `--batch-concurrent off`, separate and varlen, (b)'s
+#                    parts alone, (b) at 14-23 prefill CTAs a group, (c) / (d), plan() times
 #   table.txt        (part table) issue 11's batch table: steps a-d as batch / single plan /
 #                    separate / varlen, (b)'s parts alone, (b) longest decodes first, prefill CTA
 #                    counts around the model's picks, plan() times (with part peers: FlashInfer)
@@ -226,6 +230,28 @@ if has concurrent; then
     $M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 | grep "plan()" >> $R/concurrent.txt
   done
   cat $R/concurrent.txt
+fi
+
+if has quick; then
+  # Issue 11's rows on a short budget (the first H200 lent: the concurrent form has not run there).
+  logged $R/tests_quick.txt 90 $M/hopattn_gpu_tests --gtest_filter='BatchKernelConcurrent.*:*Batch*'
+  tail -2 $R/tests_quick.txt
+  bc() { bb $M --step b --batch-concurrent-ctas $1; }
+  {
+    for st in b a; do
+      echo "$st batch $(bb $M --step $st) off $(bb $M --step $st --batch-concurrent off)" \
+        "sep $(BI=separate bb $M --step $st) varlen $(BI=varlen bb $M --step $st)"
+    done
+    echo "parts decodes-alone $(BI=separate bb $M --step 255x1@2048..16384)" \
+      "chunk-alone $(BI=separate bb $M --step 8192@0)"
+    echo "b sweep c14 $(bc 14) c16 $(bc 16) c18 $(bc 18) c19 $(bc 19) c20 $(bc 20) c22 $(bc 22) c23 $(bc 23)"
+    for st in c d; do echo "$st batch $(bb $M --step $st) sep $(BI=separate bb $M --step $st)"; done
+    for st in a b; do
+      $M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 |
+        grep -o 'plan() [0-9.]* us.*upload; [0-9.]* us without'
+    done
+  } > $R/quick.txt 2>&1
+  cat $R/quick.txt
 fi
 
 if has table; then

@@ -146,19 +146,6 @@ inline constexpr int64_t kDecodeRowKeyCost = 2;
 inline constexpr int64_t kDecodeKeyLoadCost = 150;
 // Two 64-key decode tiles streamed (the decode family's kCtaFixedTiles): two dependent global
 // round trips (lengths, page table) before the first KV byte, then the epilogue.
-// assign(): a run of at least this many equal-cost placements takes plain LPT over the group in
-// constant time each (batch_schedule.cpp, assign_run: its sort and rebuild cost about this many
-// tree walks); shorter runs the group's tree.
-inline constexpr int64_t kAssignRunItemsMin = 64;
-
-// The bits that hold 0 .. n - 1: log2 of n rounded up to a power of two (assign()'s tree keys
-// keep a CTA in this many low bits and its trees are this deep; write_items() keeps a work's
-// placement in them).
-inline int ceil_log2(int n) {
-  int bits = 0;
-  while ((1 << bits) < n) ++bits;
-  return bits;
-}
 inline constexpr int64_t kItemOverheadCost = 2 * kDecodeKvBlock * kDecodeKeyLoadCost;
 
 constexpr int64_t batch_key_cost(BatchTileKind kind, int tile_rows) {
@@ -174,6 +161,21 @@ constexpr int64_t batch_item_cost(BatchTileKind kind, int tile_rows, int64_t key
 inline int64_t batch_item_cost(const BatchWorkItem& item) {
   return batch_item_cost(static_cast<BatchTileKind>(item.kind), item.tile_rows,
                          int64_t{item.kv_end} - item.kv_begin);
+}
+
+// ------------------------------------------------------------------------------- assignment
+// assign(): a run of at least this many equal-cost placements takes plain LPT over the part in
+// constant time each (batch_schedule.cpp, assign_run: its sort and rebuild cost about this many
+// tree walks); shorter runs the part's tree.
+inline constexpr int64_t kAssignRunItemsMin = 64;
+
+// The bits that hold 0 .. n - 1: log2 of n rounded up to a power of two (assign()'s tree keys
+// keep a CTA in this many low bits and its trees are this deep; write_items() keeps a work's
+// placement in them).
+inline int ceil_log2(int n) {
+  int bits = 0;
+  while ((1 << bits) < n) ++bits;
+  return bits;
 }
 
 // ------------------------------------------------------------------------------- planner

@@ -28,6 +28,8 @@ namespace hopattn::kernels::batch {
 
 using fwd::BatchWorkParams;
 using fwd::FwdParams;
+using fwd::TileInfo;
+using fwd::WorkTile;
 
 // %ctaid.x read afresh (a volatile read, as LptTileScheduler does), so no register holds it.
 __device__ __forceinline__ uint32_t ctaid_x() {
@@ -55,8 +57,6 @@ __device__ __forceinline__ int item_partial_row(const BatchWorkParams& b,
   return plan::batch_group_partial_row(item.partial_row, b.header->group_partial_rows,
                                        cta_group(b));
 }
-using fwd::TileInfo;
-using fwd::WorkTile;
 
 template <bool kSkipSide>
 class WorkListSchedulerT {

@@ -24,9 +24,17 @@ namespace {
 // Four int32 lanes (GCC / Clang vector extension): write_items() moves records 16 bytes at a time.
 typedef int32_t v4si __attribute__((vector_size(16)));
 static_assert(sizeof(BatchWorkItem) == 3 * sizeof(v4si), "a work record is three 16-byte words");
-static_assert(offsetof(BatchWorkItem, kv_head) == 4,
-              "the lanes write_items() patches: word 0 lane 1 (kv_head), word 2 lanes 2 and 3 "
-              "(partial_row and merge)");
+// The lanes read_tiles() fills and write_record() patches: word 0 {request, kv_head, q_start,
+// q_len}, word 1 {kv_len, row_begin, row_end, kv_begin}, word 2 {kv_end, kind | tile_rows << 16,
+// partial_row, merge}.
+static_assert(offsetof(BatchWorkItem, kv_head) == 4 && offsetof(BatchWorkItem, q_len) == 12 &&
+                  offsetof(BatchWorkItem, kv_len) == 16 &&
+                  offsetof(BatchWorkItem, kv_begin) == 28 &&
+                  offsetof(BatchWorkItem, kv_end) == 32 && offsetof(BatchWorkItem, kind) == 36 &&
+                  offsetof(BatchWorkItem, tile_rows) == 38 &&
+                  offsetof(BatchWorkItem, partial_row) == 40 &&
+                  offsetof(BatchWorkItem, merge) == 44,
+              "a work record's three 16-byte words");
 
 constexpr const char* kWhere = "hopattn.BatchAttention";
 constexpr const char* kPlanWhere = "hopattn.BatchAttention.plan";
@@ -340,35 +348,34 @@ int64_t BatchPlanner::read_tiles(const int32_t* lengths, bool offsets, const int
     const int tile_rows = decode_rows > 0 ? decode_rows : kPrefillTileRows;
     const int64_t key_cost = batch_key_cost(kind, tile_rows);
     const int prefill = decode_rows > 0 ? 0 : 1;
+    // Work n: tile n whole, what a step that splits nothing keeps (make_works()), built as three
+    // 16-byte words (write_record's layout) and stored whole: the request's fields once, each
+    // tile's rows and keys into them.
+    const v4si head = {b, 0, static_cast<int32_t>(q_start), static_cast<int32_t>(q_len)};
+    const int32_t kind_rows =
+        static_cast<int32_t>(static_cast<uint32_t>(kind) | static_cast<uint32_t>(tile_rows) << 16);
     for (int64_t p0 = 0; p0 < q_len; p0 += positions, ++n) {
       const int64_t p1 = std::min(q_len, p0 + positions);
       const int64_t lo = vis.lo(p0 + kv_len - q_len);
       const int64_t hi = std::max(lo, vis.hi(p1 - 1 + kv_len - q_len, kv_len));
+      const int64_t tile_cost = (hi - lo) * key_cost;
       Tile& t = tiles[n];
-      t.key_cost = (hi - lo) * key_cost;
+      t.key_cost = tile_cost;
       t.kv_begin = static_cast<int32_t>(lo);
       t.kv_end = static_cast<int32_t>(hi);
       t.splits = 1;
-      // Work n: tile n whole, what a step that splits nothing keeps (make_works()).
-      BatchWorkItem& it = records[n];
-      it.request = b;
-      it.kv_head = 0;
-      it.q_start = static_cast<int32_t>(q_start);
-      it.q_len = static_cast<int32_t>(q_len);
-      it.kv_len = static_cast<int32_t>(kv_len);
-      it.row_begin = static_cast<int32_t>(p0 * group);
-      it.row_end = static_cast<int32_t>(p1 * group);
-      it.kv_begin = static_cast<int32_t>(lo);
-      it.kv_end = static_cast<int32_t>(hi);
-      it.kind = static_cast<uint16_t>(kind);
-      it.tile_rows = static_cast<uint16_t>(tile_rows);
-      it.partial_row = -1;
-      it.merge = -1;
-      costs[n] = t.key_cost + kItemOverheadCost;
+      const v4si middle = {static_cast<int32_t>(kv_len), static_cast<int32_t>(p0 * group),
+                           static_cast<int32_t>(p1 * group), static_cast<int32_t>(lo)};
+      const v4si last = {static_cast<int32_t>(hi), kind_rows, -1, -1};
+      unsigned char* const record = reinterpret_cast<unsigned char*>(records + n);
+      std::memcpy(record, &head, sizeof(v4si));
+      std::memcpy(record + sizeof(v4si), &middle, sizeof(v4si));
+      std::memcpy(record + 2 * sizeof(v4si), &last, sizeof(v4si));
+      costs[n] = tile_cost + kItemOverheadCost;
       partial_steps[n] = 0;
       prefill_tiles += prefill;
-      total += t.key_cost;
-      max_key_cost = std::max(max_key_cost, t.key_cost);
+      total += tile_cost;
+      max_key_cost = std::max(max_key_cost, tile_cost);
     }
     q_start = q_end;
   }
@@ -562,26 +569,39 @@ void BatchPlanner::write_cta_offsets(unsigned char* dst, size_t bytes) {
   std::memset(dst + written, 0, bytes - written);
 }
 
-// Group 0's lists, CTA by CTA, in assignment order (largest first): its (work, placement) slots,
-// then the works' records (make_works built them) copied front to back with the placement's KV
-// head set: one sequential write. Returns the prefill items of every group.
+namespace {
+
+// Work i's record at `dst` for placement p (KV head p * groups): p * groups added to kv_head (0 in
+// the record) and, if split, p partial blocks to partial_row and p to merge; side_step 1 marks a
+// side-lane item (kDecode + 1 = kDecodeSide, the low half of the third word's second lane). The
+// record moves as three 16-byte words with the fields added in registers, each word stored whole:
+// a copy through a stack record patched by 4-byte stores was slower (its reload waits on store
+// forwarding).
+inline void write_record(unsigned char* dst, const BatchWorkItem* records,
+                         const int32_t* partial_steps, int32_t i, int32_t p, int32_t groups,
+                         int32_t side_step) {
+  const unsigned char* const from = reinterpret_cast<const unsigned char*>(records + i);
+  v4si first, middle, last;
+  std::memcpy(&first, from, sizeof(v4si));
+  std::memcpy(&middle, from + sizeof(v4si), sizeof(v4si));
+  std::memcpy(&last, from + 2 * sizeof(v4si), sizeof(v4si));
+  const int32_t merge_step = records[i].merge >= 0 ? 1 : 0;
+  first += v4si{0, p * groups, 0, 0};
+  last += v4si{0, side_step, p * partial_steps[i], p * merge_step};
+  std::memcpy(dst, &first, sizeof(v4si));
+  std::memcpy(dst + sizeof(v4si), &middle, sizeof(v4si));
+  std::memcpy(dst + 2 * sizeof(v4si), &last, sizeof(v4si));
+}
+
+}  // namespace
+
+// Group 0's lists, CTA by CTA, in assignment order (largest first): each placement's record
+// (make_works built them) with the placement's KV head set, at its slot (its CTA's first slot plus
+// its rank). Where the lists are reordered first (spread_decodes) or marked (side_decodes), the
+// slots' (work, placement) words are made first and the records then copied front to back. Returns
+// the prefill items of every group.
 int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   info.max_item_cost = max_work_cost_;
-  // Each slot's work and placement in one word (work << place_bits | placement): one scattered
-  // store a placement. It fits 32 bits: work < items / heads and 2^place_bits < 2 heads.
-  const int per_work = group_heads_;
-  const int place_bits = ceil_log2(per_work);
-  const uint32_t place_mask = (uint32_t{1} << place_bits) - 1;
-  const int group_items = num_works_ * per_work;
-  for (int i = 0, n = 0; i < num_works_; ++i) {
-    for (int p = 0; p < per_work; ++p, ++n) {
-      const int32_t slot = cta_first_[static_cast<size_t>(place_cta_[static_cast<size_t>(n)])] +
-                           place_rank_[static_cast<size_t>(n)];
-      slot_place_[static_cast<size_t>(slot)] = static_cast<uint32_t>(order_[static_cast<size_t>(i)])
-                                                   << place_bits |
-                                               static_cast<uint32_t>(p);
-    }
-  }
   const bool mixed = mixed_step();
   const bool overlap = mixed && overlap_decodes();
   const auto wanted = [&](BatchOverlap s) {
@@ -589,37 +609,53 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   };
   info.partition_ctas = partition_;
   info.decodes_spread = partition_ == 0 && wanted(limits_.spread_decodes);
-  if (info.decodes_spread) spread_decodes(place_bits);
-  const int side_slots_taken =
-      side_ok_ && wanted(limits_.side_decodes) ? side_decodes(place_bits) : 0;
-  info.num_side_items = side_slots_taken * num_groups_;
-  const uint8_t* const side_slots = side_slots_taken > 0 ? side_slot_.data() : nullptr;
+  // A partition keeps the kinds on CTAs of their own, so no CTA has prefill items for a decode
+  // to run beside: the side lane takes nothing.
+  const bool side = side_ok_ && partition_ == 0 && wanted(limits_.side_decodes);
   // Locals, so that the stores to the plan are not taken to alias them.
+  const int per_work = group_heads_;
+  const int num_works = num_works_;
   const int groups = num_groups_;
-  const uint32_t* const slots = slot_place_.data();
+  const int32_t* const order = order_.data();
+  const int32_t* const place_cta = place_cta_.data();
+  const int32_t* const place_rank = place_rank_.data();
+  const int32_t* const cta_first = cta_first_.data();
   const BatchWorkItem* const records = work_items_.data();
   const int32_t* const partial_steps = head_partial_step_.data();
+  if (!info.decodes_spread && !side) {
+    // Each record straight to its slot: one pass, no slot words.
+    for (int i = 0, n = 0; i < num_works; ++i) {
+      const int32_t w = order[i];
+      for (int p = 0; p < per_work; ++p, ++n) {
+        const int32_t slot = cta_first[place_cta[n]] + place_rank[n];
+        write_record(dst + sizeof(BatchWorkItem) * static_cast<size_t>(slot), records,
+                     partial_steps, w, p, groups, 0);
+      }
+    }
+    info.num_side_items = 0;
+    return prefill_works_ * limits_.num_kv_heads;
+  }
+  // Each slot's work and placement in one word (work << place_bits | placement): one scattered
+  // store a placement. It fits 32 bits: work < items / heads and 2^place_bits < 2 heads.
+  const int place_bits = ceil_log2(per_work);
+  const uint32_t place_mask = (uint32_t{1} << place_bits) - 1;
+  const int group_items = num_works * per_work;
+  uint32_t* const words = slot_place_.data();
+  for (int i = 0, n = 0; i < num_works; ++i) {
+    const uint32_t w = static_cast<uint32_t>(order[i]) << place_bits;
+    for (int p = 0; p < per_work; ++p, ++n) {
+      words[cta_first[place_cta[n]] + place_rank[n]] = w | static_cast<uint32_t>(p);
+    }
+  }
+  if (info.decodes_spread) spread_decodes(place_bits);
+  const int side_slots_taken = side ? side_decodes(place_bits) : 0;
+  info.num_side_items = side_slots_taken * num_groups_;
+  const uint8_t* const side_slots = side_slots_taken > 0 ? side_slot_.data() : nullptr;
   for (int slot = 0; slot < group_items; ++slot, dst += sizeof(BatchWorkItem)) {
-    const uint32_t word = slots[slot];
-    const auto i = static_cast<int32_t>(word >> place_bits);
-    const auto p = static_cast<int32_t>(word & place_mask);
-    // The record as three 16-byte words, placement p's fields added in registers, each word
-    // stored whole: a copy through a stack record patched by 4-byte stores was slower (its reload
-    // waits on store forwarding). Placement p (KV head p * groups) adds p * groups to kv_head (0
-    // in the record) and, if split, p partial blocks to partial_row and p to merge.
-    const unsigned char* const from = reinterpret_cast<const unsigned char*>(records + i);
-    v4si first, middle, last;
-    std::memcpy(&first, from, sizeof(v4si));
-    std::memcpy(&middle, from + sizeof(v4si), sizeof(v4si));
-    std::memcpy(&last, from + 2 * sizeof(v4si), sizeof(v4si));
-    const int32_t merge_step = records[i].merge >= 0 ? 1 : 0;
-    first += v4si{0, p * groups, 0, 0};
-    // kind (the low half of the third word's second lane): kDecode + 1 = kDecodeSide.
-    const int32_t side_step = side_slots != nullptr ? side_slots[slot] : 0;
-    last += v4si{0, side_step, p * partial_steps[i], p * merge_step};
-    std::memcpy(dst, &first, sizeof(v4si));
-    std::memcpy(dst + sizeof(v4si), &middle, sizeof(v4si));
-    std::memcpy(dst + 2 * sizeof(v4si), &last, sizeof(v4si));
+    const uint32_t word = words[slot];
+    write_record(dst, records, partial_steps, static_cast<int32_t>(word >> place_bits),
+                 static_cast<int32_t>(word & place_mask), groups,
+                 side_slots != nullptr ? side_slots[slot] : 0);
   }
   return prefill_works_ * limits_.num_kv_heads;
 }

@@ -268,7 +268,12 @@ void BatchPlanner::sort_works() {
   }
   std::fill(start + lowest, start + highest + 2, 0);
   for (int i = 0; i < num_works; ++i) ++start[bucket[i] + 1];
-  for (int b = lowest + 1; b <= highest + 1; ++b) start[b] += start[b - 1];
+  // The running sum in a register: a sum through memory waits on each store's forwarding (a
+  // step's costs span hundreds of buckets).
+  for (int b = lowest + 1, sum = 0; b <= highest + 1; ++b) {
+    sum += start[b];
+    start[b] = sum;
+  }
   // start[b] now ends bucket b - 1 (reversed index); place back to front to keep creation order.
   for (int i = num_works - 1; i >= 0; --i) order_[static_cast<size_t>(--start[bucket[i] + 1])] = i;
   // start[b + 1] is now bucket b's first position; bucket b ends where bucket b + 1 starts.
@@ -298,7 +303,10 @@ void BatchPlanner::sort_works() {
     for (int shift = 0; (hi - lo) >> shift != 0; shift += 8) {
       int32_t count[257] = {};
       for (int32_t i = 0; i < n; ++i) ++count[((hi - cost[from[i]]) >> shift & 255) + 1];
-      for (int d = 1; d <= 256; ++d) count[d] += count[d - 1];
+      for (int d = 1, sum = 0; d <= 256; ++d) {
+        sum += count[d];
+        count[d] = sum;
+      }
       for (int32_t i = 0; i < n; ++i) to[count[(hi - cost[from[i]]) >> shift & 255]++] = from[i];
       std::swap(from, to);
     }

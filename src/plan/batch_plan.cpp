@@ -11,6 +11,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
 
 #include "hopattn/error.hpp"
 #include "plan/decode_plan.hpp"
@@ -577,6 +578,8 @@ namespace {
 // record moves as three 16-byte words with the fields added in registers, each word stored whole:
 // a copy through a stack record patched by 4-byte stores was slower (its reload waits on store
 // forwarding).
+// kSplits false: the plan splits nothing (no partial row or merge to add).
+template <bool kSplits = true>
 inline void write_record(unsigned char* dst, const BatchWorkItem* records,
                          const int32_t* partial_steps, int32_t i, int32_t p, int32_t groups,
                          int32_t side_step) {
@@ -585,9 +588,13 @@ inline void write_record(unsigned char* dst, const BatchWorkItem* records,
   std::memcpy(&first, from, sizeof(v4si));
   std::memcpy(&middle, from + sizeof(v4si), sizeof(v4si));
   std::memcpy(&last, from + 2 * sizeof(v4si), sizeof(v4si));
-  const int32_t merge_step = records[i].merge >= 0 ? 1 : 0;
   first += v4si{0, p * groups, 0, 0};
-  last += v4si{0, side_step, p * partial_steps[i], p * merge_step};
+  if constexpr (kSplits) {
+    const int32_t merge_step = records[i].merge >= 0 ? 1 : 0;
+    last += v4si{0, side_step, p * partial_steps[i], p * merge_step};
+  } else {
+    last += v4si{0, side_step, 0, 0};
+  }
   std::memcpy(dst, &first, sizeof(v4si));
   std::memcpy(dst + sizeof(v4si), &middle, sizeof(v4si));
   std::memcpy(dst + 2 * sizeof(v4si), &last, sizeof(v4si));
@@ -624,13 +631,21 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   const int32_t* const partial_steps = head_partial_step_.data();
   if (!info.decodes_spread && !side) {
     // Each record straight to its slot: one pass, no slot words.
-    for (int i = 0, n = 0; i < num_works; ++i) {
-      const int32_t w = order[i];
-      for (int p = 0; p < per_work; ++p, ++n) {
-        const int32_t slot = cta_first[place_cta[n]] + place_rank[n];
-        write_record(dst + sizeof(BatchWorkItem) * static_cast<size_t>(slot), records,
-                     partial_steps, w, p, groups, 0);
+    const auto place_all = [&](auto splits) {
+      for (int i = 0, n = 0; i < num_works; ++i) {
+        const int32_t w = order[i];
+        for (int p = 0; p < per_work; ++p, ++n) {
+          const int32_t slot = cta_first[place_cta[n]] + place_rank[n];
+          write_record<decltype(splits)::value>(
+              dst + sizeof(BatchWorkItem) * static_cast<size_t>(slot), records, partial_steps, w, p,
+              groups, 0);
+        }
       }
+    };
+    if (num_merges_ > 0) {
+      place_all(std::true_type{});
+    } else {
+      place_all(std::false_type{});
     }
     info.num_side_items = 0;
     return prefill_works_ * limits_.num_kv_heads;

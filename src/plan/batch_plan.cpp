@@ -629,18 +629,22 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   const int32_t* const cta_first = cta_first_.data();
   const BatchWorkItem* const records = work_items_.data();
   const int32_t* const partial_steps = head_partial_step_.data();
+  // f(work, placement, slot) for every placement in assignment order; its slot is its CTA's
+  // first plus its rank there.
+  const auto each_placement = [&](auto&& f) {
+    for (int i = 0, n = 0; i < num_works; ++i) {
+      const int32_t w = order[i];
+      for (int p = 0; p < per_work; ++p, ++n) f(w, p, cta_first[place_cta[n]] + place_rank[n]);
+    }
+  };
   if (!info.decodes_spread && !side) {
     // Each record straight to its slot: one pass, no slot words.
     const auto place_all = [&](auto splits) {
-      for (int i = 0, n = 0; i < num_works; ++i) {
-        const int32_t w = order[i];
-        for (int p = 0; p < per_work; ++p, ++n) {
-          const int32_t slot = cta_first[place_cta[n]] + place_rank[n];
-          write_record<decltype(splits)::value>(
-              dst + sizeof(BatchWorkItem) * static_cast<size_t>(slot), records, partial_steps, w, p,
-              groups, 0);
-        }
-      }
+      each_placement([&](int32_t w, int32_t p, int32_t slot) {
+        write_record<decltype(splits)::value>(
+            dst + sizeof(BatchWorkItem) * static_cast<size_t>(slot), records, partial_steps, w, p,
+            groups, 0);
+      });
     };
     if (num_merges_ > 0) {
       place_all(std::true_type{});
@@ -656,12 +660,9 @@ int BatchPlanner::write_items(unsigned char* dst, BatchPlanInfo& info) {
   const uint32_t place_mask = (uint32_t{1} << place_bits) - 1;
   const int group_items = num_works * per_work;
   uint32_t* const words = slot_place_.data();
-  for (int i = 0, n = 0; i < num_works; ++i) {
-    const uint32_t w = static_cast<uint32_t>(order[i]) << place_bits;
-    for (int p = 0; p < per_work; ++p, ++n) {
-      words[cta_first[place_cta[n]] + place_rank[n]] = w | static_cast<uint32_t>(p);
-    }
-  }
+  each_placement([&](int32_t w, int32_t p, int32_t slot) {
+    words[slot] = static_cast<uint32_t>(w) << place_bits | static_cast<uint32_t>(p);
+  });
   if (info.decodes_spread) spread_decodes(place_bits);
   const int side_slots_taken = side ? side_decodes(place_bits) : 0;
   info.num_side_items = side_slots_taken * num_groups_;

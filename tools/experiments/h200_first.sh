@@ -3,7 +3,7 @@
 # an H200 (issue 11's (b) row has not run on one). On any other card it exits at once, so that an
 # H100 lent for nvidia-h200 costs only its start; on an H200 it unpacks TARBALL (the `hopattn`
 # CLI and `hopattn_gpu_tests` of main) and runs next_device_run.sh PARTS (default "quick peers",
-# ~3 minutes with .peers carried), then plan() on the device's host.
+# ~3 minutes with .peers carried; part quick ends with plan()'s host times).
 set -u
 TARBALL=$1 R=$2 PARTS=${3:-quick peers}
 M=/tmp/h200_first
@@ -13,7 +13,3 @@ grep -q H200 "$R/gpu0.txt" || { echo "not an H200: nothing run"; exit 0; }
 mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
 timeout 420 bash "$(dirname "$0")/next_device_run.sh" $M "$R" "$PARTS" >"$R/main.txt" 2>&1
 tail -40 "$R/main.txt"
-for st in a b c d; do
-  echo "$st $($M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 |
-    grep -o 'plan() [0-9.]* us.*upload; [0-9.]* us without')"
-done | tee "$R/plan.txt"

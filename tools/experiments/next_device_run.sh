@@ -5,7 +5,7 @@
 #
 # MAIN, F8, DEEP: folders with the `hopattn` CLI and `hopattn_gpu_tests` of main, of main +
 # fp8_split.patch and of main + batch_deep_ring.patch (DEEPK: of main + batch_deep_k.patch).
-# PARTS: any of "quick table concurrent pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
+# PARTS: any of "quick cclock table concurrent pypeers l2flush decodeab pro cl ef ov stagetime pdlcheck stage decode half ring6 clock cli paged fp8 deep deepp deepk split tests steps order peers" (default
 # "decode steps order": ~5 minutes on an H100). Logs under OUT:
 #   tests_pdl.txt    main's programmatic-launch tests (`*ProgrammaticLaunch*`: decode, mla and
 #                    merge with an input written late by the kernel before);
@@ -32,6 +32,9 @@
 #                    it) the `*Batch*` GPU tests (tests_quick.txt), then one round of (a) / (b)
 #                    as the library's form, `--batch-concurrent off`, separate and varlen, (b)'s
 #                    parts alone, (b) at 14-23 prefill CTAs a group, (c) / (d), plan() times
+#   cclock.txt       (part cclock) (b) as the concurrent form, the single plan, its decodes alone
+#                    and its chunk alone at a warm L2 with nvidia-smi's SM clock and power
+#                    (smi_NAME.txt): what holds the form from its bound on this card
 #   table.txt        (part table) issue 11's batch table: steps a-d as batch / single plan /
 #                    separate / varlen, (b)'s parts alone, (b) longest decodes first, prefill CTA
 #                    counts around the model's picks, plan() times (with part peers: FlashInfer)
@@ -400,21 +403,37 @@ if has ring6; then
   cat $R/ring6.txt
 fi
 
+# `probe BUILD_DIR NAME ARGS...`: the row at a warm L2 (300 calls) while nvidia-smi samples the SM
+# clock and power every 20 ms into smi_NAME.txt; prints the row's time, then the busier half's
+# samples.
+probe() {
+  local d=$1 n=$2 pid t
+  shift 2
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader,nounits -lms 20 > "$R/smi_$n.txt" 2>&1 &
+  pid=$!
+  sleep 0.3
+  t=$(bb $d --iters 300 --warm-l2 "$@")
+  kill $pid
+  wait $pid 2>/dev/null
+  python3 "$(dirname "$0")/smi_summary.py" "$R/smi_$n.txt" "$n" "$t"
+}
+
+if has cclock; then
+  # (b) as the library's concurrent form against its parts alone, with the card's clock and
+  # power: what keeps the form from its bound (the decodes' own read) on this card.
+  {
+    probe $M conc_b --step b
+    probe $M single_b --step b --batch-concurrent off
+    BI=separate probe $M dec_alone --step 255x1@2048..16384
+    probe $M chunk_alone --step 8192@0
+  } > $R/cclock.txt 2>&1
+  cat $R/cclock.txt
+fi
+
 if has clock; then
   # Is (b)'s prefill beside the decode stream slowed by the SM clock (power)? smi_BUILD_ROW.txt
   # keep the samples; each line of clock.txt: the row's time, then the busier half's samples.
-  probe() {  # probe BUILD_DIR NAME ARGS...
-    local d=$1 n=$2 pid t
-    shift 2
-    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-      --format=csv,noheader,nounits -lms 20 > "$R/smi_$n.txt" 2>&1 &
-    pid=$!
-    sleep 0.3
-    t=$(bb $d --iters 300 --warm-l2 "$@")
-    kill $pid
-    wait $pid 2>/dev/null
-    python3 "$(dirname "$0")/smi_summary.py" "$R/smi_$n.txt" "$n" "$t"
-  }
   for r in 1 2; do
     for b in main nogemm; do
       d=$M; [ $b = nogemm ] && d=$NOGEMM

@@ -31,7 +31,7 @@
 #   quick.txt        (part quick: issue 11 on a short budget, ~3 minutes with part peers after
 #                    it) the `*Batch*` GPU tests (tests_quick.txt), then one round of (a) / (b)
 #                    as the library's form, `--batch-concurrent off`, separate and varlen, (b)'s
-#                    parts alone, (b) at 14-23 prefill CTAs a group, (c) / (d), plan() times
+#                    parts alone, (b) at 14-27 prefill CTAs a group, (c) / (d), plan() times
 #   cclock.txt       (part cclock) (b) as the concurrent form, the single plan, its decodes alone
 #                    and its chunk alone at a warm L2 with nvidia-smi's SM clock and power
 #                    (smi_NAME.txt): what holds the form from its bound on this card
@@ -247,7 +247,7 @@ if has quick; then
     done
     echo "parts decodes-alone $(BI=separate bb $M --step 255x1@2048..16384)" \
       "chunk-alone $(BI=separate bb $M --step 8192@0)"
-    echo "b sweep c14 $(bc 14) c16 $(bc 16) c18 $(bc 18) c19 $(bc 19) c20 $(bc 20) c22 $(bc 22) c23 $(bc 23)"
+    echo "b sweep c14 $(bc 14) c16 $(bc 16) c18 $(bc 18) c19 $(bc 19) c20 $(bc 20) c22 $(bc 22) c23 $(bc 23) c25 $(bc 25) c27 $(bc 27)"
     for st in c d; do echo "$st batch $(bb $M --step $st) sep $(BI=separate bb $M --step $st)"; done
     for st in a b; do
       $M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 |

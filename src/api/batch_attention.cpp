@@ -106,6 +106,10 @@ void BatchAttention::Impl::ensure_staging() {
   if (staging == nullptr) {
     const size_t bytes = layout.plan_bytes;
     staging.reset(new kernels::batch::PlanStaging(bytes, config.device.index));
+    // The card is known now: the concurrent form's model scales with its HBM (plans made before,
+    // by plain plan() calls, used the model's own card).
+    limits.hbm_gbps = kernels::batch::card_hbm_gbps(config.device.index);
+    planner.set_hbm_gbps(limits.hbm_gbps);
   }
   if (side == nullptr && limits.concurrent_decodes != plan::BatchOverlap::kOff) {
     side.reset(new kernels::batch::SideStream(config.device.index));

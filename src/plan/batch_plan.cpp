@@ -67,6 +67,13 @@ void check_split_knobs(const char* rate_name, int rate_milli, const char* ctas_n
   }
 }
 
+// BatchPlanLimits::hbm_gbps: 0 (the model's card) or a bandwidth a card can have.
+void check_hbm_gbps(int gbps) {
+  if (gbps < 0 || gbps > 1000000) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "hbm_gbps"), "0..1000000 (0: the model's card)", gbps);
+  }
+}
+
 void validate_limits(const BatchPlanLimits& l) {
   if (l.max_batch < 1) fail(ErrorKind::kValue, arg_at(kWhere, "max_batch"), ">= 1", l.max_batch);
   if (l.max_tokens < 1) {
@@ -116,6 +123,7 @@ void validate_limits(const BatchPlanLimits& l) {
   if (l.side_lane_cost < 1 || l.side_lane_cost > 1024) {
     fail(ErrorKind::kValue, arg_at(kWhere, "side_lane_cost"), "1..1024", l.side_lane_cost);
   }
+  check_hbm_gbps(l.hbm_gbps);
 }
 
 // The keys query position p (of q_len, against kv_len keys) sees: [lo, hi). Bottom-right aligned
@@ -416,14 +424,26 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
   return info;
 }
 
+void BatchPlanner::set_hbm_gbps(int gbps) {
+  check_hbm_gbps(gbps);
+  limits_.hbm_gbps = gbps;
+}
+
+// The concurrent form's cap on the decodes' stream (modelled_split) in CTA shares of the HBM of
+// the card the model was fitted on: kConcurrentHbmShare of this card's stream.
+double BatchPlanner::concurrent_cap() const {
+  const int gbps = limits_.hbm_gbps != 0 ? limits_.hbm_gbps : kConcurrentModelHbmGbps;
+  return kConcurrentHbmShare * gbps / kConcurrentModelHbmGbps;
+}
+
 // The whole step's pass has run (prefill_cost_, decode_cost_, partition_): where the concurrent
 // form applies (batch_plan.hpp, concurrent_decodes), the step's decode runs into `form` and the
 // prefill CTAs of each group: the split model (modelled_split) at concurrent_rate_milli, of
 // equally modelled splits (within 1%) the one with the most prefill CTAs (beside an HBM the
 // decodes saturate, a prefill CTA runs slower than the model says: run set am's (b)). Beside the
-// prefill the decodes get kConcurrentHbmShare of the card's decode rate: run set am's (b) ran
-// best at 20-22 prefill CTAs of 33 (the cap at 1.0 of it gives 18: 1.5-3% slower), (a) at 25-26
-// (not capped there).
+// prefill the decodes get kConcurrentHbmShare of the card's decode rate (concurrent_cap): run set
+// am's (b) ran best at 20-22 prefill CTAs of 33 on the H100 (the cap at 1.0 of it gives 18: 1.5-3%
+// slower), (a) at 25-26 (not capped there); run set ar's H200, (b) at 15-17 (the scaled cap: 16).
 int BatchPlanner::concurrent_partition(const int32_t* lengths, bool offsets, int batch,
                                        BatchConcurrentForm& form) const {
   if (limits_.concurrent_decodes == BatchOverlap::kOff || !mixed_step() || group_ctas_ < 2 ||
@@ -447,7 +467,7 @@ int BatchPlanner::concurrent_partition(const int32_t* lengths, bool offsets, int
   }
   const int best = limits_.concurrent_ctas > 0
                        ? std::min(limits_.concurrent_ctas, group_ctas_ - 1)
-                       : modelled_split(limits_.concurrent_rate_milli, kConcurrentHbmShare, 0.01);
+                       : modelled_split(limits_.concurrent_rate_milli, concurrent_cap(), 0.01);
   // Two (request, KV head) problems an SM left to the decodes: no split, no workspace.
   const int64_t decode_ctas = int64_t{group_ctas_ - best} * num_groups_;
   if (decodes * limits_.num_kv_heads < 2 * decode_ctas) return 0;

@@ -124,6 +124,12 @@ struct BatchPlanLimits {
   BatchOverlap concurrent_decodes = BatchOverlap::kAuto;
   int concurrent_rate_milli = 2250;  // r of the split's model (partition_decodes) for the form
   int concurrent_ctas = 0;  // prefill CTAs of each group, fixed instead of modelled (0: model)
+  // The card's peak HBM bandwidth in GB/s (0: kConcurrentModelHbmGbps, the card the form's model
+  // was fitted on). The decodes' cap beside the prefill is kConcurrentHbmShare of the card's
+  // stream, which the model counts in CTA shares of that card's HBM, so it scales with this:
+  // on an H200 (4.8 TB/s) the decodes saturate its HBM on more SMs (run set ar: (b) ran best at
+  // 15-17 prefill CTAs of 33 there, 20-22 on the H100; (a) at 26 on both).
+  int hbm_gbps = 0;
   // The card's L2 bytes, for the order of the prefill works (0: plain LPT): in a step without
   // decodes, or on the prefill CTAs of a partition, they go out in sections of consecutive
   // requests whose K/V (all KV heads) fits fwd_section_bytes (half the L2 under a causal
@@ -195,6 +201,8 @@ inline constexpr int kMaxConcurrentDecodeRuns = 4;
 // The share of the card's decode stream the concurrent form's decodes get beside its prefill
 // (the split model's cap; batch_plan.cpp, concurrent_partition).
 inline constexpr double kConcurrentHbmShare = 0.8;
+// The peak HBM bandwidth (GB/s) of the card the concurrent form's model was fitted on (H100 SXM).
+inline constexpr int kConcurrentModelHbmGbps = 3350;
 
 // Requests [begin, end) of a step, every one a decode of q_len tokens: one decode-family call.
 struct BatchDecodeRun {
@@ -255,6 +263,8 @@ class BatchPlanner {
                             void* workspace, size_t workspace_bytes);
 
   const BatchPlanLimits& limits() const { return limits_; }
+  // BatchPlanLimits::hbm_gbps, set once the card is known (no buffer depends on it).
+  void set_hbm_gbps(int gbps);
   const BatchPlanCapacity& capacity() const { return capacity_; }
 
  private:
@@ -303,6 +313,7 @@ class BatchPlanner {
   void weigh_kinds();
   int choose_partition() const;
   int modelled_split(int rate_milli, double cap, double tolerance) const;
+  double concurrent_cap() const;
   void partition_order();
   void section_prefills(int count);
   int side_decodes(int place_bits);

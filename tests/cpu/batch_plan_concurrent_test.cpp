@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "batch_plan_check.hpp"
+#include "hopattn/error.hpp"
 #include "plan/batch_plan.hpp"
 
 namespace hopattn::plan {
@@ -57,6 +58,31 @@ TEST(BatchPlanConcurrent, IssueSteps) {
   // Pure steps have none.
   EXPECT_EQ(plan_checked(l, mixed(0, 0, 128, 8192)).concurrent.prefill_ctas, 0);
   EXPECT_EQ(plan_checked(l, mixed(8, 2048, 0, 0)).concurrent.prefill_ctas, 0);
+}
+
+// On a card of more HBM bandwidth the decodes' cap is higher: (b) gets more decode CTAs (run set
+// ar's H200: best at 15-17 prefill CTAs of 33; the scaled model's 16), (a), whose decodes the cap
+// does not bind, keeps 26. set_hbm_gbps() on a made planner plans as a planner made with it.
+TEST(BatchPlanConcurrent, ScalesWithTheCardsBandwidth) {
+  BatchPlanLimits l = llama8b(132);
+  std::vector<int32_t> qa = {2048, 2048, 2048, 2048}, ka = {2048, 2048, 6144, 10240};
+  qa.resize(128, 1), ka.resize(128, 4097);
+  std::vector<int32_t> qb = {8192}, kb = {8192};
+  for (int i = 0; i < 255; ++i) qb.push_back(1), kb.push_back(2048 + (14336 * i) / 254);
+  l.hbm_gbps = kConcurrentModelHbmGbps;
+  EXPECT_EQ(plan_checked(l, step_of(qb, kb)).concurrent.prefill_ctas, 21);
+  l.hbm_gbps = 4800;
+  EXPECT_EQ(plan_checked(l, step_of(qa, ka)).concurrent.prefill_ctas, 26);
+  EXPECT_EQ(plan_checked(l, step_of(qb, kb)).concurrent.prefill_ctas, 16);
+  BatchPlanner planner(llama8b(132));
+  planner.set_hbm_gbps(4800);
+  Buffer buf(BatchPlanner::workspace_bytes(l));
+  BatchPlanInfo info;
+  EXPECT_EQ(plan_and_verify(planner, step_of(qb, kb), buf, &info), "");
+  EXPECT_EQ(info.concurrent.prefill_ctas, 16);
+  EXPECT_THROW(planner.set_hbm_gbps(-1), Error);
+  l.hbm_gbps = -5;
+  EXPECT_THROW(BatchPlanner{l}, Error);
 }
 
 // A fixed count is taken (clamped to the group's CTAs - 1); a faster decode rate leaves the

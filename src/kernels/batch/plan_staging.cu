@@ -1,6 +1,8 @@
 // PlanStaging (plan_staging.hpp): cudaHostAlloc'ed buffers, one event per buffer.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "kernels/batch/plan_staging.hpp"
 #include "kernels/common/cuda_host.hpp"
 
@@ -62,6 +64,15 @@ void PlanStaging::upload(void* device_dst, size_t bytes, Stream stream) {
           "plan upload (cudaMemcpyAsync)");
   cuda_ok(cudaEventRecord(static_cast<cudaEvent_t>(events_[current_]), s), "cudaEventRecord");
   pending_[current_] = true;
+}
+
+int card_hbm_gbps(int device) {
+  const int64_t clock_khz = cached_device_attribute<cudaDevAttrMemoryClockRate>(
+      device, kWhere, "cudaDeviceGetAttribute(memoryClockRate)");
+  const int64_t bus_bits = cached_device_attribute<cudaDevAttrGlobalMemoryBusWidth>(
+      device, kWhere, "cudaDeviceGetAttribute(globalMemoryBusWidth)");
+  // Two transfers a clock (double data rate), bus_bits / 8 bytes each.
+  return static_cast<int>(clock_khz * 1000 * 2 * (bus_bits / 8) / 1000000000);
 }
 
 }  // namespace hopattn::kernels::batch

@@ -39,4 +39,9 @@ class PlanStaging {
   int device_ = 0;
 };
 
+// The peak HBM bandwidth of `device` in GB/s, from its memory clock and bus width (attribute
+// reads, cached per device): what the planner's concurrent form scales its model by
+// (BatchPlanLimits::hbm_gbps).
+int card_hbm_gbps(int device);
+
 }  // namespace hopattn::kernels::batch

@@ -47,6 +47,9 @@
 #include "gpu_test_support.hpp"
 #include "hopattn/batch.hpp"
 #include "hopattn/error.hpp"
+#include "kernels/batch/plan_staging.hpp"
+#include "plan/batch_plan.hpp"
+#include "plan/batch_workspace.hpp"
 #include "plan/batch_plan_layout.hpp"
 
 namespace hopattn::testing::batch_check {
@@ -516,6 +519,38 @@ TEST_F(BatchKernelConcurrent, GraphReplaysTheSinglePlan) {
   // The eager form again, on the re-planned step.
   const Outputs again = run_once(ba, dev, *h1, ws.ws, stream);
   expect_good(judge(*h1, again, r1), "eager run after the replays");
+}
+
+// The concurrent form's split follows the card (BatchPlanLimits::hbm_gbps): a plan() that
+// uploads reads the card's HBM bandwidth, and splits the (b) as a host planner told that
+// bandwidth does (16 prefill CTAs of 33 on an H200, 21 on an H100 SXM).
+TEST_F(BatchKernelConcurrent, SplitFollowsTheCardsBandwidth) {
+  const int gbps = kernels::batch::card_hbm_gbps(cuda_device().index);
+  EXPECT_GT(gbps, 1000) << "the card reports no HBM bandwidth";
+  BatchAttentionConfig c;
+  c.num_qo_heads = 32, c.num_kv_heads = 8, c.head_dim = 128, c.page_size = 16;
+  c.device = cuda_device();
+  std::vector<int32_t> cu = {0, 8192}, kv = {8192};
+  for (int i = 0; i < 255; ++i) cu.push_back(cu.back() + 1), kv.push_back(2048 + 14336 * i / 254);
+  BatchAttention ba(c);
+  const DeviceWorkspace ws(ba.workspace_size());
+  const CudaStream stream;
+  ba.plan(cu.data(), kv.data(), 256, ws.ws, stream.api());
+  plan::BatchPlanLimits l;
+  l.num_qo_heads = 32, l.num_kv_heads = 8, l.head_dim = 128, l.page_size = 16;
+  l.causal = true, l.num_ctas = plan::kBatchDefaultCtas, l.l2_bytes = plan::kBatchL2Bytes;
+  l.hbm_gbps = gbps;
+  plan::BatchPlanner planner(l);
+  std::vector<unsigned char> buffer(plan::BatchPlanner::workspace_bytes(l) + plan::kBatchPlanAlign);
+  void* aligned =
+      buffer.data() +
+      (plan::kBatchPlanAlign - reinterpret_cast<uintptr_t>(buffer.data()) % plan::kBatchPlanAlign) %
+          plan::kBatchPlanAlign;
+  const plan::BatchPlanInfo info =
+      planner.plan(cu.data(), kv.data(), 256, aligned, plan::BatchPlanner::workspace_bytes(l));
+  EXPECT_EQ(ba.planned().concurrent_ctas, info.concurrent.prefill_ctas) << gbps << " GB/s";
+  EXPECT_GT(info.concurrent.prefill_ctas, 0);
+  stream.sync("the plan upload");
 }
 
 TEST_F(BatchKernel, MixedPrefillAndDecodesBf16) {

@@ -67,12 +67,20 @@ void PlanStaging::upload(void* device_dst, size_t bytes, Stream stream) {
 }
 
 int card_hbm_gbps(int device) {
-  const int64_t clock_khz = cached_device_attribute<cudaDevAttrMemoryClockRate>(
-      device, kWhere, "cudaDeviceGetAttribute(memoryClockRate)");
-  const int64_t bus_bits = cached_device_attribute<cudaDevAttrGlobalMemoryBusWidth>(
-      device, kWhere, "cudaDeviceGetAttribute(globalMemoryBusWidth)");
-  // Two transfers a clock (double data rate), bus_bits / 8 bytes each.
-  return static_cast<int>(clock_khz * 1000 * 2 * (bus_bits / 8) / 1000000000);
+  // A tuning input, not a requirement: a card that reports no memory clock or bus width (or an
+  // error, cleared here) plans with the model's own card (0).
+  static PerDeviceCache<> cache;
+  return cache.get(device, [&] {
+    int clock_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    // Two transfers a clock (double data rate), bus_bits / 8 bytes each.
+    const int64_t gbps = int64_t{clock_khz} * 1000 * 2 * (bus_bits / 8) / 1000000000;
+    return gbps > 0 && gbps <= 1000000 ? static_cast<int>(gbps) : 0;
+  });
 }
 
 }  // namespace hopattn::kernels::batch

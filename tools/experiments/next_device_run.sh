@@ -251,7 +251,7 @@ if has quick; then
     for st in c d; do echo "$st batch $(bb $M --step $st) sep $(BI=separate bb $M --step $st)"; done
     for st in a b; do
       $M/hopattn bench batch --step $st --batch-impl batch --impl kernel 2>&1 |
-        grep -o 'plan() [0-9.]* us.*upload; [0-9.]* us without'
+        grep -o 'plan() [0-9.]* us.*upload; [0-9.]* us without\|concurrent form: prefill on [0-9]*'
     done
   } > $R/quick.txt 2>&1
   cat $R/quick.txt

@@ -49,8 +49,8 @@
 #include "hopattn/error.hpp"
 #include "kernels/batch/plan_staging.hpp"
 #include "plan/batch_plan.hpp"
-#include "plan/batch_workspace.hpp"
 #include "plan/batch_plan_layout.hpp"
+#include "plan/batch_workspace.hpp"
 
 namespace hopattn::testing::batch_check {
 namespace {

@@ -69,8 +69,9 @@ void check_split_knobs(const char* rate_name, int rate_milli, const char* ctas_n
 
 // BatchPlanLimits::hbm_gbps: 0 (the model's card) or a bandwidth a card can have.
 void check_hbm_gbps(int gbps) {
-  if (gbps < 0 || gbps > 1000000) {
-    fail(ErrorKind::kValue, arg_at(kWhere, "hbm_gbps"), "0..1000000 (0: the model's card)", gbps);
+  if (gbps < 0 || gbps > kMaxHbmGbps) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "hbm_gbps"),
+         concat("0..", kMaxHbmGbps, " (0: the model's card)"), gbps);
   }
 }
 

@@ -203,6 +203,8 @@ inline constexpr int kMaxConcurrentDecodeRuns = 4;
 inline constexpr double kConcurrentHbmShare = 0.8;
 // The peak HBM bandwidth (GB/s) of the card the concurrent form's model was fitted on (H100 SXM).
 inline constexpr int kConcurrentModelHbmGbps = 3350;
+// The largest BatchPlanLimits::hbm_gbps taken (no card comes near it).
+inline constexpr int kMaxHbmGbps = 1000000;
 
 // Requests [begin, end) of a step, every one a decode of q_len tokens: one decode-family call.
 struct BatchDecodeRun {

@@ -40,21 +40,31 @@ Step mixed(int prefills, int chunk, int decodes, int kv, int decode_q_len = 1) {
   return step_of(q, k);
 }
 
+// The issue's step (a): 4 prefill chunks of 2048 (cached 0, 0, 4096, 8192) + 124 decodes at 4096.
+Step issue_step_a() {
+  std::vector<int32_t> q = {2048, 2048, 2048, 2048}, k = {2048, 2048, 6144, 10240};
+  q.resize(128, 1), k.resize(128, 4097);
+  return step_of(q, k);
+}
+
+// The issue's step (b): a chunk of 8192 + 255 decodes at 2k..16k.
+Step issue_step_b() {
+  std::vector<int32_t> q = {8192}, k = {8192};
+  for (int i = 0; i < 255; ++i) q.push_back(1), k.push_back(2048 + (14336 * i) / 254);
+  return step_of(q, k);
+}
+
 // The issue's (a) and (b) on 132 CTAs: the model's splits (26 and 21 prefill CTAs of each group
 // of 33; run set am measured 25-26 and 20-22 best), one run of decodes.
 TEST(BatchPlanConcurrent, IssueSteps) {
   const BatchPlanLimits l = llama8b(132);
-  std::vector<int32_t> qa = {2048, 2048, 2048, 2048}, ka = {2048, 2048, 6144, 10240};
-  qa.resize(128, 1), ka.resize(128, 4097);
-  const BatchPlanInfo a = plan_checked(l, step_of(qa, ka));
+  const BatchPlanInfo a = plan_checked(l, issue_step_a());
   EXPECT_EQ(a.concurrent.prefill_ctas, 26);
   ASSERT_EQ(a.concurrent.num_runs, 1);
   EXPECT_EQ(a.concurrent.runs[0].begin, 4);
   EXPECT_EQ(a.concurrent.runs[0].end, 128);
   EXPECT_EQ(a.concurrent.runs[0].q_len, 1);
-  std::vector<int32_t> qb = {8192}, kb = {8192};
-  for (int i = 0; i < 255; ++i) qb.push_back(1), kb.push_back(2048 + (14336 * i) / 254);
-  EXPECT_EQ(plan_checked(l, step_of(qb, kb)).concurrent.prefill_ctas, 21);
+  EXPECT_EQ(plan_checked(l, issue_step_b()).concurrent.prefill_ctas, 21);
   // Pure steps have none.
   EXPECT_EQ(plan_checked(l, mixed(0, 0, 128, 8192)).concurrent.prefill_ctas, 0);
   EXPECT_EQ(plan_checked(l, mixed(8, 2048, 0, 0)).concurrent.prefill_ctas, 0);
@@ -65,20 +75,16 @@ TEST(BatchPlanConcurrent, IssueSteps) {
 // does not bind, keeps 26. set_hbm_gbps() on a made planner plans as a planner made with it.
 TEST(BatchPlanConcurrent, ScalesWithTheCardsBandwidth) {
   BatchPlanLimits l = llama8b(132);
-  std::vector<int32_t> qa = {2048, 2048, 2048, 2048}, ka = {2048, 2048, 6144, 10240};
-  qa.resize(128, 1), ka.resize(128, 4097);
-  std::vector<int32_t> qb = {8192}, kb = {8192};
-  for (int i = 0; i < 255; ++i) qb.push_back(1), kb.push_back(2048 + (14336 * i) / 254);
   l.hbm_gbps = kConcurrentModelHbmGbps;
-  EXPECT_EQ(plan_checked(l, step_of(qb, kb)).concurrent.prefill_ctas, 21);
+  EXPECT_EQ(plan_checked(l, issue_step_b()).concurrent.prefill_ctas, 21);
   l.hbm_gbps = 4800;
-  EXPECT_EQ(plan_checked(l, step_of(qa, ka)).concurrent.prefill_ctas, 26);
-  EXPECT_EQ(plan_checked(l, step_of(qb, kb)).concurrent.prefill_ctas, 16);
+  EXPECT_EQ(plan_checked(l, issue_step_a()).concurrent.prefill_ctas, 26);
+  EXPECT_EQ(plan_checked(l, issue_step_b()).concurrent.prefill_ctas, 16);
   BatchPlanner planner(llama8b(132));
   planner.set_hbm_gbps(4800);
   Buffer buf(BatchPlanner::workspace_bytes(l));
   BatchPlanInfo info;
-  EXPECT_EQ(plan_and_verify(planner, step_of(qb, kb), buf, &info), "");
+  EXPECT_EQ(plan_and_verify(planner, issue_step_b(), buf, &info), "");
   EXPECT_EQ(info.concurrent.prefill_ctas, 16);
   EXPECT_THROW(planner.set_hbm_gbps(-1), Error);
   l.hbm_gbps = -5;

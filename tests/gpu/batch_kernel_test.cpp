@@ -541,13 +541,9 @@ TEST_F(BatchKernelConcurrent, SplitFollowsTheCardsBandwidth) {
   l.causal = true, l.num_ctas = plan::kBatchDefaultCtas, l.l2_bytes = plan::kBatchL2Bytes;
   l.hbm_gbps = gbps;
   plan::BatchPlanner planner(l);
-  std::vector<unsigned char> buffer(plan::BatchPlanner::workspace_bytes(l) + plan::kBatchPlanAlign);
-  void* aligned =
-      buffer.data() +
-      (plan::kBatchPlanAlign - reinterpret_cast<uintptr_t>(buffer.data()) % plan::kBatchPlanAlign) %
-          plan::kBatchPlanAlign;
-  const plan::BatchPlanInfo info =
-      planner.plan(cu.data(), kv.data(), 256, aligned, plan::BatchPlanner::workspace_bytes(l));
+  const size_t bytes = plan::BatchPlanner::workspace_bytes(l);
+  std::vector<uint4> buffer(bytes / sizeof(uint4) + 1);  // 16-byte aligned (kBatchPlanAlign)
+  const plan::BatchPlanInfo info = planner.plan(cu.data(), kv.data(), 256, buffer.data(), bytes);
   EXPECT_EQ(ba.planned().concurrent_ctas, info.concurrent.prefill_ctas) << gbps << " GB/s";
   EXPECT_GT(info.concurrent.prefill_ctas, 0);
   stream.sync("the plan upload");

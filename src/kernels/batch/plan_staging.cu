@@ -5,6 +5,7 @@
 
 #include "kernels/batch/plan_staging.hpp"
 #include "kernels/common/cuda_host.hpp"
+#include "plan/batch_plan.hpp"
 
 namespace hopattn::kernels::batch {
 namespace {
@@ -79,7 +80,7 @@ int card_hbm_gbps(int device) {
     }
     // Two transfers a clock (double data rate), bus_bits / 8 bytes each.
     const int64_t gbps = int64_t{clock_khz} * 1000 * 2 * (bus_bits / 8) / 1000000000;
-    return gbps > 0 && gbps <= 1000000 ? static_cast<int>(gbps) : 0;
+    return gbps > 0 && gbps <= plan::kMaxHbmGbps ? static_cast<int>(gbps) : 0;
   });
 }
 

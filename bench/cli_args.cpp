@@ -289,7 +289,8 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.decode_kernel = parse_choice<DecodeKernel>(name, cur.value(name, inline_value),
                                                  {{"auto", DecodeKernel::kAuto},
                                                   {"tiles", DecodeKernel::kTiles},
-                                                  {"small", DecodeKernel::kSmall}});
+                                                  {"small", DecodeKernel::kSmall},
+                                                  {"narrow", DecodeKernel::kNarrow}});
     return;
   }
   if (name == "--splits") {

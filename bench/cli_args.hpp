@@ -58,7 +58,8 @@ struct BenchFlags {
   std::optional<int> l2_section_kb;                              // fwd: --l2-section-kb
   std::optional<int> splits;                  // decode, mla: --splits N (0 = the library's choice)
   std::optional<MlaSchedule> mla_schedule;    // mla: --mla-schedule M (auto, seesaw, ..., narrow)
-  std::optional<DecodeKernel> decode_kernel;  // decode: --decode-kernel K (auto, tiles, small)
+  std::optional<DecodeKernel> decode_kernel;  // decode, batch (its concurrent form's decodes):
+                                              // --decode-kernel K (auto, tiles, small, narrow)
   std::optional<plan::BwdOrder> bwd_order;    // bwd: --bwd-order sections | heads
   std::optional<std::string> step;            // batch: --step (validated by the parser)
   std::vector<BatchImpl> batch_impls;         // batch: --batch-impl (empty: all three)

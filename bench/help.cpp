@@ -65,7 +65,9 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
   --mla-schedule M    mla GPU kernel: auto (default) | seesaw (16-bit caches) | one-consumer |
                       narrow (requests of <= 16 rows)
   --decode-kernel K   decode GPU kernel: auto (default) | tiles | small (one beam, no tree
-                      mask, q-len * HQ / HKV <= 16, head dim 64 or 128)
+                      mask, q-len * HQ / HKV <= 16, head dim 64 or 128) | narrow (as small
+                      with <= 8 rows, a 16-bit cache, pages of 16k keys, one split); batch:
+                      the concurrent form's decodes (narrow where a run takes it)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
   --paged-tma M       fwd, batch: on (default) | off: off loads paged KV through the cp.async
                       gather for every page size (batch: the batch kernel's rows)

@@ -75,6 +75,7 @@ std::string Shape::describe() const {
     if (mla_schedule == MlaSchedule::kNarrow) os << " narrow";
     if (decode_kernel == DecodeKernel::kTiles) os << " tiles";
     if (decode_kernel == DecodeKernel::kSmall) os << " small";
+    if (decode_kernel == DecodeKernel::kNarrow) os << " narrow";
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);
@@ -198,7 +199,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.l2_section_kb.has_value() && fam != Family::kFwd, fam, "--l2-section-kb");
   reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
   reject(f.mla_schedule.has_value() && fam != Family::kMla, fam, "--mla-schedule");
-  reject(f.decode_kernel.has_value() && fam != Family::kDecode, fam, "--decode-kernel");
+  reject(f.decode_kernel.has_value() && fam != Family::kDecode && !batch, fam, "--decode-kernel");
   reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {

@@ -90,10 +90,12 @@ struct KVScale {
 // The CUDA decode kernel: the library's choice (kAuto: the small-grid kernel wherever it takes
 // the call, else the tile kernel), or forced (tests, benchmarks). kTiles: 64-key tiles that a CTA's
 // four warps share (every call); kSmall: each warp streams its own 16-key blocks (beam width 1, no
-// tree mask, q_len * Hq / Hkv <= 16, D = 64 or 128). Both give the same result within the
-// tolerances; the CPU reference ignores it, but kSmall on a call it does not take is rejected on
-// every device (kNotImplemented).
-enum class DecodeKernel { kAuto, kTiles, kSmall };
+// tree mask, q_len * Hq / Hkv <= 16, D = 64 or 128); kNarrow: kSmall's schedule with the keys as
+// the MMAs' M and at most 8 rows as their N (beam width 1, no tree mask, q_len * Hq / Hkv <= 8,
+// D = 64 or 128, a 16-bit cache of q's dtype in pages of a multiple of 16 keys, one split). All
+// give the same result within the tolerances; the CPU reference ignores it, but kSmall or kNarrow
+// on a call it does not take is rejected on every device (kNotImplemented).
+enum class DecodeKernel { kAuto, kTiles, kSmall, kNarrow };
 
 struct DecodeOptions {
   bool causal = true;

@@ -310,6 +310,11 @@ void BatchAttentionVariants::paged_tma(BatchAttention& attention, bool on) {
   attention.impl_->paged_tma = on;
 }
 
+void BatchAttentionVariants::concurrent_decode_kernel(BatchAttention& attention,
+                                                      DecodeKernel kernel) {
+  attention.impl_->concurrent_decode_kernel = kernel;
+}
+
 void BatchAttentionVariants::partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,
                                                int decode_cta_rate_milli, int partition_ctas) {
   set_limit(attention, &plan::BatchPlanLimits::partition_decodes, mode);

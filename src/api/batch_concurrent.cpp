@@ -2,6 +2,7 @@
 #include "api/batch_concurrent.hpp"
 
 #include "kernels/batch/launch.hpp"
+#include "plan/decode_plan.hpp"
 
 namespace hopattn::batch_concurrent {
 namespace {
@@ -35,9 +36,13 @@ TensorView rows_as_requests(const TensorView& t, int64_t row0, int64_t n, int64_
 
 }  // namespace
 
-DecodeOptions decode_options(const BatchAttentionConfig& config) {
+DecodeOptions decode_options(const BatchAttentionConfig& config, const DecodeArgs& decode,
+                             DecodeKernel kernel) {
   DecodeOptions o = kernels::batch::mask_options<DecodeOptions>(config);
   o.num_splits = 1;
+  if (kernel == DecodeKernel::kNarrow && plan::narrow_kernel_takes(decode, o)) {
+    o.kernel = DecodeKernel::kNarrow;
+  }
   return o;
 }
 

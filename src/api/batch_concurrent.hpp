@@ -10,9 +10,11 @@
 
 namespace hopattn::batch_concurrent {
 
-// The options of every decode call of a step: the configuration's mask, softcap and scale, one
-// split (the form is planned only where the decodes fill their SMs unsplit, so no workspace).
-DecodeOptions decode_options(const BatchAttentionConfig& config);
+// The options of a decode call of a step: the configuration's mask, softcap and scale, one split
+// (the form is planned only where the decodes fill their SMs unsplit, so no workspace), and the
+// narrow kernel where `kernel` asks for it and the call `decode` takes it.
+DecodeOptions decode_options(const BatchAttentionConfig& config, const DecodeArgs& decode,
+                             DecodeKernel kernel);
 
 // Requests [run.begin, run.end) of the step as one decode call: q / out rows cu_seqlens_q[begin]
 // .. + n * q_len as [n, q_len, H, D] (lse [n, q_len, Hq]), their page-table rows and kv_lens, the

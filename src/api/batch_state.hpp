@@ -46,6 +46,10 @@ struct BatchAttention::Impl {
   // kernels::fwd::LaunchOptions::paged_tma for run()'s launch (BatchAttentionVariants::
   // paged_tma; hopattn bench batch --paged-tma off): false sends every page through the gather.
   bool paged_tma = true;
+  // The concurrent form's decode kernel (BatchAttentionVariants::concurrent_decode_kernel; hopattn
+  // bench batch --decode-kernel): kNarrow where a run's call takes it (else the decode family's
+  // choice), kAuto the decode family's choice.
+  DecodeKernel concurrent_decode_kernel = DecodeKernel::kAuto;
 
   Lengths current, staged;  // staged is filled by plan() and swapped in when the planner accepts
   int max_kv_len = 0;

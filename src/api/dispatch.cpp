@@ -169,12 +169,14 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     bool concurrent =
         form.prefill_ctas > 0 && s.side != nullptr && !kernels::batch::stream_is_capturing(stream);
     DecodeArgs decodes[plan::kMaxConcurrentDecodeRuns];
-    const DecodeOptions decode_opts = batch_concurrent::decode_options(s.config);
+    DecodeOptions decode_opts[plan::kMaxConcurrentDecodeRuns];
     for (int r = 0; concurrent && r < form.num_runs; ++r) {
       decodes[r] = batch_concurrent::decode_args(args, s.config, s.current.cu_seqlens_q.data(),
                                                  form.runs[r]);
+      decode_opts[r] =
+          batch_concurrent::decode_options(s.config, decodes[r], s.concurrent_decode_kernel);
       try {
-        validate::decode(decodes[r], decode_opts);
+        validate::decode(decodes[r], decode_opts[r]);
       } catch (const Error&) {
         concurrent = false;
       }
@@ -197,8 +199,8 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     kernels::batch::SideStream::Fork fork(*s.side, stream);
     kernels::batch::run(args, s.config, step, stream);
     for (int r = 0; r < form.num_runs; ++r) {
-      kernels::decode::launch(decodes[r], decode_opts,
-                              kernels::decode::device_plan(decodes[r], decode_opts),
+      kernels::decode::launch(decodes[r], decode_opts[r],
+                              kernels::decode::device_plan(decodes[r], decode_opts[r]),
                               s.side->stream());
     }
     fork.join();

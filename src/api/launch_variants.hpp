@@ -37,6 +37,9 @@ struct BatchAttentionVariants {
                                  int prefill_ctas = 0);
   // run()'s kernels::fwd::LaunchOptions::paged_tma (hopattn bench batch --paged-tma off).
   static void paged_tma(BatchAttention& attention, bool on);
+  // The concurrent form's decode kernel (hopattn bench batch --decode-kernel): kNarrow where a
+  // decode run's call takes it, else the decode family's choice (kAuto).
+  static void concurrent_decode_kernel(BatchAttention& attention, DecodeKernel kernel);
 
  private:
   template <class T>

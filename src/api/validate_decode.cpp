@@ -27,8 +27,8 @@ void check_options(const Checker& c, const DecodeOptions& o, int64_t batch) {
   c.require(o.num_splits >= 0 && o.num_splits <= kMaxSplits, ErrorKind::kValue, "num_splits",
             "0..256 (0 = chosen by the library)", o.num_splits);
   const int kernel = static_cast<int>(o.kernel);
-  c.require(kernel >= 0 && kernel <= static_cast<int>(DecodeKernel::kSmall), ErrorKind::kValue,
-            "kernel", "kAuto, kTiles or kSmall (0..2)", kernel);
+  c.require(kernel >= 0 && kernel <= static_cast<int>(DecodeKernel::kNarrow), ErrorKind::kValue,
+            "kernel", "kAuto, kTiles, kSmall or kNarrow (0..3)", kernel);
 }
 
 // The decode kernels are built for one head dim shared by K and V (the rows of
@@ -133,6 +133,16 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts, DeviceValues values)
            "kSmall for one beam, no tree mask, q_len * Hq / Hkv <= 16 and D = 64 or 128",
            concat("q ", a.q.shape_string(), ", Hkv ", pool.num_heads,
                   a.tree_mask.defined() ? ", a tree mask" : "",
+                  a.shared_kv_lens.defined() && opts.beam_width > 1 ? ", beams" : ""));
+  }
+  // The narrow kernel: at most 8 rows a request, a 16-bit cache, whole 16-key blocks a page.
+  if (opts.kernel == DecodeKernel::kNarrow && !plan::narrow_kernel_takes(a, opts)) {
+    c.fail(ErrorKind::kNotImplemented, "kernel",
+           "kNarrow for one beam, no tree mask, q_len * Hq / Hkv <= 8, D = 64 or 128, a 16-bit "
+           "cache of q's dtype in pages of a multiple of 16 keys and at most one split",
+           concat("q ", a.q.shape_string(), " ", dtype_name(a.q.dtype()), ", Hkv ", pool.num_heads,
+                  ", k_cache ", a.k_cache.shape_string(), " ", dtype_name(a.k_cache.dtype()),
+                  ", num_splits ", opts.num_splits, a.tree_mask.defined() ? ", a tree mask" : "",
                   a.shared_kv_lens.defined() && opts.beam_width > 1 ? ", beams" : ""));
   }
   c.workspace(a.workspace, decode_workspace_size(a, opts));

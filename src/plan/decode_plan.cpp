@@ -74,6 +74,21 @@ bool small_kernel_takes(const DecodeArgs& a, const DecodeOptions& o) {
          kernels::decode::small_kernel_head_dim(static_cast<int>(a.q.size(3)));
 }
 
+bool narrow_kernel_takes(const DecodeArgs& a, const DecodeOptions& o) {
+  if (a.q.rank() != 4 || a.k_cache.rank() != 4 || o.num_splits > 1) return false;
+  const bool nhd = a.pages.layout == KVLayout::kNHD;
+  const int64_t hkv = nhd ? a.k_cache.size(2) : a.k_cache.size(1);
+  const int64_t page_size = nhd ? a.k_cache.size(1) : a.k_cache.size(2);
+  if (hkv < 1 || page_size % kernels::decode::kBlockTokens != 0) return false;
+  const int64_t rows = a.q.size(1) * (a.q.size(2) / hkv);
+  const DType q = a.q.dtype();
+  const bool same_16bit =
+      (q == DType::kBF16 || q == DType::kFP16) && a.k_cache.dtype() == q && a.v_cache.dtype() == q;
+  return beam_width_of(a, o) == 1 && !a.tree_mask.defined() && same_16bit &&
+         rows <= kernels::decode::kNarrowRows &&
+         kernels::decode::narrow_kernel_head_dim(static_cast<int>(a.q.size(3)));
+}
+
 DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms) {
   namespace tile = kernels::decode;
   if (a.q.rank() != 4 || a.k_cache.rank() != 4) {
@@ -122,8 +137,18 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
         a.q.shape_string());
   }
   pl.small = o.kernel == DecodeKernel::kSmall || (o.kernel == DecodeKernel::kAuto && takes_small);
-  if (pl.small) pl.config = 2;
-  if (o.num_splits > 0) {
+  if (o.kernel == DecodeKernel::kNarrow && !narrow_kernel_takes(a, o)) {
+    not_supported(
+        "a call the narrow kernel takes (beam width 1, no tree mask, q_len * Hq / Hkv <= 8, D = "
+        "64 or 128, a 16-bit cache of q's dtype in pages of a multiple of 16 keys, one split) for "
+        "DecodeKernel::kNarrow",
+        a.q.shape_string());
+  }
+  pl.narrow = o.kernel == DecodeKernel::kNarrow;
+  if (pl.small || pl.narrow) pl.config = 2;
+  if (pl.narrow) {
+    pl.num_splits = 1;  // one split: the narrow kernel has no split merge
+  } else if (o.num_splits > 0) {
     pl.num_splits = std::min(o.num_splits, tile::kMaxSplits);
   } else {
     const int64_t max_kv_len =

@@ -33,6 +33,9 @@ struct DecodePlan {
   // config 3 there is its instance of three CTAs an SM over an e4m3 or int8 cache, taken where
   // it runs the grid in fewer waves than two an SM (small_three_ctas_take_fewer_waves).
   bool small = false;
+  // The narrow kernel (kernels/decode/narrow_kernel.cuh) instead: DecodeOptions::kernel ==
+  // kNarrow only (kAuto does not take it). Same grid as the small kernel, one split.
+  bool narrow = false;
   int64_t problems = 0;        // requests * Hkv * row_tiles (one semaphore each)
   size_t semaphore_bytes = 0;  // at the workspace's start
   size_t partial_o_offset = 0;
@@ -44,6 +47,11 @@ struct DecodePlan {
 // 16 rows a request (q_len * Hq / Hkv <= 16), D = 64 or 128 (any KV format). Shapes as the
 // validator accepts them.
 bool small_kernel_takes(const DecodeArgs& args, const DecodeOptions& opts);
+
+// Whether the narrow kernel computes this call: beam width 1, no tree mask, at most 8 rows a
+// request (q_len * Hq / Hkv <= 8), D = 64 or 128, a 16-bit cache of q's dtype in pages of a
+// multiple of 16 keys, and at most one split asked for. Shapes as the validator accepts them.
+bool narrow_kernel_takes(const DecodeArgs& args, const DecodeOptions& opts);
 
 // Whether a grid of `ctas` CTAs runs in fewer waves at three CTAs an SM than at two on
 // `num_sms` SMs (the small kernel's three-CTA instance; its CTAs take ~1.5x as long each, so it

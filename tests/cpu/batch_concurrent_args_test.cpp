@@ -63,13 +63,18 @@ void check(const BatchCase& c, std::mt19937_64& rng) {
   const std::vector<plan::BatchDecodeRun> runs = decode_runs(c);
   ASSERT_FALSE(runs.empty());
   poison_rows(*step, runs, c.q_heads(), c.dv());
-  const DecodeOptions opts = batch_concurrent::decode_options(config);
-  EXPECT_EQ(opts.num_splits, 1);
   for (const plan::BatchDecodeRun& r : runs) {
     const DecodeArgs a = batch_concurrent::decode_args(step->args, config, step->cu.data(), r);
     ASSERT_EQ(a.q.size(0), r.end - r.begin);
     ASSERT_EQ(a.q.size(1), r.q_len);
-    decode(a, opts);
+    const DecodeOptions opts = batch_concurrent::decode_options(config, a, DecodeKernel::kAuto);
+    EXPECT_EQ(opts.num_splits, 1);
+    EXPECT_EQ(opts.kernel, DecodeKernel::kAuto);
+    // The narrow kernel where the run's call takes it (the CPU reference computes either).
+    const DecodeOptions narrow = batch_concurrent::decode_options(config, a, DecodeKernel::kNarrow);
+    EXPECT_EQ(narrow.num_splits, 1);
+    EXPECT_EQ(narrow.kernel == DecodeKernel::kNarrow, plan::narrow_kernel_takes(a, opts));
+    decode(a, narrow);
   }
   const std::string why =
       batch_case::compare(c, *step, batch_case::per_request_reference(c, *step));

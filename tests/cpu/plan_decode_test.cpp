@@ -231,6 +231,34 @@ TEST(PlanDecode, ForcedKernels) {
                            "for DecodeKernel::kSmall"));
 }
 
+// kNarrow: one split and no workspace whatever the batch and the SM count; kAuto never takes it;
+// refused where it does not take the call (more than 8 rows, an 8-bit cache, several splits).
+TEST(PlanDecode, NarrowKernel) {
+  DecodeOptions opts;
+  opts.kernel = DecodeKernel::kNarrow;
+  for (int64_t batch : {1, 17, 128}) {
+    const DecodeArgs a = cuda_decode(batch, 512, DType::kBF16, 2);  // 2 tokens x GQA 4: 8 rows
+    ASSERT_TRUE(plan::narrow_kernel_takes(a, opts));
+    for (int sms : {1, 66, 132}) {
+      const plan::DecodePlan p = plan::plan_decode(a, opts, sms);
+      EXPECT_TRUE(p.narrow && !p.small) << batch << " on " << sms << " SMs";
+      EXPECT_EQ(p.num_splits, 1);
+      EXPECT_EQ(p.workspace_bytes, 0u);
+    }
+    EXPECT_EQ(decode_workspace_size(a, opts), 0u);
+    EXPECT_FALSE(plan::plan_decode(a, DecodeOptions{}, 132).narrow);
+  }
+  const auto refused = [&](const DecodeArgs& a, const DecodeOptions& o) {
+    return throws_error([&] { plan::plan_decode(a, o, 132); }, ErrorKind::kNotImplemented,
+                        "for DecodeKernel::kNarrow");
+  };
+  EXPECT_TRUE(refused(cuda_decode(1, 512, DType::kBF16, 3), opts));  // 12 rows
+  EXPECT_TRUE(refused(cuda_decode(1, 512, DType::kFP8E4M3), opts));
+  DecodeOptions split = opts;
+  split.num_splits = 4;
+  EXPECT_TRUE(refused(cuda_decode(1, 512), split));
+}
+
 TEST(PlanDecode, HeadDimsWithoutAKernelAreRefused) {
   DecodeArgs a = cuda_decode(1, 512);
   a.q = TensorView(nullptr, DType::kBF16, {1, 1, 32, 96}, kCuda0);

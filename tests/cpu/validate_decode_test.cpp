@@ -143,8 +143,17 @@ const DecodeRejection kDecodeRejections[] = {
      "num_splits: expected 0..256 (0 = chosen by the library), got -1"},
     {"num_splits 257", [](auto&, auto&, auto& o) { o.num_splits = 257; }, ErrorKind::kValue,
      "num_splits: expected 0..256 (0 = chosen by the library), got 257"},
-    {"kernel 3", [](auto&, auto&, auto& o) { o.kernel = static_cast<DecodeKernel>(3); },
-     ErrorKind::kValue, "kernel: expected kAuto, kTiles or kSmall (0..2), got 3"},
+    {"kernel 4", [](auto&, auto&, auto& o) { o.kernel = static_cast<DecodeKernel>(4); },
+     ErrorKind::kValue, "kernel: expected kAuto, kTiles, kSmall or kNarrow (0..3), got 4"},
+    {"kNarrow over pages of 4",
+     [](auto&, auto& a, auto& o) {
+       o.kernel = DecodeKernel::kNarrow;
+       a.tree_mask = {};
+     },
+     ErrorKind::kNotImplemented,
+     "kernel: expected kNarrow for one beam, no tree mask, q_len * Hq / Hkv <= 8, D = 64 or 128, "
+     "a 16-bit cache of q's dtype in pages of a multiple of 16 keys and at most one split, got q "
+     "[4, 2, 8, 64] bf16, Hkv 2, k_cache [40, 4, 2, 64] bf16, num_splits 0"},
     {"kSmall with a tree mask", [](auto&, auto&, auto& o) { o.kernel = DecodeKernel::kSmall; },
      ErrorKind::kNotImplemented,
      "kernel: expected kSmall for one beam, no tree mask, q_len * Hq / Hkv <= 16 and D = 64 or "
@@ -308,6 +317,32 @@ TEST(ValidateDecode, EitherKernelWhereTheSmallOneTakesTheCall) {
     EXPECT_TRUE(passes([&] { validate_decode(f); })) << static_cast<int>(k);
     move_to_cuda(f.args);
     EXPECT_TRUE(passes([&] { validate_decode(f); })) << static_cast<int>(k);
+  }
+}
+
+// The narrow kernel where it takes the call (pages of 16, <= 8 rows, a 16-bit cache of q's dtype,
+// one split), rejected where it does not.
+TEST(ValidateDecode, NarrowKernelWhereItTakesTheCall) {
+  auto narrow = [](DType cache, int splits) {
+    Decode f = make_decode(cache);
+    f.args.tree_mask = {};
+    f.args.k_cache = f.keep.make(cache, {40, 16, 2, 64});
+    f.args.v_cache = f.keep.make(cache, {40, 16, 2, 64});
+    f.opts.kernel = DecodeKernel::kNarrow;
+    f.opts.num_splits = splits;
+    return f;
+  };
+  for (int splits : {0, 1}) {
+    Decode f = narrow(kBF16, splits);
+    EXPECT_TRUE(passes([&] { validate_decode(f); })) << splits;
+    move_to_cuda(f.args);
+    EXPECT_TRUE(passes([&] { validate_decode(f); })) << splits;
+  }
+  for (const auto& [cache, splits] : {std::pair{kBF16, 2}, std::pair{DType::kFP8E4M3, 0}}) {
+    const Decode f = narrow(cache, splits);
+    EXPECT_TRUE(throws_error([&] { validate_decode(f); }, ErrorKind::kNotImplemented,
+                             "kernel: expected kNarrow"))
+        << dtype_name(cache) << " " << splits;
   }
 }
 

@@ -604,6 +604,7 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
       ba, s.partition, plan::BatchPlanLimits{}.decode_cta_rate_milli);
   internal::BatchAttentionVariants::concurrent_decodes(
       ba, s.concurrent, plan::BatchPlanLimits{}.concurrent_rate_milli);
+  internal::BatchAttentionVariants::concurrent_decode_kernel(ba, s.concurrent_decode_kernel);
   DeviceStep dev(*h);
   const DeviceWorkspace ws(ba.workspace_size());
   const CudaStream stream;

@@ -71,6 +71,8 @@ struct StepSpec {
   // The concurrent form (BatchAttentionVariants::concurrent_decodes): off unless a test asks, so
   // that the other tests keep running the single plan their switches pick.
   plan::BatchOverlap concurrent = plan::BatchOverlap::kOff;
+  // The concurrent form's decode kernel (BatchAttentionVariants::concurrent_decode_kernel).
+  DecodeKernel concurrent_decode_kernel = DecodeKernel::kAuto;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

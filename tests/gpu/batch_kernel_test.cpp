@@ -483,6 +483,25 @@ TEST_F(BatchKernelConcurrent, Hd64PagesOfOneWindow) {
                         PlanMode::kUploadArrays);
 }
 
+// The concurrent form's decodes by the narrow decode kernel (16-bit caches, <= 8 rows a request,
+// pages of a multiple of 16 keys): the step's q_len 4 run at GQA 4 has 16 rows and stays with the
+// decode family's choice, the q_len 1 runs take the narrow kernel.
+TEST_F(BatchKernelConcurrent, NarrowDecodes) {
+  check_concurrent_step(
+      concurrent_step("concurrent_narrow_bf16",
+                      [](StepSpec& s) { s.concurrent_decode_kernel = DecodeKernel::kNarrow; }),
+      PlanMode::kUploadArrays);
+  check_concurrent_step(concurrent_step("concurrent_narrow_fp16_hnd_ps64_window_sinks_gqa2",
+                                        [](StepSpec& s) {
+                                          s.concurrent_decode_kernel = DecodeKernel::kNarrow;
+                                          s.dtype = s.cache_dtype = DType::kFP16;
+                                          s.layout = KVLayout::kHND, s.page_size = 64;
+                                          s.window = {700, 0}, s.sinks = true;
+                                          s.softcap = 30.f, s.group = 2;
+                                        }),
+                        PlanMode::kPlain);
+}
+
 // A graph captured on a step with a concurrent form replays the single plan (the eager run takes
 // the concurrent form); both match the reference, and so does a replay after a re-plan.
 TEST_F(BatchKernelConcurrent, GraphReplaysTheSinglePlan) {

@@ -44,7 +44,7 @@ struct KernelCase {
   DecodeCase c;
   int num_splits = 0;  // 0: the library's heuristic
   int config = 0;      // CTAs per SM the kernel is built for (LaunchPlan::config); 0: the plan's
-  int small = -1;      // DecodeOptions::kernel: 1 kSmall, 0 kTiles, -1 kAuto
+  int small = -1;      // DecodeOptions::kernel: 2 kNarrow, 1 kSmall, 0 kTiles, -1 kAuto
 };
 
 void PrintTo(const KernelCase& c, std::ostream* os) { *os << c.name; }
@@ -385,6 +385,63 @@ std::vector<KernelCase> kernel_cases() {
       cases.push_back(std::move(k));
     }
   }
+  // The narrow kernel wherever it takes the call (beam width 1, no tree mask, <= 8 rows a
+  // request, D = 64 or 128, a 16-bit cache of q's dtype in pages of a multiple of 16 keys): only
+  // when asked for (kAuto does not take it), one split whatever the case asked.
+  auto narrow_takes = [](const DecodeCase& c) {
+    return c.beam_width == 1 && !c.tree && c.q_len * c.group <= 8 &&
+           (c.head_dim == 64 || c.head_dim == 128) && c.cache.dtype == c.q_dtype &&
+           c.cache.page_size % 16 == 0;
+  };
+  auto add_narrow = [&](KernelCase k) {
+    k.name += "_narrow";
+    k.small = 2;
+    k.num_splits = 0;
+    k.config = 0;
+    cases.push_back(std::move(k));
+  };
+  for (size_t i = 0; i < n_plain; ++i) {
+    if (narrow_takes(cases[i].c)) add_narrow(cases[i]);
+  }
+  {
+    // Two drafts x GQA 4 (8 rows), a window both ways, sinks and softcap, fp16 over HND pages of
+    // 32, with keys past the window's start inside a block (its first rows zero-filled).
+    auto k = make("q2_gqa4_window37_5_sinks_softcap_fp16_hnd_page32", DType::kFP16, 32);
+    k.c.q_dtype = DType::kFP16;
+    k.c.cache.layout = KVLayout::kHND;
+    k.c.q_len = 2;
+    k.c.group = 4;
+    k.c.causal = false;
+    k.c.window = {37, 5};
+    k.c.sinks = true;
+    k.c.softcap = 5.f;
+    k.c.kv_lens = {2047, 0, 1, 113, 40};
+    add(k, 1000);
+    add_narrow(cases.back());
+  }
+  {
+    // Long requests (several hundred blocks a warp), causal window, GQA 5 at head dim 64, pages
+    // of 64 through CSR, per-head scales.
+    auto k = make("d64_gqa5_window300_long_csr_page64", DType::kBF16, 64);
+    k.c.head_dim = 64;
+    k.c.group = 5;
+    k.c.window = {300, -1};
+    k.c.cache.csr = true;
+    k.c.scale_kind = ScaleKind::kHead;
+    k.c.kv_lens = kLongLens;
+    k.c.batch = static_cast<int>(kLongLens.size());
+    add(k, 4000);
+    add_narrow(cases.back());
+  }
+  {
+    // MHA (GQA 1): one row a request, 17 requests of 0 .. 4000 keys.
+    auto k = make("gqa1_mha_long", DType::kBF16, 16);
+    k.c.group = 1;
+    k.c.kv_heads = 8;
+    k.c.kv_lens = {4000, 0, 1, 113};
+    add(k, 4000);
+    add_narrow(cases.back());
+  }
   return cases;
 }
 
@@ -421,7 +478,9 @@ TEST_P(DecodeKernel, MatchesReference) {
   DecodeOptions opts = r->opts;
   opts.num_splits = kc.num_splits;
   using Kernel = ::hopattn::DecodeKernel;  // (DecodeKernel here is this file's test fixture)
-  if (kc.small >= 0) opts.kernel = kc.small == 1 ? Kernel::kSmall : Kernel::kTiles;
+  if (kc.small >= 0) {
+    opts.kernel = kc.small == 2 ? Kernel::kNarrow : kc.small == 1 ? Kernel::kSmall : Kernel::kTiles;
+  }
   const DecodeArgs& host = r->args;
 
   // The oracle: the reference with fp32 outputs (no 16-bit rounding on its side).
@@ -526,7 +585,11 @@ TEST_P(DecodeKernel, MatchesReference) {
       "[ %s ] seed %llu splits %d rows/cta %d row tiles %d config %d%s: max err %.3g (tol %.3g), "
       "rel L2 %.3g, lse max err %.3g\n",
       kc.name.c_str(), static_cast<unsigned long long>(seed), plan.num_splits, plan.rows_per_cta,
-      plan.row_tiles, plan.config, plan.small ? " small" : "", max_err, tol, l2, max_lse_err);
+      plan.row_tiles, plan.config,
+      plan.narrow  ? " narrow"
+      : plan.small ? " small"
+                   : "",
+      max_err, tol, l2, max_lse_err);
   EXPECT_EQ(nan, 0) << "non-finite outputs (poison left, or NaN leaked)";
   EXPECT_EQ(bad, 0) << bad << " outputs beyond " << tol << "; first: " << first_bad;
   EXPECT_EQ(bad_lse, 0) << bad_lse << " lse values beyond 1e-3; " << first_bad;

@@ -32,6 +32,7 @@
 
 #include "kernels/batch/scheduler.cuh"
 #include "kernels/batch/side_lane_traits.cuh"
+#include "kernels/common/keys_as_m.cuh"
 #include "kernels/common/math_constants.hpp"
 #include "kernels/fwd/kernel.cuh"
 #include "kernels/fwd/kv_loader.cuh"
@@ -260,14 +261,7 @@ struct SideLane {
                                      const float (&o)[G::kWarpTiles][4]) {
     const int warp = t / 32, lane = t % 32, qd = lane % 4;
     const int rows = item.row_end - item.row_begin;
-    float sums[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float x = row_sum[h];
-      x += __shfl_xor_sync(0xffffffffu, x, 4);
-      x += __shfl_xor_sync(0xffffffffu, x, 8);
-      sums[h] = x + __shfl_xor_sync(0xffffffffu, x, 16);
-    }
+    float sums[2] = {keys_sum(row_sum[0]), keys_sum(row_sum[1])};
     float sink_log2[2] = {-INFINITY, -INFINITY};
     const bool split = item.partial_row >= 0;
     if (p.softmax.sinks != nullptr && !split) {
@@ -342,10 +336,7 @@ struct SideLane {
     float correction[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float m = fmaxf(s[h], s[2 + h]);
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+      const float m = keys_max(s, h);
       // OnlineSoftmax::update_lazy's rule: the base moves only for a logit 2^8 above it.
       const bool move = (m - row_max[h]) * scale_log2 > fwd::OnlineSoftmax<4>::kLazyRescaleLog2;
       correction[h] = move ? ptx::exp2_approx((row_max[h] - m) * scale_log2) : 1.f;
@@ -362,9 +353,8 @@ struct SideLane {
         for (int e = 0; e < 4; ++e) o[m][e] *= correction[e & 1];
       }
     }
-    // P^T's two 8x8 halves (keys 0-7, 8-15) transposed into P's B fragments.
-    const uint32_t b0 = ptx::movmatrix_trans(ptx::pack2<Elt>(s[0], s[1]));
-    const uint32_t b1 = ptx::movmatrix_trans(ptx::pack2<Elt>(s[2], s[3]));
+    uint32_t b0, b1;
+    keys_p_fragments<Elt>(s, b0, b1);
     // V^T's A fragments: matrices (keys 0-7 | 8-15) x (features +0 | +8), transposed.
     const uint32_t v_at = G::at(stage + G::kBlockBytes, (lane >> 4) * 8 + (lane & 7),
                                 2 * warp * G::kWarpTiles + ((lane >> 3) & 1));

@@ -26,4 +26,10 @@ template <int kHeadDim>
 cudaError_t launch_small_for_head_dim(const Params& p, bool bf16, KvFormat format, int ctas,
                                       dim3 grid, cudaStream_t stream);
 
+// Launches decode_narrow_kernel (narrow_kernel.cuh) of head dim kHeadDim (64 or 128:
+// narrow_kernel_head_dim) for q in bf16 (else fp16) over a cache of q's dtype; defined in
+// narrow_launch.cuh, instantiated per head dim in narrow_hd<D>.cu.
+template <int kHeadDim>
+cudaError_t launch_narrow_for_head_dim(const Params& p, bool bf16, dim3 grid, cudaStream_t stream);
+
 }  // namespace hopattn::kernels::decode

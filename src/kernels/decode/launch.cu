@@ -166,6 +166,12 @@ void launch(const DecodeArgs& a, const DecodeOptions& o, const LaunchPlan& pl, S
   const bool bf16 = q.dtype() == DType::kBF16;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t status = cudaErrorInvalidValue;
+  if (pl.narrow) {  // plan_decode set it only where narrow_kernel_takes the call
+    const cudaError_t narrow = d == 64 ? launch_narrow_for_head_dim<64>(p, bf16, grid, s)
+                                       : launch_narrow_for_head_dim<128>(p, bf16, grid, s);
+    check_cuda(narrow, "kernel launch");
+    return;
+  }
   if (pl.small) {  // plan_decode set it only where small_kernel_takes the call
     const cudaError_t small =
         d == 64 ? launch_small_for_head_dim<64>(p, bf16, format, pl.config, grid, s)

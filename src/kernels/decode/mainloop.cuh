@@ -80,6 +80,16 @@ struct BadPageInRegister {
   }
 };
 
+// After a kernel's main loop over cp.async rings: every copy landed, the bad page id a thread
+// noted published, the CTA past its ring (which may then be reused), and the id reported.
+__device__ __forceinline__ void drain_and_report(const Params& p, CtaShared& cs,
+                                                 const BadPageInRegister& bad) {
+  ptx::cp_async_wait<0>();
+  bad.publish(cs);
+  __syncthreads();
+  report_bad_page(p, cs);
+}
+
 // 64-bit shuffle of a pointer from lane `from`.
 __device__ __forceinline__ const char* shfl_ptr(const char* ptr, int from) {
   const uint64_t v = reinterpret_cast<uint64_t>(ptr);
@@ -401,24 +411,23 @@ struct LogitTransform {
   float post;  // softcap: c * log2(e)
   bool softcap;
   __device__ __forceinline__ void operator()(float (&s)[2][4]) const {
+    apply(s[0]);
+    apply(s[1]);
+  }
+  // Four scores (one n-tile, or the narrow kernel's S^T fragment).
+  __device__ __forceinline__ void apply(float (&s)[4]) const {
     if (softcap) {
       // tanh(u) = 1 - 2 / (1 + e^2u): absolute error ~1e-7 (tanh.approx's 2^-11 relative error
       // would move the logits by ~1e-2 at c = 30). rcp.approx (1 ulp): e = inf gives 1, e = 0
       // gives -1, as the IEEE reciprocal did, without its denormal slow path.
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float x = ptx::exp2_approx(2.f * kLog2e * (s[nt][e] * mul));
-          s[nt][e] = post * (1.f - 2.f * ptx::rcp_approx(1.f + x));
-        }
+      for (int e = 0; e < 4; ++e) {
+        const float x = ptx::exp2_approx(2.f * kLog2e * (s[e] * mul));
+        s[e] = post * (1.f - 2.f * ptx::rcp_approx(1.f + x));
       }
     } else {
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] *= mul;
-      }
+      for (int e = 0; e < 4; ++e) s[e] *= mul;
     }
   }
 };

@@ -289,6 +289,16 @@ struct SmallRange {
   int full_lo, full_hi;
 };
 
+// Keys [full_lo, full_hi] every row of a request of `kv_len` keys sees (beam width 1, no tree
+// mask: the first query's diagonal is the smallest), so a block inside them needs no mask.
+HOPATTN_HOST_DEVICE void unmasked_keys(const Params& p, int kv_len, int& full_lo, int& full_hi) {
+  const int first_diag = kv_len - p.q_len;
+  full_lo = p.mask.window_left >= 0 ? larger(0, kv_len - 1 - p.mask.window_left) : 0;
+  full_hi = kv_len - 1;
+  if (p.mask.causal) full_hi = smaller(full_hi, first_diag);
+  if (p.mask.window_right >= 0) full_hi = smaller(full_hi, first_diag + p.mask.window_right);
+}
+
 HOPATTN_HOST_DEVICE SmallRange small_range(const Params& p, int request, int split, int warp,
                                            int kv_len_loaded) {
   SmallRange r;
@@ -305,11 +315,7 @@ HOPATTN_HOST_DEVICE SmallRange small_range(const Params& p, int request, int spl
   r.blocks = count > warp ? (count - warp + kWarps - 1) / kWarps : 0;
   r.pages = p.block_table != nullptr ? request * p.bt_stride_row
                                      : int64_t(p.indptr[request * p.indptr_stride]);
-  const int first_diag = r.kv_len - p.q_len;
-  r.full_lo = p.mask.window_left >= 0 ? larger(0, r.kv_len - 1 - p.mask.window_left) : 0;
-  r.full_hi = r.kv_len - 1;
-  if (p.mask.causal) r.full_hi = smaller(r.full_hi, first_diag);
-  if (p.mask.window_right >= 0) r.full_hi = smaller(r.full_hi, first_diag + p.mask.window_right);
+  unmasked_keys(p, r.kv_len, r.full_lo, r.full_hi);
   return r;
 }
 

@@ -272,10 +272,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
     stage = stage + 1 == T::kStages ? 0 : stage + 1;
     issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
   }
-  ptx::cp_async_wait<0>();
-  bad.publish(cs);
-  __syncthreads();  // every warp's ring is drained (the merge buffers reuse it); bad_page
-  report_bad_page(p, cs);
+  drain_and_report(p, cs, bad);  // every warp's ring is drained: the merge buffers reuse it
 
   // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
   float* merge_o = reinterpret_cast<float*>(ring);  // [warp][16][kMergeStride]
@@ -304,33 +301,17 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   const int64_t slot = problem * p.num_splits + split;
   for (int idx = tid; idx < rows_valid * kQuads; idx += kThreads) {
     const int rr = idx / kQuads, d = 4 * (idx % kQuads);
-    float top = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, merge_m[w * kMmaRows + rr]);
-    float total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      // A warp that saw no key of the row: m = -inf, l = 0, o = 0.
-      const float a = top == -INFINITY ? 0.f : exp2f(merge_m[w * kMmaRows + rr] - top);
-      total += a * merge_l[w * kMmaRows + rr];
-      const float4 v =
-          *reinterpret_cast<const float4*>(merge_o + (w * kMmaRows + rr) * T::kMergeStride + d);
-      acc.x += a * v.x, acc.y += a * v.y, acc.z += a * v.z, acc.w += a * v.w;
-    }
-    const float lse2 = total == 0.f ? -INFINITY : top + log2f(total);  // NaN stays NaN
-    const float inv = total == 0.f ? 0.f : 1.f / total;
+    float lse2;
+    const float4 o =
+        merge_warp_states(merge_m, merge_l, merge_o, kMmaRows, T::kMergeStride, rr, d, lse2);
     if (!split_mode) {
       const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
-      store_out4<Elt>(
-          p, request, kv_head, rr, d,
-          make_float4(acc.x * inv * f, acc.y * inv * f, acc.z * inv * f, acc.w * inv * f));
+      store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
     } else {
       // Every valid row is written, empty ones too (o = 0, lse = -inf): the last CTA reads every
       // split's partials unconditionally.
       float* po = p.partial_o + (slot * kMmaRows + rr) * kHeadDim + d;
-      *reinterpret_cast<float4*>(po) =
-          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      *reinterpret_cast<float4*>(po) = o;
       if (d == 0) p.partial_lse[slot * kMmaRows + rr] = lse2;
     }
   }

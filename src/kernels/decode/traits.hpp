@@ -133,6 +133,11 @@ constexpr int rows_per_cta_for(int head_dim, int rows) {
 // registers.
 constexpr bool small_kernel_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
+// The narrow kernel (narrow_kernel.cuh): requests of at most kNarrowRows rows (the N of its
+// MMAs) over a 16-bit cache of q's dtype, head dim 64 or 128, pages of whole 16-key blocks.
+inline constexpr int kNarrowRows = 8;
+constexpr bool narrow_kernel_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
 // CTAs an SM of the small-grid kernel's instances: two, and over e4m3 and int8 caches also three
 // (the conversions of one CTA overlap the others' loads; <= 168 registers and a 16 KB ring a
 // warp, small_kernel.cuh). The plan takes three where they run the grid in fewer waves than two.

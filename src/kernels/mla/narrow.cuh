@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/keys_as_m.cuh"
 #include "kernels/fwd/softmax.cuh"
 #include "kernels/mla/kernel.cuh"
 #include "kernels/mla/loader.cuh"
@@ -324,17 +325,6 @@ struct NarrowConsumer {
     }
   }
 
-  __device__ static float xor_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-  }
-  __device__ static float xor_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 4);
-    x += __shfl_xor_sync(0xffffffffu, x, 8);
-    return x + __shfl_xor_sync(0xffffffffu, x, 16);
-  }
-
   __device__ static void issue_s(float (&s)[kSRegs], uint64_t k_desc, uint64_t q_desc) {
 #pragma unroll
     for (int j = 0; j < kQKSteps; ++j) {
@@ -470,7 +460,7 @@ struct NarrowConsumer {
         for (int h = 0; h < 2; ++h) {
           if (key + 8 * h >= limit_j) s[element(j, h)] = -INFINITY;
         }
-        block_max[j] = xor_max(fmaxf(s[element(j, 0)], s[element(j, 1)]));
+        block_max[j] = keys_max(fmaxf(s[element(j, 0)], s[element(j, 1)]));
       }
       const uint32_t mx = maxima(sm, g, it & 1);
       if (lane < 4) {
@@ -575,7 +565,7 @@ struct NarrowConsumer {
     const int warp = (static_cast<int>(threadIdx.x) % 128) / 32;
     float sum[kColsPerThread];
 #pragma unroll
-    for (int j = 0; j < kColsPerThread; ++j) sum[j] = xor_sum(l[j]);
+    for (int j = 0; j < kColsPerThread; ++j) sum[j] = keys_sum(l[j]);
     if (lane < 4) {
 #pragma unroll
       for (int j = 0; j < kColsPerThread; ++j) {

@@ -1,0 +1,380 @@
+// Decode kernel for requests of at most 8 rows (q_len * Hq / Hkv <= 8: a GQA group of up to 8 at
+// one token, of 4 at two drafts) over a 16-bit cache whose pages hold whole 16-key blocks. The
+// keys are the M of the MMAs and the rows their N:
+//   S^T = K q^T   (m16n8k16: 16 keys x 8 rows, K by ldmatrix, q^T held in registers)
+//   O^T += V^T P^T (16 features x 8 rows a tile, V^T by ldmatrix.trans, P^T's two 8x8 halves
+//                  transposed into B fragments by movmatrix)
+// where the small kernel (small_kernel.cuh) runs an m16 tile of rows, 4 of whose 16 rows are real
+// at GQA 4: half the MMAs, half of O's registers and rescales, half the softmax values a lane.
+//
+// Why: the batch family's concurrent form streams a mixed step's decodes from the few SMs its
+// prefill leaves them (issue 11's (a): 2.08 GB from ~28 of 132 SMs), where the small kernel is
+// bound by its instructions a block (~550 an 8 KB block a warp at ~78% of the SM's issue rate at
+// ~86 GB/s an SM, docs/perf/NOTES.md), not by bytes in flight. Here a block also loads with
+// fewer instructions: a block lies in one page (page_size % 16 == 0), so its page id is one
+// warp-uniform lookup and each lane walks its rows by one add a copy, into rows padded by 16
+// bytes (ldmatrix conflict free with one address register a lane, no swizzle).
+//
+// Schedule (the small kernel's): grid (1, Hkv, requests), four warps, each streaming its own
+// 16-key blocks (w, w + 4, ..) through its own cp.async ring (__syncwarp, no CTA barrier in the
+// loop), the four states merged once at the end, one split (the planner forces it). Blocks are
+// aligned to 16 keys; keys of a block outside [window start, kv_len) are zero-filled, never
+// loaded (evicted pages are never read). Semantics as kernel.cuh: masks (bottom-right causal,
+// window), softcap, sinks, per-tensor or per-head k / v scales, NaN propagation, lse.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/common/keys_as_m.cuh"
+#include "kernels/decode/epilogue.cuh"
+#include "kernels/decode/mainloop.cuh"
+#include "ptx/grid_dependency.cuh"
+#include "ptx/shared_memory.cuh"
+
+namespace hopattn::kernels::decode {
+
+// Geometry of the narrow kernel at head dim kHeadDim (16-bit K and V).
+template <int kHeadDim>
+struct NarrowTraits {
+  static_assert(narrow_kernel_head_dim(kHeadDim), "a head dim of the narrow kernel");
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kChunks = kRowBytes / 16;     // 16-byte pieces a row
+  static constexpr int kRowStride = kRowBytes + 16;  // padded: 8 rows of a matrix, 8 bank groups
+  static constexpr int kBlockBytes = kBlockTokens * kRowStride;  // K (or V) rows of a block
+  static constexpr int kStageBytes = 2 * kBlockBytes;            // K rows, then V rows
+  // ~26 KB of ring a warp, two CTAs an SM: D = 128 three stages (two blocks in flight while one
+  // is read), D = 64 five.
+  static constexpr int kStagesFit = 26 * 1024 / kStageBytes;
+  static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
+  static constexpr int kWarpRingBytes = kStages * kStageBytes;
+  static constexpr int kRingBytes = kWarps * kWarpRingBytes;
+  static constexpr int kRowsPerCopy = 32 / kChunks;            // rows one copy of a warp covers
+  static constexpr int kCopies = kBlockTokens / kRowsPerCopy;  // a lane's copies of K (and V)
+  static constexpr int kKSteps = kHeadDim / 16;                // k16 steps of S^T
+  static constexpr int kFeatureTiles = kHeadDim / 16;          // m16 tiles of O^T
+  // The warps' states for the merge, in the ring once it is drained.
+  static constexpr int kMergeStride = kHeadDim + 4;
+  static constexpr int kMergeOFloats = kWarps * kNarrowRows * kMergeStride;
+  static_assert((kMergeOFloats + 2 * kWarps * kNarrowRows) * 4 <= kRingBytes, "merge in the ring");
+  static constexpr int smem_bytes() { return kRingBytes; }
+  static_assert(kStages >= 3, "two blocks in flight a warp");
+  static_assert(smem_fits(smem_bytes(), 2), "two CTAs an SM");
+};
+
+// The keys of a narrow CTA: [lo, hi) = [window start, kv_len) in blocks aligned to 16 keys, warp
+// `warp`'s blocks warp, warp + kWarps, .. of them, and the keys every row sees (small_range's).
+struct NarrowRange {
+  int kv_len;
+  int lo, hi;
+  int warp_first;  // first key of the warp's first block (a multiple of 16)
+  int blocks;      // the warp's blocks
+  int64_t pages;   // element offset of the request's page list
+  int full_lo, full_hi;
+};
+
+__device__ __forceinline__ NarrowRange narrow_range(const Params& p, int request, int warp,
+                                                    int kv_len_loaded) {
+  NarrowRange r;
+  r.kv_len = kv_len_checked(p, request, kv_len_loaded);
+  r.lo = window_first_key(p, r.kv_len);
+  r.hi = r.kv_len;
+  const int first = r.lo & ~(kBlockTokens - 1);
+  const int total = r.hi > r.lo ? (r.hi - first + kBlockTokens - 1) / kBlockTokens : 0;
+  r.warp_first = first + warp * kBlockTokens;
+  r.blocks = total > warp ? (total - warp + kWarps - 1) / kWarps : 0;
+  r.pages = p.block_table != nullptr ? request * p.bt_stride_row
+                                     : int64_t(p.indptr[request * p.indptr_stride]);
+  unmasked_keys(p, r.kv_len, r.full_lo, r.full_hi);
+  return r;
+}
+
+// The page-table entry of the warp's block i (the same for every lane: a block lies in one page),
+// or kNoKey past the warp's blocks.
+__device__ __forceinline__ int narrow_page(const Params& p, const NarrowRange& r, int i) {
+  if (i >= r.blocks) return kNoKey;
+  const int key0 = r.warp_first + i * (kWarps * kBlockTokens);
+  const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key0)));
+  return p.block_table != nullptr ? __ldg(p.block_table + r.pages + index * p.bt_stride_page)
+                                  : __ldg(p.indices + (r.pages + index) * p.indices_stride);
+}
+
+// Page-table entries of the warp's next kNarrowPagesAhead blocks (small_kernel.cuh's PageWindow,
+// one entry a block): looked up that many blocks before the block's copies are issued.
+constexpr int kNarrowPagesAhead = 4;
+struct NarrowPages {
+  int page[kNarrowPagesAhead];  // blocks b .. b + kNarrowPagesAhead - 1, oldest first
+
+  __device__ __forceinline__ void start(const Params& p, const NarrowRange& r) {
+#pragma unroll
+    for (int j = 0; j < kNarrowPagesAhead; ++j) page[j] = narrow_page(p, r, j);
+  }
+  // The oldest block's entry; then block `next` is looked up.
+  __device__ __forceinline__ int pop(const Params& p, const NarrowRange& r, int next) {
+    const int oldest = page[0];
+#pragma unroll
+    for (int j = 0; j + 1 < kNarrowPagesAhead; ++j) page[j] = page[j + 1];
+    page[kNarrowPagesAhead - 1] = narrow_page(p, r, next);
+    return oldest;
+  }
+};
+
+// Block i's K and V rows into `stage` (16-byte cp.async pieces: lane l copies piece l % kChunks
+// of rows l / kChunks + kRowsPerCopy j). Keys outside [lo, hi) and a page id outside the pool are
+// zero-filled (the source then the cache base); the id goes to `bad`.
+template <class T>
+__device__ __forceinline__ void narrow_issue(const Params& p, const NarrowRange& r, int i, int page,
+                                             uint32_t stage, const char* k_head, const char* v_head,
+                                             int lane, BadPageInRegister& bad) {
+  const int key0 = r.warp_first + i * (kWarps * kBlockTokens);
+  const bool own = static_cast<uint32_t>(page) < static_cast<uint32_t>(p.num_pages);
+  if (!own) bad.note(page);
+  const int chunk = lane % T::kChunks, first = lane / T::kChunks;
+  const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key0)));
+  const int slot = key0 - index * p.page_size + first;
+  const int64_t pg = own ? page : 0;
+  const char* k_src = k_head + pg * p.k_page_stride + slot * p.k_slot_stride + chunk * 16;
+  const char* v_src = v_head + pg * p.v_page_stride + slot * p.v_slot_stride + chunk * 16;
+  const int64_t k_step = T::kRowsPerCopy * p.k_slot_stride;
+  const int64_t v_step = T::kRowsPerCopy * p.v_slot_stride;
+  const uint32_t k_dst = stage + first * T::kRowStride + chunk * 16;
+  const uint32_t v_dst = k_dst + T::kBlockBytes;
+  if (own && key0 >= r.lo && key0 + kBlockTokens <= r.hi) {  // every key of the block: no checks
+#pragma unroll
+    for (int j = 0; j < T::kCopies; ++j) {
+      ptx::cp_async_16(k_dst + j * T::kRowsPerCopy * T::kRowStride, k_src, 16);
+      ptx::cp_async_16(v_dst + j * T::kRowsPerCopy * T::kRowStride, v_src, 16);
+      k_src += k_step;
+      v_src += v_step;
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < T::kCopies; ++j) {
+    const int key = key0 + first + j * T::kRowsPerCopy;
+    const bool ok = own && key >= r.lo && key < r.hi;
+    ptx::cp_async_16(k_dst + j * T::kRowsPerCopy * T::kRowStride, ok ? k_src : p.k_cache,
+                     ok ? 16 : 0);
+    ptx::cp_async_16(v_dst + j * T::kRowsPerCopy * T::kRowStride, ok ? v_src : p.v_cache,
+                     ok ? 16 : 0);
+    k_src += k_step;
+    v_src += v_step;
+  }
+}
+
+// The running max of a row moves only for a logit 2^8 above it (fwd's OnlineSoftmax rule).
+constexpr float kNarrowLazyLog2 = 8.f;
+
+// One warp's running state: the max (log2 domain, lazy) and this lane's part of the sums of rows
+// 2qd and 2qd + 1, and O^T: element (t, e) is feature 16t + g + 8(e >> 1) of row 2qd + (e & 1).
+template <int kFeatureTiles>
+struct NarrowState {
+  float m[2], l[2];
+  float o[kFeatureTiles][4];
+};
+
+// One block: S^T = K q^T, the logit transform, the mask (boundary blocks), the online softmax,
+// O^T += V^T P^T. s[e]: key g + 8 (e >> 1) of the block, row 2qd + (e & 1).
+template <class T, class Elt>
+__device__ __forceinline__ void narrow_attend(NarrowState<T::kFeatureTiles>& st, uint32_t stage,
+                                              const uint32_t (&qb)[T::kKSteps][2], int lane,
+                                              int key0, bool masked, const RowMask* rows,
+                                              const LogitTransform& logit) {
+  const int g = lane / 4, qd = lane % 4;
+  float s[4] = {0.f, 0.f, 0.f, 0.f};
+  {
+    // ldmatrix matrix j = lane / 8: keys 8 (j & 1) .., features 8 (j >> 1) .. of a k16 step.
+    const uint32_t k_at =
+        stage + (((lane >> 3) & 1) * 8 + (lane & 7)) * T::kRowStride + (lane >> 4) * 16;
+    float s1[4] = {0.f, 0.f, 0.f, 0.f};  // odd k-steps: two chains of half the length
+#pragma unroll
+    for (int k = 0; k < T::kKSteps; k += 2) {
+      uint32_t a[4], a1[4];
+      ptx::ldmatrix_x4(a, k_at + 32 * k);
+      ptx::ldmatrix_x4(a1, k_at + 32 * (k + 1));
+      ptx::mma_m16n8k16<Elt>(s, a, qb[k][0], qb[k][1]);
+      ptx::mma_m16n8k16<Elt>(s1, a1, qb[k + 1][0], qb[k + 1][1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[e] += s1[e];
+  }
+  logit.apply(s);
+  if (masked) {
+    const RowMask r[2] = {rows[2 * qd], rows[2 * qd + 1]};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (!key_visible(r[e & 1], key0 + g + 8 * (e >> 1), -1)) s[e] = -INFINITY;
+    }
+  }
+  float correction[2];
+  bool moved = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m = keys_max(s, h);
+    // The base moves only for a logit 2^8 above it (a first visible key: from -inf), so P stays
+    // <= 2^8 and O^T is rarely rescaled; NaN compares false and is kept by exp2.
+    const bool move = m - st.m[h] > kNarrowLazyLog2;
+    correction[h] = move ? ptx::exp2_approx(st.m[h] - m) : 1.f;
+    if (move) st.m[h] = m;
+    moved = moved || move;
+    const float base = st.m[h] == -INFINITY ? 0.f : st.m[h];
+    s[h] = ptx::exp2_approx(s[h] - base);
+    s[2 + h] = ptx::exp2_approx(s[2 + h] - base);
+    st.l[h] = st.l[h] * correction[h] + s[h] + s[2 + h];
+  }
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int t = 0; t < T::kFeatureTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[t][e] *= correction[e & 1];
+    }
+  }
+  uint32_t b0, b1;
+  keys_p_fragments<Elt>(s, b0, b1);
+  // V^T's A fragments: matrices (keys 0-7 | 8-15) x (features +0 | +8), transposed.
+  const uint32_t v_at = stage + T::kBlockBytes + ((lane >> 4) * 8 + (lane & 7)) * T::kRowStride +
+                        ((lane >> 3) & 1) * 16;
+#pragma unroll
+  for (int t = 0; t < T::kFeatureTiles; ++t) {
+    uint32_t a[4];
+    ptx::ldmatrix_x4_trans(a, v_at + 32 * t);
+    ptx::mma_m16n8k16<Elt>(st.o[t], a, b0, b1);
+  }
+}
+
+// Grid (1, Hkv, requests), 128 threads, two CTAs an SM; rows_per_request <= 8; one split.
+template <int kHeadDim, class Elt>
+__global__ void __launch_bounds__(kThreads, 2)
+    decode_narrow_kernel(const __grid_constant__ Params p) {
+  using T = NarrowTraits<kHeadDim>;
+  extern __shared__ __align__(128) char smem[];
+  __shared__ CtaShared cs;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, qd = lane % 4;
+  const int kv_head = blockIdx.y, request = blockIdx.z;
+  const int rows_valid = p.rows_per_request;  // <= kNarrowRows
+  const uint32_t ring = ptx::smem_address(smem);
+  const uint32_t warp_ring = ring + warp * T::kWarpRingBytes;
+
+  // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
+  // what the kernel before wrote (q, the cache's new tokens, lengths, page table).
+  ptx::begin_dependent_grid();
+  const int kv_len_loaded = p.kv_lens[request * p.kv_lens_stride];
+  // q^T's B fragments, straight from global memory: lane (g, qd) holds row g's features
+  // 16k + 2qd, +1 and 16k + 8 + 2qd, +1 of each k16 step (zeros past the request's rows).
+  uint32_t qb[T::kKSteps][2];
+  {
+    const uint32_t* q_row = nullptr;
+    if (g < rows_valid) {
+      const RowCoord c = row_coord(p, g);
+      const int h = kv_head * p.group + c.head;
+      q_row = reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(p.q) +
+                                                request * p.q_stride[0] + c.token * p.q_stride[1] +
+                                                h * p.q_stride[2]);
+    }
+#pragma unroll
+    for (int k = 0; k < T::kKSteps; ++k) {
+      qb[k][0] = q_row != nullptr ? __ldg(q_row + 8 * k + qd) : 0u;
+      qb[k][1] = q_row != nullptr ? __ldg(q_row + 8 * k + 4 + qd) : 0u;
+    }
+  }
+  const NarrowRange range = narrow_range(p, request, warp, kv_len_loaded);
+
+  // The warp's first blocks, each page id looked up kNarrowPagesAhead blocks before its copies.
+  NarrowPages pages;
+  pages.start(p, range);
+  const char* k_head = p.k_cache + kv_head * p.k_head_stride;
+  const char* v_head = p.v_cache + kv_head * p.v_head_stride;
+  BadPageInRegister bad;
+#pragma unroll 1
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    const int page = pages.pop(p, range, s + kNarrowPagesAhead);
+    if (s < range.blocks) {
+      narrow_issue<T>(p, range, s, page, warp_ring + s * T::kStageBytes, k_head, v_head, lane, bad);
+    }
+    ptx::cp_async_commit();
+  }
+
+  if (tid == 0) {
+    cs.kv_len[0] = range.kv_len;
+    cs.bad_claimed = 0u;
+  }
+  __syncwarp();
+  if (tid < kNarrowRows) cs.rows[tid] = row_mask(p, cs, request, tid);
+  __syncthreads();  // row masks, bad_claimed
+
+  const float k_scale =
+      p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale;
+  const float v_scale =
+      p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
+  const LogitTransform logit = make_logit(p, k_scale, 1.f);
+  NarrowState<T::kFeatureTiles> st;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+#pragma unroll
+  for (int t = 0; t < T::kFeatureTiles; ++t)
+    st.o[t][0] = st.o[t][1] = st.o[t][2] = st.o[t][3] = 0.f;
+
+  // ---- main loop.
+  int stage = 0, issue_stage = T::kStages - 1;
+#pragma unroll 1
+  for (int i = 0; i < range.blocks; ++i) {
+    // Block i landed (own copies); __syncwarp: every lane's copies are visible, and every lane
+    // is done with block i - 1, whose stage the next copies overwrite.
+    ptx::cp_async_wait<T::kStages - 2>();
+    __syncwarp();
+    const int page = pages.pop(p, range, i + T::kStages - 1 + kNarrowPagesAhead);
+    if (i + T::kStages - 1 < range.blocks) {
+      narrow_issue<T>(p, range, i + T::kStages - 1, page, warp_ring + issue_stage * T::kStageBytes,
+                      k_head, v_head, lane, bad);
+    }
+    ptx::cp_async_commit();
+    const int key0 = range.warp_first + i * (kWarps * kBlockTokens);
+    const int key_last = key0 + kBlockTokens - 1;
+    const bool masked = key0 < range.full_lo || key_last > range.full_hi || key_last >= range.hi;
+    narrow_attend<T, Elt>(st, warp_ring + stage * T::kStageBytes, qb, lane, key0, masked, cs.rows,
+                          logit);
+    stage = stage + 1 == T::kStages ? 0 : stage + 1;
+    issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
+  }
+  drain_and_report(p, cs, bad);  // every warp's ring is drained: the merge buffers reuse it
+
+  // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
+  float* merge_o = reinterpret_cast<float*>(smem);  // [warp][8][kMergeStride]
+  float* merge_m = merge_o + T::kMergeOFloats;      // [warp][8]
+  float* merge_l = merge_m + kWarps * kNarrowRows;  // [warp][8]
+  {
+    const float sum[2] = {keys_sum(st.l[0]), keys_sum(st.l[1])};
+    if (g == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        merge_m[warp * kNarrowRows + 2 * qd + h] = st.m[h];
+        merge_l[warp * kNarrowRows + 2 * qd + h] = sum[h];
+      }
+    }
+    float* wo = merge_o + warp * kNarrowRows * T::kMergeStride;
+#pragma unroll
+    for (int t = 0; t < T::kFeatureTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = 2 * qd + (e & 1);
+        if (n < rows_valid) wo[n * T::kMergeStride + 16 * t + g + 8 * (e >> 1)] = st.o[t][e];
+      }
+    }
+  }
+  __syncthreads();
+
+  constexpr int kQuads = kHeadDim / 4;
+  for (int idx = tid; idx < rows_valid * kQuads; idx += kThreads) {
+    const int rr = idx / kQuads, d = 4 * (idx % kQuads);
+    float lse2;
+    const float4 o =
+        merge_warp_states(merge_m, merge_l, merge_o, kNarrowRows, T::kMergeStride, rr, d, lse2);
+    const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
+    store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
+  }
+}
+
+}  // namespace hopattn::kernels::decode

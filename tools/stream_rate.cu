@@ -1,0 +1,155 @@
+// Per-SM streaming rate from HBM into shared memory on N SMs (one CTA an SM), by copy mechanism
+// and bytes in flight: the question behind the batch family's concurrent form, where a mixed
+// step's decodes stream from the few SMs the prefill leaves them (issue 11, step (a): 2.08 GB
+// from ~20-28 SMs), and behind a decode kernel that should carry ~100 GB/s an SM.
+//
+// Each warp streams its own contiguous region through its own ring of kStages stages of 8 KB (a
+// 16-key block of K and V at head dim 128, bf16) and touches one word of each stage:
+//   cpasync  16-byte cp.async.cg pieces, 16 a lane a stage, commit / wait_group per warp
+//   bulk8k   one cp.async.bulk of 8 KB a stage by lane 0, completing on the stage's mbarrier
+//   rows256  32 cp.async.bulk of 256 B a stage, one a lane (a paged K / V row each)
+// Prints GB/s in all and per SM (median of 5 timed runs after 2 warm-ups).
+//
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc tools/stream_rate.cu \
+//        -o stream_rate && ./stream_rate
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "ptx/bulk_copy.cuh"
+#include "ptx/cp_async.cuh"
+#include "ptx/mbarrier.cuh"
+
+namespace {
+
+constexpr uint32_t kStageBytes = 8192;
+constexpr size_t kBytesPerCta = size_t{24} << 20;
+enum Mode { kCpAsync = 0, kBulk8k = 1, kRows256 = 2 };
+const char* const kModeNames[] = {"cpasync", "bulk8k", "rows256"};
+
+void check(cudaError_t s, const char* what) {
+  if (s != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(s));
+    std::exit(1);
+  }
+}
+
+template <int kMode>
+__device__ __forceinline__ void issue(uint8_t* dst, const uint8_t* src, uint64_t* bar, int lane) {
+  if constexpr (kMode == kCpAsync) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      hopattn::ptx::cp_async_16(dst + j * 512 + lane * 16, src + j * 512 + lane * 16, 16);
+    hopattn::ptx::cp_async_commit();
+  } else if constexpr (kMode == kBulk8k) {
+    if (lane == 0) {
+      hopattn::ptx::mbarrier_arrive_expect_tx(bar, kStageBytes);
+      hopattn::ptx::bulk_load(dst, src, kStageBytes, bar);
+    }
+  } else {
+    if (lane == 0) hopattn::ptx::mbarrier_arrive_expect_tx(bar, kStageBytes);
+    hopattn::ptx::bulk_load(dst + lane * 256, src + lane * 256, 256, bar);
+  }
+}
+
+template <int kMode, int kWarps, int kStages>
+__global__ void __launch_bounds__(kWarps * 32, 1)
+    stream_kernel(const uint8_t* src, uint32_t* sink) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr size_t kPerWarp = kBytesPerCta / kWarps;
+  constexpr int kBlocks = static_cast<int>(kPerWarp / kStageBytes);
+  const uint8_t* base = src + blockIdx.x * kBytesPerCta + warp * kPerWarp;
+  uint8_t* ring = smem + warp * kStages * kStageBytes;
+  uint64_t* bars =
+      reinterpret_cast<uint64_t*>(smem + kWarps * kStages * kStageBytes) + warp * kStages;
+  if (kMode != kCpAsync && lane == 0) {
+    for (int s = 0; s < kStages; ++s) hopattn::ptx::mbarrier_init(bars + s, 1);
+    hopattn::ptx::fence_mbarrier_init();
+  }
+  __syncwarp();
+  uint32_t acc = 0;
+  for (int s = 0; s < kStages - 1; ++s)
+    issue<kMode>(ring + s * kStageBytes, base + s * size_t{kStageBytes}, bars + s, lane);
+#pragma unroll 1
+  for (int b = 0; b < kBlocks; ++b) {
+    const int n = b + kStages - 1, s = b % kStages;
+    if (n < kBlocks) {
+      issue<kMode>(ring + (n % kStages) * kStageBytes, base + n * size_t{kStageBytes},
+                   bars + n % kStages, lane);
+    } else if (kMode == kCpAsync) {
+      hopattn::ptx::cp_async_commit();
+    }
+    if constexpr (kMode == kCpAsync) {
+      hopattn::ptx::cp_async_wait<kStages - 1>();
+    } else {
+      hopattn::ptx::mbarrier_wait_parity(bars + s, static_cast<uint32_t>(b / kStages) & 1u);
+    }
+    __syncwarp();
+    acc ^= reinterpret_cast<const uint32_t*>(ring + s * kStageBytes)[lane * 64];
+    __syncwarp();
+  }
+  if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
+template <int kMode, int kWarps, int kStages>
+void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, int num_sms) {
+  auto kernel = stream_kernel<kMode, kWarps, kStages>;
+  const size_t ring = size_t{kWarps} * kStages * kStageBytes + kWarps * kStages * 8;
+  const size_t smem = std::max(ring, size_t{120} << 10);  // one CTA an SM
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "attr");
+  cudaEvent_t e0, e1;
+  check(cudaEventCreate(&e0), "event");
+  check(cudaEventCreate(&e1), "event");
+  for (int n : grids) {
+    if (n > num_sms) continue;
+    std::vector<float> ms;
+    for (int it = 0; it < 7; ++it) {
+      check(cudaEventRecord(e0), "record");
+      kernel<<<n, kWarps * 32, smem>>>(src, sink);
+      check(cudaEventRecord(e1), "record");
+      check(cudaEventSynchronize(e1), "sync");
+      float t = 0;
+      check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+      if (it >= 2) ms.push_back(t);
+    }
+    check(cudaGetLastError(), "launch");
+    std::sort(ms.begin(), ms.end());
+    const double gbs = double(kBytesPerCta) * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
+    std::printf("| %s | %d | %d | %zu | %d | %.0f | %.1f |\n", kModeNames[kMode], kWarps, kStages,
+                size_t{kWarps} * (kStages - 1) * kStageBytes / 1024, n, gbs, gbs / n);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+}  // namespace
+
+int main() {
+  int num_sms = 0;
+  check(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), "sms");
+  uint8_t* src = nullptr;
+  uint32_t* sink = nullptr;
+  check(cudaMalloc(&src, kBytesPerCta * num_sms), "malloc");
+  check(cudaMalloc(&sink, 4), "malloc");
+  check(cudaMemset(src, 1, kBytesPerCta * num_sms), "memset");
+  const std::vector<int> grids = {8, 16, 20, 24, 28, 32, 64, num_sms};
+  std::printf("| mode | warps | stages | KB in flight an SM | SMs | GB/s | GB/s an SM |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  measure<kCpAsync, 4, 4>(src, sink, grids, num_sms);
+  measure<kCpAsync, 8, 3>(src, sink, grids, num_sms);
+  measure<kCpAsync, 4, 6>(src, sink, grids, num_sms);
+  measure<kCpAsync, 8, 4>(src, sink, grids, num_sms);
+  measure<kBulk8k, 4, 4>(src, sink, grids, num_sms);
+  measure<kBulk8k, 4, 6>(src, sink, grids, num_sms);
+  measure<kBulk8k, 8, 3>(src, sink, grids, num_sms);
+  measure<kBulk8k, 2, 12>(src, sink, grids, num_sms);
+  measure<kRows256, 4, 6>(src, sink, grids, num_sms);
+  measure<kRows256, 8, 3>(src, sink, grids, num_sms);
+  check(cudaDeviceSynchronize(), "sync");
+  return 0;
+}

@@ -12,8 +12,9 @@
 // bound by its instructions a block (~550 an 8 KB block a warp at ~78% of the SM's issue rate at
 // ~86 GB/s an SM, docs/perf/NOTES.md), not by bytes in flight. Here a block also loads with
 // fewer instructions: a block lies in one page (page_size % 16 == 0), so its page id is one
-// warp-uniform lookup and each lane walks its rows by one add a copy, into rows padded by 16
-// bytes (ldmatrix conflict free with one address register a lane, no swizzle).
+// warp-uniform lookup, and a lane copies one row of K and one of V, every piece at a constant
+// offset from the row's address, into rows padded by 16 bytes (ldmatrix conflict free with one
+// address register a lane, no swizzle).
 //
 // Schedule (the small kernel's): grid (1, Hkv, requests), four warps, each streaming its own
 // 16-key blocks (w, w + 4, ..) through its own cp.async ring (__syncwarp, no CTA barrier in the
@@ -41,7 +42,6 @@ template <int kHeadDim>
 struct NarrowTraits {
   static_assert(narrow_kernel_head_dim(kHeadDim), "a head dim of the narrow kernel");
   static constexpr int kRowBytes = kHeadDim * 2;
-  static constexpr int kChunks = kRowBytes / 16;     // 16-byte pieces a row
   static constexpr int kRowStride = kRowBytes + 16;  // padded: 8 rows of a matrix, 8 bank groups
   static constexpr int kBlockBytes = kBlockTokens * kRowStride;  // K (or V) rows of a block
   static constexpr int kStageBytes = 2 * kBlockBytes;            // K rows, then V rows
@@ -51,10 +51,9 @@ struct NarrowTraits {
   static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
   static constexpr int kWarpRingBytes = kStages * kStageBytes;
   static constexpr int kRingBytes = kWarps * kWarpRingBytes;
-  static constexpr int kRowsPerCopy = 32 / kChunks;            // rows one copy of a warp covers
-  static constexpr int kCopies = kBlockTokens / kRowsPerCopy;  // a lane's copies of K (and V)
-  static constexpr int kKSteps = kHeadDim / 16;                // k16 steps of S^T
-  static constexpr int kFeatureTiles = kHeadDim / 16;          // m16 tiles of O^T
+  static constexpr int kSectors = kRowBytes / 32;      // 32-byte sectors a row: a lane's copies
+  static constexpr int kKSteps = kHeadDim / 16;        // k16 steps of S^T
+  static constexpr int kFeatureTiles = kHeadDim / 16;  // m16 tiles of O^T
   // The warps' states for the merge, in the ring once it is drained.
   static constexpr int kMergeStride = kHeadDim + 4;
   static constexpr int kMergeOFloats = kWarps * kNarrowRows * kMergeStride;
@@ -121,9 +120,11 @@ struct NarrowPages {
   }
 };
 
-// Block i's K and V rows into `stage` (16-byte cp.async pieces: lane l copies piece l % kChunks
-// of rows l / kChunks + kRowsPerCopy j). Keys outside [lo, hi) and a page id outside the pool are
-// zero-filled (the source then the cache base); the id goes to `bad`.
+// Block i's K and V rows into `stage` by 16-byte cp.async pieces: lane l copies row l / 2 of K
+// and of V, the (l % 2)-th half of each of its 32-byte sectors, so that a copy of the warp reads
+// 16 whole sectors and every piece of a lane is its row's address plus a constant (one 64-bit
+// row address a lane and tensor a block). A key outside [lo, hi) and a page id outside the pool
+// are zero-filled (the source then the cache base); the id goes to `bad`.
 template <class T>
 __device__ __forceinline__ void narrow_issue(const Params& p, const NarrowRange& r, int i, int page,
                                              uint32_t stage, const char* k_head, const char* v_head,
@@ -131,36 +132,23 @@ __device__ __forceinline__ void narrow_issue(const Params& p, const NarrowRange&
   const int key0 = r.warp_first + i * (kWarps * kBlockTokens);
   const bool own = static_cast<uint32_t>(page) < static_cast<uint32_t>(p.num_pages);
   if (!own) bad.note(page);
-  const int chunk = lane % T::kChunks, first = lane / T::kChunks;
+  const int row = lane / 2, half = lane % 2;
+  const int key = key0 + row;
+  const bool ok = own && key >= r.lo && key < r.hi;
   const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key0)));
-  const int slot = key0 - index * p.page_size + first;
-  const int64_t pg = own ? page : 0;
-  const char* k_src = k_head + pg * p.k_page_stride + slot * p.k_slot_stride + chunk * 16;
-  const char* v_src = v_head + pg * p.v_page_stride + slot * p.v_slot_stride + chunk * 16;
-  const int64_t k_step = T::kRowsPerCopy * p.k_slot_stride;
-  const int64_t v_step = T::kRowsPerCopy * p.v_slot_stride;
-  const uint32_t k_dst = stage + first * T::kRowStride + chunk * 16;
+  const int64_t slot = key - index * p.page_size;
+  const int64_t pg = page;
+  const char* k_src =
+      ok ? k_head + pg * p.k_page_stride + slot * p.k_slot_stride + 16 * half : p.k_cache;
+  const char* v_src =
+      ok ? v_head + pg * p.v_page_stride + slot * p.v_slot_stride + 16 * half : p.v_cache;
+  const int bytes = ok ? 16 : 0;
+  const uint32_t k_dst = stage + row * T::kRowStride + 16 * half;
   const uint32_t v_dst = k_dst + T::kBlockBytes;
-  if (own && key0 >= r.lo && key0 + kBlockTokens <= r.hi) {  // every key of the block: no checks
 #pragma unroll
-    for (int j = 0; j < T::kCopies; ++j) {
-      ptx::cp_async_16(k_dst + j * T::kRowsPerCopy * T::kRowStride, k_src, 16);
-      ptx::cp_async_16(v_dst + j * T::kRowsPerCopy * T::kRowStride, v_src, 16);
-      k_src += k_step;
-      v_src += v_step;
-    }
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < T::kCopies; ++j) {
-    const int key = key0 + first + j * T::kRowsPerCopy;
-    const bool ok = own && key >= r.lo && key < r.hi;
-    ptx::cp_async_16(k_dst + j * T::kRowsPerCopy * T::kRowStride, ok ? k_src : p.k_cache,
-                     ok ? 16 : 0);
-    ptx::cp_async_16(v_dst + j * T::kRowsPerCopy * T::kRowStride, ok ? v_src : p.v_cache,
-                     ok ? 16 : 0);
-    k_src += k_step;
-    v_src += v_step;
+  for (int j = 0; j < T::kSectors; ++j) {
+    ptx::cp_async_16(k_dst + 32 * j, k_src + 32 * j, bytes);
+    ptx::cp_async_16(v_dst + 32 * j, v_src + 32 * j, bytes);
   }
 }
 

@@ -63,7 +63,7 @@ struct DecodeSetup {
   DeviceAllocation ws;
   int64_t num_pages = 0;
 
-  explicit DecodeSetup(bool csr, int num_splits = 0) {
+  explicit DecodeSetup(bool csr, int num_splits = 0, DecodeKernel kernel = DecodeKernel::kAuto) {
     decode_case::DecodeCase c;
     c.batch = 3;
     c.kv_heads = 2;
@@ -75,6 +75,7 @@ struct DecodeSetup {
     r = decode_case::random_run(c, rng);
     decode_case::assemble(*r, rng);
     r->opts.num_splits = num_splits;
+    r->opts.kernel = kernel;
     num_pages = r->kv->k.size(0);
   }
   // Page slot `slot` of request `b` set to `page` in the host page table (before upload()).
@@ -111,8 +112,8 @@ TEST_F(Safety, GoodDecodeLeavesNoRecord) {
   EXPECT_TRUE(all_finite(s.out()));
 }
 
-void expect_bad_page_reported(bool csr, int num_splits) {
-  DecodeSetup s(csr, num_splits);
+void expect_bad_page_reported(bool csr, int num_splits, DecodeKernel kernel = DecodeKernel::kAuto) {
+  DecodeSetup s(csr, num_splits, kernel);
   const int32_t bad = static_cast<int32_t>(s.num_pages + 5);
   s.set_page(1, 2, bad);  // request 1's third page (tokens 32..47 of 70)
   s.upload();
@@ -130,6 +131,20 @@ void expect_bad_page_reported(bool csr, int num_splits) {
 TEST_F(Safety, DecodeBadPageIdIsNotReadAndIsReported) { expect_bad_page_reported(false, 1); }
 TEST_F(Safety, DecodeBadCsrPageIdIsNotReadAndIsReported) { expect_bad_page_reported(true, 1); }
 TEST_F(Safety, DecodeBadPageIdWithSplitsIsReported) { expect_bad_page_reported(false, 4); }
+// The narrow kernel (one split, pages of 16): the same zero-filled keys and the same record.
+TEST_F(Safety, NarrowDecodeBadPageIdIsNotReadAndIsReported) {
+  expect_bad_page_reported(false, 1, DecodeKernel::kNarrow);
+  expect_bad_page_reported(true, 0, DecodeKernel::kNarrow);
+}
+TEST_F(Safety, NarrowDecodeKvLenPastItsPagesIsReported) {
+  DecodeSetup s(false, 1, DecodeKernel::kNarrow);
+  s.r->kv->lens.set(0, 100000);  // clamped to its row's pages (poisoned slots: NaN, in bounds)
+  s.upload();
+  s.run();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(throws_error([] { check_errors(); }, ErrorKind::kDeviceIndex,
+                           "decode: request 0: kv_lens = 100000: expected 0.."));
+}
 TEST_F(Safety, DecodeNegativePageIdIsReported) {
   DecodeSetup s(false);
   s.set_page(2, 0, -3);

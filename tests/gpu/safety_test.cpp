@@ -131,19 +131,23 @@ void expect_bad_page_reported(bool csr, int num_splits, DecodeKernel kernel = De
 TEST_F(Safety, DecodeBadPageIdIsNotReadAndIsReported) { expect_bad_page_reported(false, 1); }
 TEST_F(Safety, DecodeBadCsrPageIdIsNotReadAndIsReported) { expect_bad_page_reported(true, 1); }
 TEST_F(Safety, DecodeBadPageIdWithSplitsIsReported) { expect_bad_page_reported(false, 4); }
-// The narrow kernel (one split, pages of 16): the same zero-filled keys and the same record.
-TEST_F(Safety, NarrowDecodeBadPageIdIsNotReadAndIsReported) {
-  expect_bad_page_reported(false, 1, DecodeKernel::kNarrow);
-  expect_bad_page_reported(true, 0, DecodeKernel::kNarrow);
-}
-TEST_F(Safety, NarrowDecodeKvLenPastItsPagesIsReported) {
-  DecodeSetup s(false, 1, DecodeKernel::kNarrow);
+void expect_kv_len_past_pages_reported(DecodeKernel kernel) {
+  DecodeSetup s(false, kernel == DecodeKernel::kNarrow ? 1 : 0, kernel);
   s.r->kv->lens.set(0, 100000);  // clamped to its row's pages (poisoned slots: NaN, in bounds)
   s.upload();
   s.run();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_TRUE(throws_error([] { check_errors(); }, ErrorKind::kDeviceIndex,
                            "decode: request 0: kv_lens = 100000: expected 0.."));
+}
+
+// The narrow kernel (one split, pages of 16): the same zero-filled keys and the same record.
+TEST_F(Safety, NarrowDecodeBadPageIdIsNotReadAndIsReported) {
+  expect_bad_page_reported(false, 1, DecodeKernel::kNarrow);
+  expect_bad_page_reported(true, 0, DecodeKernel::kNarrow);
+}
+TEST_F(Safety, NarrowDecodeKvLenPastItsPagesIsReported) {
+  expect_kv_len_past_pages_reported(DecodeKernel::kNarrow);
 }
 TEST_F(Safety, DecodeNegativePageIdIsReported) {
   DecodeSetup s(false);
@@ -169,13 +173,7 @@ TEST_F(Safety, DecodeCsrOffsetPastPageIndicesIsReported) {
 }
 
 TEST_F(Safety, DecodeKvLenPastItsPagesIsReported) {
-  DecodeSetup s(false);
-  s.r->kv->lens.set(0, 100000);  // clamped to its row's pages (poisoned slots: NaN, in bounds)
-  s.upload();
-  s.run();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_TRUE(throws_error([] { check_errors(); }, ErrorKind::kDeviceIndex,
-                           "decode: request 0: kv_lens = 100000: expected 0.."));
+  expect_kv_len_past_pages_reported(DecodeKernel::kAuto);
 }
 
 TEST_F(Safety, DecodeDebugModeThrowsBeforeLaunch) {

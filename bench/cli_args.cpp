@@ -360,6 +360,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.batch_concurrent_rate_milli = parse_rate_milli(name, cur.value(name, inline_value));
     return;
   }
+  if (name == "--batch-concurrent-tail") {
+    f.batch_concurrent_tail_milli = parse_rate_milli(name, cur.value(name, inline_value));
+    return;
+  }
   if (name == "--batch-concurrent-ctas") {
     f.batch_concurrent_ctas =
         static_cast<int>(parse_integer(name, cur.value(name, inline_value), 1, 1 << 16));

@@ -72,6 +72,7 @@ struct BenchFlags {
   std::optional<plan::BatchOverlap> batch_concurrent;  // batch: --batch-concurrent auto|off|on
   std::optional<int> batch_concurrent_rate_milli;      // --batch-concurrent-rate R (x1000)
   std::optional<int> batch_concurrent_ctas;            // --batch-concurrent-ctas P
+  std::optional<int> batch_concurrent_tail_milli;      // --batch-concurrent-tail T (x1000)
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<bool> batch_sections;      // batch: --batch-sections on | off
   std::optional<int> iters, warmup;

@@ -48,7 +48,8 @@ struct Shape {
   plan::BatchOverlap batch_side = plan::BatchOverlap::kAuto;
   plan::BatchOverlap batch_concurrent = plan::BatchOverlap::kAuto;  // --batch-concurrent
   int batch_concurrent_rate_milli = plan::BatchPlanLimits{}.concurrent_rate_milli;
-  int batch_concurrent_ctas = 0;  // --batch-concurrent-ctas (0: the planner's modelled split)
+  int batch_concurrent_ctas = 0;        // --batch-concurrent-ctas (0: the planner's modelled split)
+  int batch_concurrent_tail_milli = 0;  // --batch-concurrent-tail (0: off)
   int64_t batch_side_cost = plan::kSideLaneCost;  // the planner's side-lane factor
   bool batch_sections = true;  // the prefill works in L2 sections (--batch-sections)
   // batch: prefill and decode works on separate CTAs (--batch-order partition), the split from

@@ -82,6 +82,9 @@ struct BatchPlanSummary {
   // concurrent_ctas CTAs of each group and its decodes by the decode family on a second stream at
   // the same time, which run() takes outside CUDA graph captures (inside one, the plan above).
   int concurrent_ctas = 0;
+  // The concurrent form's tail (a tuning variant, off by default): the other CTAs of each group
+  // also run prefill items, after the decodes, in a second launch on the decode stream.
+  bool concurrent_tail = false;
 };
 
 class BatchAttention {

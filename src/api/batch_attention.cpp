@@ -96,6 +96,7 @@ void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   summary.partition_ctas = info.partition_ctas;
   summary.num_side_items = info.num_side_items;
   summary.concurrent_ctas = info.concurrent.prefill_ctas;
+  summary.concurrent_tail = info.concurrent.tail;
   concurrent = info.concurrent;
 }
 
@@ -308,6 +309,10 @@ void BatchAttentionVariants::concurrent_decodes(BatchAttention& attention, plan:
 
 void BatchAttentionVariants::paged_tma(BatchAttention& attention, bool on) {
   attention.impl_->paged_tma = on;
+}
+
+void BatchAttentionVariants::concurrent_tail(BatchAttention& attention, int tail_milli) {
+  set_limit(attention, &plan::BatchPlanLimits::concurrent_tail_milli, tail_milli);
 }
 
 void BatchAttentionVariants::concurrent_decode_kernel(BatchAttention& attention,

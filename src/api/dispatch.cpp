@@ -197,11 +197,18 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     // launched after it (its persistent CTAs take their SMs first; the CTAs without items exit at
     // once and leave theirs to the decodes).
     kernels::batch::SideStream::Fork fork(*s.side, stream);
+    if (form.tail) step.cta_last = form.prefill_ctas;
     kernels::batch::run(args, s.config, step, stream);
     for (int r = 0; r < form.num_runs; ++r) {
       kernels::decode::launch(decodes[r], decode_opts[r],
                               kernels::decode::device_plan(decodes[r], decode_opts[r]),
                               s.side->stream());
+    }
+    if (form.tail) {  // the other CTAs' prefill lists, on the SMs the decodes leave (no merges)
+      kernels::batch::StepLaunch tail = step;
+      tail.cta_first = form.prefill_ctas;
+      tail.cta_last = 1 << 30;
+      kernels::batch::run(args, s.config, tail, s.side->stream());
     }
     fork.join();
     return;

@@ -37,6 +37,8 @@ struct BatchAttentionVariants {
                                  int prefill_ctas = 0);
   // run()'s kernels::fwd::LaunchOptions::paged_tma (hopattn bench batch --paged-tma off).
   static void paged_tma(BatchAttention& attention, bool on);
+  // plan::BatchPlanLimits::concurrent_tail_milli (hopattn bench batch --batch-concurrent-tail).
+  static void concurrent_tail(BatchAttention& attention, int tail_milli);
   // The concurrent form's decode kernel (hopattn bench batch --decode-kernel): kNarrow where a
   // decode run's call takes it, else the decode family's choice (kAuto).
   static void concurrent_decode_kernel(BatchAttention& attention, DecodeKernel kernel);

@@ -121,6 +121,10 @@ void validate_limits(const BatchPlanLimits& l) {
                     l.partition_ctas);
   check_split_knobs("concurrent_rate_milli", l.concurrent_rate_milli, "concurrent_ctas",
                     l.concurrent_ctas);
+  if (l.concurrent_tail_milli < 0 || l.concurrent_tail_milli > 64000) {
+    fail(ErrorKind::kValue, arg_at(kWhere, "concurrent_tail_milli"), "0..64000 (0: off)",
+         l.concurrent_tail_milli);
+  }
   if (l.side_lane_cost < 1 || l.side_lane_cost > 1024) {
     fail(ErrorKind::kValue, arg_at(kWhere, "side_lane_cost"), "1..1024", l.side_lane_cost);
   }
@@ -410,7 +414,17 @@ BatchPlanInfo BatchPlanner::plan_impl(const int32_t* lengths, bool offsets, cons
     form.plan_offset = (info.used_bytes + 15) & ~size_t{15};
     BatchPlanInfo second;
     if (partition_ > 0 && num_merges_ == 0) {
-      second = reassign_prefills(batch, base + form.plan_offset, parts);
+      // The tail: the decodes' CTAs start from the modelled decode time (in CTA loads: a work's
+      // cost counts once a KV head of the group).
+      int64_t tail_load = 0;
+      if (limits_.concurrent_tail_milli > 0) {
+        const double decode =
+            modelled_decode_time(limits_.concurrent_rate_milli, concurrent_cap(), parts) *
+            group_heads_ * limits_.concurrent_tail_milli / 1000.0;
+        tail_load = std::max<int64_t>(1, static_cast<int64_t>(decode));
+      }
+      second = reassign_prefills(batch, base + form.plan_offset, parts, tail_load);
+      form.tail = tail_load > 0;
     } else {
       omit_decodes_ = true;
       second = plan_pass(lengths, offsets, kv_lens, batch, base + form.plan_offset, parts);
@@ -519,11 +533,18 @@ BatchPlanInfo BatchPlanner::plan_pass(const int32_t* lengths, bool offsets, cons
 // step and split nothing: its prefill works, in the order (and L2 sections) it gave them, onto the
 // first `parts` CTAs of each group. A fresh pass would read, sort and section them again (~40%
 // of its time on the (a)) to the same works.
-BatchPlanInfo BatchPlanner::reassign_prefills(int batch, unsigned char* base, int parts) {
+BatchPlanInfo BatchPlanner::reassign_prefills(int batch, unsigned char* base, int parts,
+                                              int64_t tail_load) {
   const int all = num_works_;
   num_works_ = prefill_works_;
   partition_ = parts;
-  assign();
+  if (tail_load > 0) {  // every CTA of the group, the decodes' from tail_load (the form's tail)
+    std::fill(cta_count_.begin(), cta_count_.end(), 0);
+    int64_t item = 0;
+    assign_part(0, group_ctas_, 0, prefill_works_, item, parts, tail_load);
+  } else {
+    assign();
+  }
   const BatchPlanInfo info = write_plan(base, batch);
   num_works_ = all;
   return info;

@@ -124,6 +124,13 @@ struct BatchPlanLimits {
   BatchOverlap concurrent_decodes = BatchOverlap::kAuto;
   int concurrent_rate_milli = 2250;  // r of the split's model (partition_decodes) for the form
   int concurrent_ctas = 0;  // prefill CTAs of each group, fixed instead of modelled (0: model)
+  // > 0: the form's tail: its prefill works go to every CTA of each group, those past the first
+  // P starting from a load of the modelled decode time (the split model's decode / stream at P)
+  // times concurrent_tail_milli / 1000, LPT over all of them; run() launches the batch kernel
+  // over the last CTAs' lists on the decode stream after the decodes, so the SMs the decodes
+  // leave before the prefill ends take prefill work. Only where the form splits no work (no
+  // merge between the two launches). 0: off (the decodes' SMs idle from their end on).
+  int concurrent_tail_milli = 0;
   // The card's peak HBM bandwidth in GB/s (0: kConcurrentModelHbmGbps, the card the form's model
   // was fitted on). The decodes' cap beside the prefill is kConcurrentHbmShare of the card's
   // stream, which the model counts in CTA shares of that card's HBM, so it scales with this:
@@ -217,7 +224,10 @@ struct BatchConcurrentForm {
   size_t plan_offset = 0;  // the prefill plan's place in the plan buffer (16-byte aligned)
   size_t plan_end = 0;     // its end: the bytes of the buffer to copy to the device
   int prefill_ctas = 0;    // each group's CTAs with prefill items (the others' lists are empty)
-  int num_merges = 0;      // merge records of the prefill plan
+  // BatchPlanLimits::concurrent_tail_milli: the other CTAs' lists hold prefill items as well, to
+  // run after the decodes (a second launch over CTAs [prefill_ctas, group's CTAs) of each group).
+  bool tail = false;
+  int num_merges = 0;  // merge records of the prefill plan
   int num_partial_rows = 0;
   int num_runs = 0;
   BatchDecodeRun runs[kMaxConcurrentDecodeRuns];
@@ -294,7 +304,7 @@ class BatchPlanner {
   // on that many CTAs of each group.
   BatchPlanInfo plan_pass(const int32_t* lengths, bool offsets, const int32_t* kv_lens, int batch,
                           unsigned char* base, int forced_partition);
-  BatchPlanInfo reassign_prefills(int batch, unsigned char* base, int parts);
+  BatchPlanInfo reassign_prefills(int batch, unsigned char* base, int parts, int64_t tail_load);
   BatchPlanInfo write_plan(unsigned char* base, int batch);
   // The concurrent form's decode runs and prefill CTAs a group after the whole step's pass, or 0.
   int concurrent_partition(const int32_t* lengths, bool offsets, int batch,
@@ -315,6 +325,7 @@ class BatchPlanner {
   void weigh_kinds();
   int choose_partition() const;
   int modelled_split(int rate_milli, double cap, double tolerance) const;
+  double modelled_decode_time(int rate_milli, double cap, int parts) const;
   double concurrent_cap() const;
   void partition_order();
   void section_prefills(int count);
@@ -386,7 +397,8 @@ class BatchPlanner {
   std::vector<uint64_t> run_fifo_;
   void build_tree(const uint64_t* keys);
   void assign_run(uint64_t step, int64_t count, int64_t& item);
-  void assign_part(int first, int last, int begin, int end, int64_t& item);
+  void assign_part(int first, int last, int begin, int end, int64_t& item, int loaded_from = 0,
+                   int64_t initial_load = 0);
   template <int kLevels>
   void assign_range(int begin, int end, int64_t& item);
   std::vector<int64_t> cta_load_;   // group 0's CTAs

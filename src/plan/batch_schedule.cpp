@@ -392,15 +392,26 @@ void BatchPlanner::assign() {
   }
 }
 
-// The placements of order_[begin, end) onto CTAs [first, last) of the group, from load 0, and
-// those CTAs' loads: the walk unrolled for the part's tree depth (parts of up to 1024 CTAs), a
-// loop otherwise. A part of one CTA has a tree of one leaf (no levels).
-void BatchPlanner::assign_part(int first, int last, int begin, int end, int64_t& item) {
+// The placements of order_[begin, end) onto CTAs [first, last) of the group, from load 0 (CTAs
+// from `loaded_from` on, when past `first`: from initial_load), and those CTAs' loads: the walk
+// unrolled for the part's tree depth (parts of up to 1024 CTAs), a loop otherwise. A part of
+// one CTA has a tree of one leaf (no levels).
+void BatchPlanner::assign_part(int first, int last, int begin, int end, int64_t& item,
+                               int loaded_from, int64_t initial_load) {
   part_first_ = first;
   part_ctas_ = last - first;
   part_bits_ = ceil_log2(part_ctas_);
   part_leaves_ = 1 << part_bits_;
-  build_tree(nullptr);
+  if (loaded_from > first && initial_load > 0) {
+    uint64_t* const keys = run_keys_.data();
+    for (int c = first; c < last; ++c) {
+      const uint64_t load = c >= loaded_from ? static_cast<uint64_t>(initial_load) : 0;
+      keys[c - first] = load << cta_bits_ | static_cast<uint64_t>(c);
+    }
+    build_tree(keys);
+  } else {
+    build_tree(nullptr);
+  }
   switch (part_bits_) {
     case 0:
       assign_range<0>(begin, end, item);
@@ -511,20 +522,25 @@ int BatchPlanner::choose_partition() const {
 // most prefill CTAs.
 int BatchPlanner::modelled_split(int rate_milli, double cap, double tolerance) const {
   const double prefill = static_cast<double>(prefill_cost_);
-  const double decode = static_cast<double>(decode_cost_);
   const int g = group_ctas_;
-  const double r = rate_milli / 1000.0;
   int best = 1;
   double best_time = std::numeric_limits<double>::infinity();
   for (int parts = 1; parts < g; ++parts) {
-    const double stream = std::min((g - parts) * r, cap * g);
-    const double t = std::max(prefill / parts, decode / stream);
+    const double t = std::max(prefill / parts, modelled_decode_time(rate_milli, cap, parts));
     if (t < best_time * (1.0 + tolerance)) {
       best_time = std::min(best_time, t);
       best = parts;
     }
   }
   return best;
+}
+
+// The split model's time of the decodes on the G - P CTAs a group that P prefill CTAs leave:
+// decode / min((G - P) r, cap G), in the model's units (a work's cost once).
+double BatchPlanner::modelled_decode_time(int rate_milli, double cap, int parts) const {
+  const int g = group_ctas_;
+  const double stream = std::min((g - parts) * (rate_milli / 1000.0), cap * g);
+  return static_cast<double>(decode_cost_) / stream;
 }
 
 // partition_decodes: order_ (decreasing cost) split into its prefill works, then its decode works,

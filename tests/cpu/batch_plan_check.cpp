@@ -536,11 +536,13 @@ void check_concurrent(const BatchPlanLimits& l, const Step& s, const BatchPlanIn
   f.expect(h.magic == kBatchPlanMagic && h.num_ctas == l.num_ctas && h.num_requests == s.batch() &&
                form.plan_end == form.plan_offset + h.used_bytes &&
                h.num_merges == form.num_merges && h.num_partial_rows == form.num_partial_rows &&
-               h.num_decode_items == 0,
+               h.num_decode_items == 0 &&
+               (!form.tail || (l.concurrent_tail_milli > 0 && form.num_merges == 0)),
            "concurrent plan header");
   const int group_ctas = l.num_ctas / std::gcd(l.num_kv_heads, l.num_ctas);
   for (int c = 0; c < l.num_ctas && !f.failed(); ++c) {
-    const bool prefill_cta = c % group_ctas < form.prefill_ctas;
+    // The tail's (BatchPlanLimits::concurrent_tail_milli) later CTAs hold prefill items too.
+    const bool prefill_cta = form.tail || c % group_ctas < form.prefill_ctas;
     for (int i = p.cta_offsets[size_t(c)]; i < p.cta_offsets[size_t(c) + 1] && !f.failed(); ++i) {
       const BatchWorkItem& it = p.items[size_t(i)];
       f.expect(prefill_cta && it.kind == uint16_t(BatchTileKind::kPrefill) &&

@@ -19,7 +19,9 @@ namespace {
 using check::Buffer;
 using check::describe;
 using check::llama8b;
+using check::Plan;
 using check::plan_and_verify;
+using check::read_plan;
 using check::Step;
 using check::step_of;
 
@@ -88,6 +90,47 @@ TEST(BatchPlanConcurrent, ScalesWithTheCardsBandwidth) {
   EXPECT_EQ(info.concurrent.prefill_ctas, 16);
   EXPECT_THROW(planner.set_hbm_gbps(-1), Error);
   l.hbm_gbps = -5;
+  EXPECT_THROW(BatchPlanner{l}, Error);
+}
+
+// The tail (BatchPlanLimits::concurrent_tail_milli): on (a) the form's prefill works also go to
+// the decodes' CTAs, which start loaded by the modelled decode time; the CTAs of the first launch
+// carry less than without the tail, and every CTA ends within the largest work of the busiest.
+TEST(BatchPlanConcurrent, TailOnTheDecodesCtas) {
+  BatchPlanLimits l = llama8b(132);
+  Buffer plain_buf(BatchPlanner::workspace_bytes(l));
+  BatchPlanner plain(l);
+  BatchPlanInfo without;
+  ASSERT_EQ(plan_and_verify(plain, issue_step_a(), plain_buf, &without), "");
+  EXPECT_FALSE(without.concurrent.tail);
+  l.concurrent_tail_milli = 1000;
+  Buffer buf(BatchPlanner::workspace_bytes(l));
+  BatchPlanner planner(l);
+  BatchPlanInfo info;
+  ASSERT_EQ(plan_and_verify(planner, issue_step_a(), buf, &info), "");
+  const BatchConcurrentForm& form = info.concurrent;
+  ASSERT_EQ(form.prefill_ctas, 26);
+  EXPECT_TRUE(form.tail);
+  EXPECT_EQ(form.num_merges, 0);
+  const Plan p = read_plan(buf.data() + form.plan_offset);
+  const Plan q = read_plan(plain_buf.data() + without.concurrent.plan_offset);
+  const int group_ctas = 33;
+  auto items = [](const Plan& plan, int c) {
+    return plan.cta_offsets[size_t(c) + 1] - plan.cta_offsets[size_t(c)];
+  };
+  int first_launch = 0, plain_first = 0, tail_items = 0;
+  for (int c = 0; c < group_ctas; ++c) {
+    (c < form.prefill_ctas ? first_launch : tail_items) += items(p, c);
+    if (c < form.prefill_ctas) plain_first += items(q, c);
+  }
+  EXPECT_GT(tail_items, 0);
+  EXPECT_LT(first_launch, plain_first);
+  EXPECT_EQ(first_launch + tail_items, plain_first);
+  // Never where the form splits work (a merge would sit between the two launches: the checker
+  // holds the tail to merge-free forms).
+  const BatchPlanInfo b = plan_checked(l, issue_step_b());
+  EXPECT_TRUE(!b.concurrent.tail || b.concurrent.num_merges == 0);
+  l.concurrent_tail_milli = -1;
   EXPECT_THROW(BatchPlanner{l}, Error);
 }
 
@@ -162,6 +205,7 @@ TEST(BatchPlanConcurrent, SeededEligibleSteps) {
     l.causal = draw(0, 3) != 0;
     if (draw(0, 3) == 0) l.window = {draw(0, 3000), l.causal ? 0 : draw(-1, 100)};
     l.concurrent_rate_milli = draw(1000, 4000);
+    if (draw(0, 1) != 0) l.concurrent_tail_milli = draw(500, 2000);
     std::vector<int32_t> q, k;
     const int runs = draw(1, kMaxConcurrentDecodeRuns);
     for (int r = 0; r < runs; ++r) {

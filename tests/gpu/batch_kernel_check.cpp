@@ -605,6 +605,7 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
   internal::BatchAttentionVariants::concurrent_decodes(
       ba, s.concurrent, plan::BatchPlanLimits{}.concurrent_rate_milli);
   internal::BatchAttentionVariants::concurrent_decode_kernel(ba, s.concurrent_decode_kernel);
+  internal::BatchAttentionVariants::concurrent_tail(ba, s.concurrent_tail_milli);
   DeviceStep dev(*h);
   const DeviceWorkspace ws(ba.workspace_size());
   const CudaStream stream;

@@ -73,6 +73,8 @@ struct StepSpec {
   plan::BatchOverlap concurrent = plan::BatchOverlap::kOff;
   // The concurrent form's decode kernel (BatchAttentionVariants::concurrent_decode_kernel).
   DecodeKernel concurrent_decode_kernel = DecodeKernel::kAuto;
+  // The concurrent form's tail (BatchAttentionVariants::concurrent_tail; 0: off).
+  int concurrent_tail_milli = 0;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

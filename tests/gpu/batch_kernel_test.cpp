@@ -502,6 +502,39 @@ TEST_F(BatchKernelConcurrent, NarrowDecodes) {
                         PlanMode::kPlain);
 }
 
+// The concurrent form's tail: the prefill plan's later CTAs run after the decodes, in a second
+// launch on the decode stream (with the narrow decodes too). Eight KV heads, two chunks of 512
+// new tokens and 64 decodes: the whole step's plan splits nothing, which the tail needs.
+StepSpec tail_step(std::string name, int group, int tail_milli) {
+  StepSpec s;
+  s.name = std::move(name);
+  s.kv_heads = 8, s.group = group;
+  s.q_lens = {512, 512};
+  s.kv_lens = {512, 512 + 2048};
+  std::mt19937_64 shapes(77);
+  for (int d = 0; d < 64; ++d) {
+    s.q_lens.push_back(1);
+    s.kv_lens.push_back(d == 0 ? 1 : d == 1 ? 113 : 1 + uniform(shapes, 0, 4000));
+  }
+  s.sample_rows = 32;
+  s.concurrent = plan::BatchOverlap::kOn;
+  s.concurrent_tail_milli = tail_milli;
+  return s;
+}
+
+TEST_F(BatchKernelConcurrent, Tail) {
+  const BatchPlanSummary a =
+      check_step(tail_step("concurrent_tail_bf16", 4, 1000), PlanMode::kUploadArrays);
+  EXPECT_GT(a.concurrent_ctas, 0);
+  EXPECT_TRUE(a.concurrent_tail) << "no tail planned";
+  StepSpec narrow = tail_step("concurrent_tail_narrow_fp16_gqa2", 2, 1500);
+  narrow.concurrent_decode_kernel = DecodeKernel::kNarrow;
+  narrow.dtype = narrow.cache_dtype = DType::kFP16;
+  const BatchPlanSummary b = check_step(narrow, PlanMode::kPlain);
+  EXPECT_GT(b.concurrent_ctas, 0);
+  EXPECT_TRUE(b.concurrent_tail) << "no tail planned";
+}
+
 // A graph captured on a step with a concurrent form replays the single plan (the eager run takes
 // the concurrent form); both match the reference, and so does a replay after a re-plan.
 TEST_F(BatchKernelConcurrent, GraphReplaysTheSinglePlan) {

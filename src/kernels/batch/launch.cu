@@ -114,6 +114,8 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   p.batch.items = reinterpret_cast<const plan::BatchWorkItem*>(plan_bytes + offsets.items);
   p.batch.partial_o = step.partial_o;
   p.batch.partial_lse = step.partial_lse;
+  p.batch.cta_first = step.cta_first;
+  p.batch.cta_last = step.cta_last;
   if (!step.side_lane || !launch_side_lane<Traits>(a, p, step.num_ctas, stream)) {
     cuda_ok(fwd::launch_kernel<Traits, WorkListScheduler>(p, step.num_ctas, stream),
             "batch kernel launch");

@@ -17,7 +17,10 @@ struct StepLaunch {
   const void* plan = nullptr;  // the plan's device copy (workspace plan region)
   float* partial_o = nullptr;  // fp32 [max_partial_rows][Dv]
   float* partial_lse = nullptr;
-  int num_ctas = 0;   // the grid the plan was made for
+  int num_ctas = 0;  // the grid the plan was made for
+  // The CTAs of each group whose lists this launch runs (the concurrent form's tail runs its
+  // prefill plan in two launches; BatchWorkParams::cta_first).
+  int cta_first = 0, cta_last = 1 << 30;
   int max_q_len = 0;  // the step's longest request, in q tokens and in keys
   int max_kv_len = 0;
   int total_q = 0;

@@ -69,8 +69,7 @@ class WorkListSchedulerT {
 
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters); the end of the
   // CTA's list is re-read rather than kept, for the producer's register budget.
-  __device__ explicit WorkListSchedulerT(const FwdParams& p)
-      : p_(p), index_(p.batch.cta_offsets[cta_in_group(p.batch)]) {
+  __device__ explicit WorkListSchedulerT(const FwdParams& p) : p_(p), index_(first_item(p.batch)) {
     skip_side();
   }
 
@@ -119,6 +118,12 @@ class WorkListSchedulerT {
         ++index_;
       }
     }
+  }
+
+  // The CTA's first item, or its list's end where the launch runs other CTAs' lists only.
+  __device__ static int first_item(const BatchWorkParams& b) {
+    const int c = cta_in_group(b);
+    return b.cta_offsets[c >= b.cta_first && c < b.cta_last ? c : c + 1];
   }
 
   const FwdParams& p_;

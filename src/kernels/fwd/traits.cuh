@@ -331,6 +331,9 @@ struct BatchWorkParams {
   const int32_t* cta_offsets = nullptr;
   const plan::BatchWorkItem* items = nullptr;
   FastDivisor group_ctas;
+  // The CTAs of each group that run their lists, [cta_first, cta_last); the others run none (the
+  // concurrent form's tail: its prefill plan runs in two launches, batch_plan.hpp).
+  int cta_first = 0, cta_last = 1 << 30;
   float* partial_o = nullptr;    // fp32 [rows][Dv]
   float* partial_lse = nullptr;  // fp32 [rows]
   // q as plain rows for the side lane (batch/side_lane.cuh), which loads its few rows without

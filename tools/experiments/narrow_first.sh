@@ -4,8 +4,9 @@
 # `hopattn`, `hopattn_gpu_tests` and `stream_rate` (tools/stream_rate.cu). In order of value, so
 # that a short window still answers the first questions: the narrow kernel's GPU tests (decode,
 # the concurrent form, safety), then (a) / (b) with the concurrent form's decodes by the small
-# (auto) and the narrow kernel at several prefill CTA counts against the separate launches, (c)
-# through both kernels, the stream ceilings an SM, a second round, memcheck last (~4 minutes).
+# (auto) and the narrow kernel at several prefill CTA counts against the separate launches, the
+# concurrent form's tail (--batch-concurrent-tail), (c) through both kernels, the stream ceilings
+# an SM, a second round, memcheck and racecheck last (~5 minutes).
 set -u
 TARBALL=$1 R=$2 M=/tmp/narrow_first
 mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
@@ -32,13 +33,21 @@ b_row() {
     "n18 $(bb --step b --decode-kernel narrow --batch-concurrent-ctas 18)" \
     "n21 $(bb --step b --decode-kernel narrow --batch-concurrent-ctas 21) sep $(BI=separate bb --step b)"
 }
+t_row() {
+  echo "r$1 a tail1.0 $(bb --step a --batch-concurrent-tail 1.0)" \
+    "narrow+tail1.0 $(bb --step a --decode-kernel narrow --batch-concurrent-tail 1.0)" \
+    "narrow+tail1.2 $(bb --step a --decode-kernel narrow --batch-concurrent-tail 1.2)" \
+    "narrow+tail1.0+c27 $(bb --step a --decode-kernel narrow --batch-concurrent-tail 1.0 --batch-concurrent-ctas 27)"
+}
 a_row 1
 b_row 1
+t_row 1
 echo "c decode 128x8k small $(dd) narrow $(dd --decode-kernel narrow)"
 timeout 40 $M/stream_rate > "$R/stream.txt" 2>&1
 cat "$R/stream.txt"
 a_row 2
 b_row 2
+t_row 2
 timeout 80 compute-sanitizer --tool memcheck $M/hopattn_gpu_tests \
   --gtest_filter='*gqa1_mha_long_narrow*:*q2_gqa4_window37*narrow*' > "$R/memcheck.txt" 2>&1
 tail -2 "$R/memcheck.txt"

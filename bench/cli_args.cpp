@@ -66,11 +66,12 @@ float parse_float(std::string_view flag, std::string_view text, float lo) {
   return v;
 }
 
-// A batch planner rate (1..64) in thousandths, as plan::BatchPlanLimits holds it.
-int parse_rate_milli(std::string_view flag, std::string_view text) {
-  const float r = parse_float(flag, text, 1.f);
+// A batch planner rate (lo..64; lo 1 unless given) in thousandths, as plan::BatchPlanLimits
+// holds it.
+int parse_rate_milli(std::string_view flag, std::string_view text, float lo = 1.f) {
+  const float r = parse_float(flag, text, lo);
   if (r > 64.f) {
-    throw UsageError(std::string(flag) + ": expected 1..64, got " + std::to_string(r));
+    throw UsageError(std::string(flag) + ": expected at most 64, got " + std::to_string(r));
   }
   return static_cast<int>(r * 1000.f + 0.5f);
 }
@@ -361,7 +362,8 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--batch-concurrent-tail") {
-    f.batch_concurrent_tail_milli = parse_rate_milli(name, cur.value(name, inline_value));
+    // Below 1: the decodes' CTAs take prefill work from before the modelled decode end.
+    f.batch_concurrent_tail_milli = parse_rate_milli(name, cur.value(name, inline_value), 0.1f);
     return;
   }
   if (name == "--batch-concurrent-ctas") {

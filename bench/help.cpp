@@ -124,7 +124,7 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       the modelled split
   --batch-concurrent-tail T  batch, concurrent: the prefill works also on the decodes' CTAs,
                       after the decodes (a second launch), from T x the modelled decode time
-                      (default off)
+                      (0.1..64; default off)
   --batch-side S      batch: auto (default: on where the order is spread and the decodes cost
                       no more than the prefill) | off | on (decodes of <= 8 rows on two producer
                       warps beside the prefill tiles: the side-lane kernel; 16-bit caches, D

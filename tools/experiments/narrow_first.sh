@@ -37,6 +37,7 @@ t_row() {
   echo "r$1 a tail1.0 $(bb --step a --batch-concurrent-tail 1.0)" \
     "narrow+tail1.0 $(bb --step a --decode-kernel narrow --batch-concurrent-tail 1.0)" \
     "narrow+tail1.2 $(bb --step a --decode-kernel narrow --batch-concurrent-tail 1.2)" \
+    "narrow+tail0.8 $(bb --step a --decode-kernel narrow --batch-concurrent-tail 0.8)" \
     "narrow+tail1.0+c27 $(bb --step a --decode-kernel narrow --batch-concurrent-tail 1.0 --batch-concurrent-ctas 27)"
 }
 a_row 1

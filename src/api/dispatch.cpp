@@ -207,7 +207,7 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     if (form.tail) {  // the other CTAs' prefill lists, on the SMs the decodes leave (no merges)
       kernels::batch::StepLaunch tail = step;
       tail.cta_first = form.prefill_ctas;
-      tail.cta_last = 1 << 30;
+      tail.cta_last = kernels::batch::StepLaunch{}.cta_last;  // through the group's last CTA
       kernels::batch::run(args, s.config, tail, s.side->stream());
     }
     fork.join();

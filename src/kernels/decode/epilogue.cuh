@@ -54,29 +54,46 @@ __device__ __forceinline__ float finish_row(const Params& p, int request, int kv
   return lse2 == -INFINITY ? 0.f : exp2f(lse2 - total) * v_scale;
 }
 
-// The kWarps warps' states of CTA row rr over disjoint keys, merged for features d .. d + 3: warp
-// w's running max (log2 domain) at m[w * rows + rr], its sum at l[w * rows + rr] and its o at
-// o + (w * rows + rr) * stride + d. Returns the row's o normalized and its log2 lse in `lse2`
-// (-inf: no key; NaN stays NaN). A warp that saw no key of the row has m = -inf, l = 0, o = 0.
-__device__ __forceinline__ float4 merge_warp_states(const float* m, const float* l, const float* o,
-                                                    int rows, int stride, int rr, int d,
-                                                    float& lse2) {
-  float top = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) top = fmaxf(top, m[w * rows + rr]);
-  float total = 0.f;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    const float a = top == -INFINITY ? 0.f : exp2f(m[w * rows + rr] - top);
-    total += a * l[w * rows + rr];
-    const float4 v = *reinterpret_cast<const float4*>(o + (w * rows + rr) * stride + d);
-    acc.x += a * v.x, acc.y += a * v.y, acc.z += a * v.z, acc.w += a * v.w;
+// The kWarps warps' states of a CTA's `rows` rows over disjoint keys, laid out in the drained
+// ring for their merge: o [warp][rows][stride] floats, then the running max (log2 domain) m and
+// the sum l, [warp][rows] each. A warp that saw no key of a row leaves m = -inf, l = 0, o = 0.
+struct WarpStates {
+  float* o;
+  float* m;
+  float* l;
+  int rows, stride;
+
+  static constexpr int bytes(int rows, int stride) {
+    return (kWarps * rows * stride + 2 * kWarps * rows) * 4;
   }
-  lse2 = total == 0.f ? -INFINITY : top + log2f(total);  // NaN stays NaN
-  const float inv = total == 0.f ? 0.f : 1.f / total;
-  return make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-}
+  __device__ WarpStates(void* base, int rows_, int stride_)
+      : o(static_cast<float*>(base)),
+        m(o + kWarps * rows_ * stride_),
+        l(m + kWarps * rows_),
+        rows(rows_),
+        stride(stride_) {}
+  __device__ float* o_of(int warp) const { return o + warp * rows * stride; }
+
+  // Row rr merged for features d .. d + 3: its o normalized, and its log2 lse in `lse2` (-inf: no
+  // key; NaN stays NaN).
+  __device__ __forceinline__ float4 merge(int rr, int d, float& lse2) const {
+    float top = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, m[w * rows + rr]);
+    float total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float a = top == -INFINITY ? 0.f : exp2f(m[w * rows + rr] - top);
+      total += a * l[w * rows + rr];
+      const float4 v = *reinterpret_cast<const float4*>(o + (w * rows + rr) * stride + d);
+      acc.x += a * v.x, acc.y += a * v.y, acc.z += a * v.z, acc.w += a * v.w;
+    }
+    lse2 = total == 0.f ? -INFINITY : top + log2f(total);  // NaN stays NaN
+    const float inv = total == 0.f ? 0.f : 1.f / total;
+    return make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  }
+};
 
 template <class Elt>
 __device__ __forceinline__ void store_out8(const Params& p, int request, int kv_head, int row,

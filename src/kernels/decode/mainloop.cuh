@@ -35,6 +35,39 @@ struct PageRef {
 // Any int is a page-table entry (-1 included), so "no key" is one no table holds in practice.
 constexpr int kNoKey = INT_MIN;
 
+// Entry `index` of the page list at element offset `at` (page_list_at), through the read-only path.
+__device__ __forceinline__ int page_entry(const Params& p, int64_t at, int index) {
+  return p.block_table != nullptr ? __ldg(p.block_table + at + index * p.bt_stride_page)
+                                  : __ldg(p.indices + (at + index) * p.indices_stride);
+}
+
+// The page-table entries of the next kAhead blocks of a warp, looked up kAhead blocks before the
+// block's copies are issued (the small and narrow kernels; kAhead = 1 is kernel.cuh's one tile
+// ahead). `fetch(i)` looks up block i. At batch 1 over pages of 16, Nsight Compute put 10% of the
+// stall samples on the issue's first use of an entry looked up one block ahead, but four ahead
+// gained no time there (the warp then waits on its copies); over pages of 1, where a block's 16
+// keys lie in 16 pages, it did (docs/perf/NOTES.md, run set ah).
+template <int kAhead, class Entry>
+struct PageWindow {
+  Entry ref[kAhead];  // blocks b .. b + kAhead - 1, oldest first
+
+  // Blocks 0 .. kAhead - 1, loaded together.
+  template <class Fetch>
+  __device__ __forceinline__ void start(const Fetch& fetch) {
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) ref[j] = fetch(j);
+  }
+  // The oldest block's entry; the window then looks up block `next` (b + kAhead).
+  template <class Fetch>
+  __device__ __forceinline__ Entry pop(const Fetch& fetch, int next) {
+    const Entry oldest = ref[0];
+#pragma unroll
+    for (int j = 0; j + 1 < kAhead; ++j) ref[j] = ref[j + 1];
+    ref[kAhead - 1] = fetch(next);
+    return oldest;
+  }
+};
+
 __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& cs, int k, int warp,
                                               int lane) {
   PageRef ref{kNoKey, 0};
@@ -44,9 +77,7 @@ __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& 
     if (key < t.end) {
       const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
       ref.slot = key - index * p.page_size;
-      const int64_t at = cs.seg_pages[t.segment];
-      ref.page = p.block_table != nullptr ? __ldg(p.block_table + at + index * p.bt_stride_page)
-                                          : __ldg(p.indices + (at + index) * p.indices_stride);
+      ref.page = page_entry(p, cs.seg_pages[t.segment], index);
     }
   }
   return ref;

@@ -56,8 +56,7 @@ struct NarrowTraits {
   static constexpr int kFeatureTiles = kHeadDim / 16;  // m16 tiles of O^T
   // The warps' states for the merge, in the ring once it is drained.
   static constexpr int kMergeStride = kHeadDim + 4;
-  static constexpr int kMergeOFloats = kWarps * kNarrowRows * kMergeStride;
-  static_assert((kMergeOFloats + 2 * kWarps * kNarrowRows) * 4 <= kRingBytes, "merge in the ring");
+  static_assert(WarpStates::bytes(kNarrowRows, kMergeStride) <= kRingBytes, "merge in the ring");
   static constexpr int smem_bytes() { return kRingBytes; }
   static_assert(kStages >= 3, "two blocks in flight a warp");
   static_assert(smem_fits(smem_bytes(), 2), "two CTAs an SM");
@@ -84,8 +83,7 @@ __device__ __forceinline__ NarrowRange narrow_range(const Params& p, int request
   const int total = r.hi > r.lo ? (r.hi - first + kBlockTokens - 1) / kBlockTokens : 0;
   r.warp_first = first + warp * kBlockTokens;
   r.blocks = total > warp ? (total - warp + kWarps - 1) / kWarps : 0;
-  r.pages = p.block_table != nullptr ? request * p.bt_stride_row
-                                     : int64_t(p.indptr[request * p.indptr_stride]);
+  r.pages = page_list_at(p, request);
   unmasked_keys(p, r.kv_len, r.full_lo, r.full_hi);
   return r;
 }
@@ -95,30 +93,11 @@ __device__ __forceinline__ NarrowRange narrow_range(const Params& p, int request
 __device__ __forceinline__ int narrow_page(const Params& p, const NarrowRange& r, int i) {
   if (i >= r.blocks) return kNoKey;
   const int key0 = r.warp_first + i * (kWarps * kBlockTokens);
-  const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key0)));
-  return p.block_table != nullptr ? __ldg(p.block_table + r.pages + index * p.bt_stride_page)
-                                  : __ldg(p.indices + (r.pages + index) * p.indices_stride);
+  return page_entry(p, r.pages, static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key0))));
 }
 
-// Page-table entries of the warp's next kNarrowPagesAhead blocks (small_kernel.cuh's PageWindow,
-// one entry a block): looked up that many blocks before the block's copies are issued.
+// Blocks whose page-table entry a warp has in flight beyond the copies issued (PageWindow).
 constexpr int kNarrowPagesAhead = 4;
-struct NarrowPages {
-  int page[kNarrowPagesAhead];  // blocks b .. b + kNarrowPagesAhead - 1, oldest first
-
-  __device__ __forceinline__ void start(const Params& p, const NarrowRange& r) {
-#pragma unroll
-    for (int j = 0; j < kNarrowPagesAhead; ++j) page[j] = narrow_page(p, r, j);
-  }
-  // The oldest block's entry; then block `next` is looked up.
-  __device__ __forceinline__ int pop(const Params& p, const NarrowRange& r, int next) {
-    const int oldest = page[0];
-#pragma unroll
-    for (int j = 0; j + 1 < kNarrowPagesAhead; ++j) page[j] = page[j + 1];
-    page[kNarrowPagesAhead - 1] = narrow_page(p, r, next);
-    return oldest;
-  }
-};
 
 // Block i's K and V rows into `stage` by 16-byte cp.async pieces: lane l copies row l / 2 of K
 // and of V, the (l % 2)-th half of each of its 32-byte sectors, so that a copy of the warp reads
@@ -271,14 +250,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   const NarrowRange range = narrow_range(p, request, warp, kv_len_loaded);
 
   // The warp's first blocks, each page id looked up kNarrowPagesAhead blocks before its copies.
-  NarrowPages pages;
-  pages.start(p, range);
+  PageWindow<kNarrowPagesAhead, int> pages;
+  const auto fetch = [&](int i) { return narrow_page(p, range, i); };
+  pages.start(fetch);
   const char* k_head = p.k_cache + kv_head * p.k_head_stride;
   const char* v_head = p.v_cache + kv_head * p.v_head_stride;
   BadPageInRegister bad;
 #pragma unroll 1
   for (int s = 0; s < T::kStages - 1; ++s) {
-    const int page = pages.pop(p, range, s + kNarrowPagesAhead);
+    const int page = pages.pop(fetch, s + kNarrowPagesAhead);
     if (s < range.blocks) {
       narrow_issue<T>(p, range, s, page, warp_ring + s * T::kStageBytes, k_head, v_head, lane, bad);
     }
@@ -313,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // is done with block i - 1, whose stage the next copies overwrite.
     ptx::cp_async_wait<T::kStages - 2>();
     __syncwarp();
-    const int page = pages.pop(p, range, i + T::kStages - 1 + kNarrowPagesAhead);
+    const int page = pages.pop(fetch, i + T::kStages - 1 + kNarrowPagesAhead);
     if (i + T::kStages - 1 < range.blocks) {
       narrow_issue<T>(p, range, i + T::kStages - 1, page, warp_ring + issue_stage * T::kStageBytes,
                       k_head, v_head, lane, bad);
@@ -330,19 +310,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   drain_and_report(p, cs, bad);  // every warp's ring is drained: the merge buffers reuse it
 
   // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
-  float* merge_o = reinterpret_cast<float*>(smem);  // [warp][8][kMergeStride]
-  float* merge_m = merge_o + T::kMergeOFloats;      // [warp][8]
-  float* merge_l = merge_m + kWarps * kNarrowRows;  // [warp][8]
+  const WarpStates states(smem, kNarrowRows, T::kMergeStride);
   {
     const float sum[2] = {keys_sum(st.l[0]), keys_sum(st.l[1])};
     if (g == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        merge_m[warp * kNarrowRows + 2 * qd + h] = st.m[h];
-        merge_l[warp * kNarrowRows + 2 * qd + h] = sum[h];
+        states.m[warp * kNarrowRows + 2 * qd + h] = st.m[h];
+        states.l[warp * kNarrowRows + 2 * qd + h] = sum[h];
       }
     }
-    float* wo = merge_o + warp * kNarrowRows * T::kMergeStride;
+    float* wo = states.o_of(warp);
 #pragma unroll
     for (int t = 0; t < T::kFeatureTiles; ++t) {
 #pragma unroll
@@ -358,8 +336,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int idx = tid; idx < rows_valid * kQuads; idx += kThreads) {
     const int rr = idx / kQuads, d = 4 * (idx % kQuads);
     float lse2;
-    const float4 o =
-        merge_warp_states(merge_m, merge_l, merge_o, kNarrowRows, T::kMergeStride, rr, d, lse2);
+    const float4 o = states.merge(rr, d, lse2);
     const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
     store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
   }

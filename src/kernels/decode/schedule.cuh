@@ -170,6 +170,12 @@ HOPATTN_HOST_DEVICE int min_i64_to_int(int64_t a, int64_t b) {
   return static_cast<int>(m > INT_MAX ? INT_MAX : (m < INT_MIN ? INT_MIN : m));
 }
 
+// Element offset of page-table row `row`'s page list: its block-table row, or its CSR segment.
+HOPATTN_HOST_DEVICE int64_t page_list_at(const Params& p, int row) {
+  return p.block_table != nullptr ? row * p.bt_stride_row
+                                  : int64_t(p.indptr[row * p.indptr_stride]);
+}
+
 // Tokens page-table row `row` reads, checked against its page list (invalid input is recorded):
 // CSR offsets outside page_indices (or decreasing) leave the row no pages, and a kv_len beyond
 // what its pages hold is clamped, so the kernel never reads past the page list.
@@ -221,8 +227,7 @@ HOPATTN_HOST_DEVICE void setup_cta(const Params& p, CtaShared& cs, int request, 
     cs.seg_lo[n] = lo;
     cs.seg_hi[n] = hi;
     cs.seg_beam[n] = beam;
-    cs.seg_pages[n] =
-        p.block_table != nullptr ? row * p.bt_stride_row : int64_t(p.indptr[row * p.indptr_stride]);
+    cs.seg_pages[n] = page_list_at(p, row);
     cs.seg_first_tile[n] = tiles;
     tiles += (hi - lo + kTileTokens - 1) / kTileTokens;
     ++n;
@@ -313,8 +318,7 @@ HOPATTN_HOST_DEVICE SmallRange small_range(const Params& p, int request, int spl
   r.hi = smaller(r.kv_len, r.lo + count * kBlockTokens);
   r.warp_first = r.lo + warp * kBlockTokens;
   r.blocks = count > warp ? (count - warp + kWarps - 1) / kWarps : 0;
-  r.pages = p.block_table != nullptr ? request * p.bt_stride_row
-                                     : int64_t(p.indptr[request * p.indptr_stride]);
+  r.pages = page_list_at(p, request);
   unmasked_keys(p, r.kv_len, r.full_lo, r.full_hi);
   return r;
 }

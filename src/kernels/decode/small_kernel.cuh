@@ -56,8 +56,7 @@ struct SmallTraits : Traits<kHeadDim, kKvBytes, 2> {
   static constexpr int kIssueUnroll = kIssueIters;
   // The warps' states for the cross-warp merge, in the ring once it is drained.
   static constexpr int kMergeStride = kHeadDim + 8;
-  static constexpr int kMergeOFloats = kWarps * kMmaRows * kMergeStride;
-  static_assert((kMergeOFloats + 2 * kWarps * kMmaRows) * 4 <= kRingBytes, "merge in the ring");
+  static_assert(WarpStates::bytes(kMmaRows, kMergeStride) <= kRingBytes, "merge in the ring");
   static constexpr int smem_bytes() { return kRingBytes + kMmaRows * Base::kQRowBytes; }
   static_assert(kStages >= 3, "two blocks in flight a warp");
   static_assert(smem_fits(smem_bytes(), kCtas), "kCtas CTAs an SM");
@@ -72,36 +71,10 @@ __device__ __forceinline__ PageRef small_fetch(const Params& p, const SmallRange
   if (i < r.blocks && lane < kBlockTokens && key < r.hi) {
     const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key)));
     ref.slot = key - index * p.page_size;
-    ref.page = p.block_table != nullptr ? __ldg(p.block_table + r.pages + index * p.bt_stride_page)
-                                        : __ldg(p.indices + (r.pages + index) * p.indices_stride);
+    ref.page = page_entry(p, r.pages, index);
   }
   return ref;
 }
-
-// The page-table entries of a lane's key in the warp's next kAhead blocks, looked up kAhead
-// blocks before the block's copies are issued (kAhead = 1: one block ahead, as kernel.cuh's
-// fetch_page). At batch 1 over pages of 16, Nsight Compute put 10% of the stall samples on the
-// issue's first use of an entry looked up one block ahead, but four ahead gained no time there
-// (the warp then waits on its copies); over pages of 1, where a block's 16 keys lie in 16
-// pages, it did (docs/perf/NOTES.md, run set ah).
-template <int kAhead>
-struct PageWindow {
-  PageRef ref[kAhead];  // blocks b .. b + kAhead - 1, oldest first
-
-  // Blocks 0 .. kAhead - 1, loaded together.
-  __device__ __forceinline__ void start(const Params& p, const SmallRange& r, int lane) {
-#pragma unroll
-    for (int j = 0; j < kAhead; ++j) ref[j] = small_fetch(p, r, j, lane);
-  }
-  // The oldest block's entry; the window then looks up block `next` (b + kAhead).
-  __device__ __forceinline__ PageRef pop(const Params& p, const SmallRange& r, int next, int lane) {
-    const PageRef oldest = ref[0];
-#pragma unroll
-    for (int j = 0; j + 1 < kAhead; ++j) ref[j] = ref[j + 1];
-    ref[kAhead - 1] = small_fetch(p, r, next, lane);
-    return oldest;
-  }
-};
 
 // The merge of a problem's split partials for (row rr, features d .. d + 3), by one thread: the
 // lse and o of 16 splits at a time, folded into a running (top, total, acc) with their weights
@@ -206,8 +179,9 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   QPieces<T> q_pieces;
   q_pieces.load(p, tid, request, kv_head, 0, rows_valid);
   const SmallRange range = small_range(p, request, split, warp, kv_len_loaded);
-  PageWindow<kPagesAhead> pages;
-  pages.start(p, range, lane);
+  PageWindow<kPagesAhead, PageRef> pages;
+  const auto fetch = [&](int i) { return small_fetch(p, range, i, lane); };
+  pages.start(fetch);
 
   // ---- the warp's first blocks: its own ring; __syncwarp orders the lanes' copies and reads.
   // A page id outside the pool waits in a register until the loop is done (BadPageInRegister).
@@ -216,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   BadPageInRegister bad;
 #pragma unroll 1
   for (int s = 0; s < T::kStages - 1; ++s) {
-    const PageRef cur = pages.pop(p, range, s + kPagesAhead, lane);
+    const PageRef cur = pages.pop(fetch, s + kPagesAhead);
     if (s < range.blocks) {
       issue_tile<T>(p, bad, warp_ring + s * T::kStageBytes, cur, k_head, v_head, 0, lane);
     }
@@ -257,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
     // is done with block i - 1, whose stage the next copies overwrite.
     ptx::cp_async_wait<T::kStages - 2>();
     __syncwarp();
-    const PageRef cur = pages.pop(p, range, i + T::kStages - 1 + kPagesAhead, lane);
+    const PageRef cur = pages.pop(fetch, i + T::kStages - 1 + kPagesAhead);
     if (i + T::kStages - 1 < range.blocks) {
       issue_tile<T>(p, bad, warp_ring + issue_stage * T::kStageBytes, cur, k_head, v_head, 0, lane);
     }
@@ -275,12 +249,10 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   drain_and_report(p, cs, bad);  // every warp's ring is drained: the merge buffers reuse it
 
   // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
-  float* merge_o = reinterpret_cast<float*>(ring);  // [warp][16][kMergeStride]
-  float* merge_m = merge_o + T::kMergeOFloats;      // [warp][16]
-  float* merge_l = merge_m + kWarps * kMmaRows;     // [warp][16]
+  const WarpStates states(ring, kMmaRows, T::kMergeStride);
   {
-    st.store_rows(merge_m + warp * kMmaRows, merge_l + warp * kMmaRows, g, qd == 0);
-    float* wo = merge_o + warp * kMmaRows * T::kMergeStride;
+    st.store_rows(states.m + warp * kMmaRows, states.l + warp * kMmaRows, g, qd == 0);
+    float* wo = states.o_of(warp);
 #pragma unroll
     for (int n = 0; n < kHeadDim / 8; ++n) {
 #pragma unroll
@@ -302,8 +274,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   for (int idx = tid; idx < rows_valid * kQuads; idx += kThreads) {
     const int rr = idx / kQuads, d = 4 * (idx % kQuads);
     float lse2;
-    const float4 o =
-        merge_warp_states(merge_m, merge_l, merge_o, kMmaRows, T::kMergeStride, rr, d, lse2);
+    const float4 o = states.merge(rr, d, lse2);
     if (!split_mode) {
       const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
       store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));

@@ -6,6 +6,7 @@
 // Each warp streams its own contiguous region through its own ring of kStages stages of 8 KB (a
 // 16-key block of K and V at head dim 128, bf16) and touches one word of each stage:
 //   cpasync  16-byte cp.async.cg pieces, 16 a lane a stage, commit / wait_group per warp
+//   cpasyncL2  the same with the .L2::256B prefetch hint (the L2 fetches 256-byte spans)
 //   bulk8k   one cp.async.bulk of 8 KB a stage by lane 0, completing on the stage's mbarrier
 //   rows256  32 cp.async.bulk of 256 B a stage, one a lane (a paged K / V row each)
 // Prints GB/s in all and per SM (median of 5 timed runs after 2 warm-ups).
@@ -27,8 +28,8 @@ namespace {
 
 constexpr uint32_t kStageBytes = 8192;
 constexpr size_t kBytesPerCta = size_t{24} << 20;
-enum Mode { kCpAsync = 0, kBulk8k = 1, kRows256 = 2 };
-const char* const kModeNames[] = {"cpasync", "bulk8k", "rows256"};
+enum Mode { kCpAsync = 0, kBulk8k = 1, kRows256 = 2, kCpAsyncL2 = 3 };
+const char* const kModeNames[] = {"cpasync", "bulk8k", "rows256", "cpasyncL2"};
 
 void check(cudaError_t s, const char* what) {
   if (s != cudaSuccess) {
@@ -43,6 +44,15 @@ __device__ __forceinline__ void issue(uint8_t* dst, const uint8_t* src, uint64_t
 #pragma unroll
     for (int j = 0; j < 16; ++j)
       hopattn::ptx::cp_async_16(dst + j * 512 + lane * 16, src + j * 512 + lane * 16, 16);
+    hopattn::ptx::cp_async_commit();
+  } else if constexpr (kMode == kCpAsyncL2) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst + j * 512 + lane * 16));
+      asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(d),
+                   "l"(src + j * 512 + lane * 16)
+                   : "memory");
+    }
     hopattn::ptx::cp_async_commit();
   } else if constexpr (kMode == kBulk8k) {
     if (lane == 0) {
@@ -66,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   uint8_t* ring = smem + warp * kStages * kStageBytes;
   uint64_t* bars =
       reinterpret_cast<uint64_t*>(smem + kWarps * kStages * kStageBytes) + warp * kStages;
-  if (kMode != kCpAsync && lane == 0) {
+  if (kMode != kCpAsync && kMode != kCpAsyncL2 && lane == 0) {
     for (int s = 0; s < kStages; ++s) hopattn::ptx::mbarrier_init(bars + s, 1);
     hopattn::ptx::fence_mbarrier_init();
   }
@@ -80,10 +90,10 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     if (n < kBlocks) {
       issue<kMode>(ring + (n % kStages) * kStageBytes, base + n * size_t{kStageBytes},
                    bars + n % kStages, lane);
-    } else if (kMode == kCpAsync) {
+    } else if (kMode == kCpAsync || kMode == kCpAsyncL2) {
       hopattn::ptx::cp_async_commit();
     }
-    if constexpr (kMode == kCpAsync) {
+    if constexpr (kMode == kCpAsync || kMode == kCpAsyncL2) {
       hopattn::ptx::cp_async_wait<kStages - 1>();
     } else {
       hopattn::ptx::mbarrier_wait_parity(bars + s, static_cast<uint32_t>(b / kStages) & 1u);
@@ -100,6 +110,7 @@ void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, 
   auto kernel = stream_kernel<kMode, kWarps, kStages>;
   const size_t ring = size_t{kWarps} * kStages * kStageBytes + kWarps * kStages * 8;
   const size_t smem = std::max(ring, size_t{120} << 10);  // one CTA an SM
+  if (smem > size_t{227} << 10) return;                   // does not fit an SM
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attr");
   cudaEvent_t e0, e1;
@@ -143,7 +154,8 @@ int main() {
   measure<kCpAsync, 4, 4>(src, sink, grids, num_sms);
   measure<kCpAsync, 8, 3>(src, sink, grids, num_sms);
   measure<kCpAsync, 4, 6>(src, sink, grids, num_sms);
-  measure<kCpAsync, 8, 4>(src, sink, grids, num_sms);
+  measure<kCpAsyncL2, 4, 4>(src, sink, grids, num_sms);
+  measure<kCpAsyncL2, 8, 3>(src, sink, grids, num_sms);
   measure<kBulk8k, 4, 4>(src, sink, grids, num_sms);
   measure<kBulk8k, 4, 6>(src, sink, grids, num_sms);
   measure<kBulk8k, 8, 3>(src, sink, grids, num_sms);

@@ -23,6 +23,15 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* gmem_
                : "memory");
 }
 
+// The same with the .L2::256B prefetch hint: a miss fetches the 256-byte span around the piece
+// into the L2, for rows read whole whose pieces arrive in several copies.
+__device__ __forceinline__ void cp_async_16_l2_256(uint32_t smem_dst, const void* gmem_src,
+                                                   int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_dst),
+               "l"(gmem_src), "r"(src_bytes)
+               : "memory");
+}
+
 // PTX ISA "cp.async.mbarrier.arrive" (.noinc): an arrival on `bar` that fires once every
 // cp.async this thread issued so far has landed. `.noinc` leaves the pending count alone, so the
 // barrier's init count must include one arrival per thread that signals this way. The copies

@@ -12,9 +12,9 @@
 // bound by its instructions a block (~550 an 8 KB block a warp at ~78% of the SM's issue rate at
 // ~86 GB/s an SM, docs/perf/NOTES.md), not by bytes in flight. Here a block also loads with
 // fewer instructions: a block lies in one page (page_size % 16 == 0), so its page id is one
-// warp-uniform lookup, and a lane copies one row of K and one of V, every piece at a constant
-// offset from the row's address, into rows padded by 16 bytes (ldmatrix conflict free with one
-// address register a lane, no swizzle).
+// warp-uniform lookup, and each copy of the warp reads whole 128-byte lines of rows that are
+// slots of that page (a lane's source steps by a fixed stride), into rows padded by 16 bytes
+// (ldmatrix conflict free with one address register a lane, no swizzle).
 //
 // Schedule (the small kernel's): grid (1, Hkv, requests), four warps, each streaming its own
 // 16-key blocks (w, w + 4, ..) through its own cp.async ring (__syncwarp, no CTA barrier in the
@@ -51,9 +51,11 @@ struct NarrowTraits {
   static constexpr int kStages = kStagesFit > 8 ? 8 : kStagesFit;
   static constexpr int kWarpRingBytes = kStages * kStageBytes;
   static constexpr int kRingBytes = kWarps * kWarpRingBytes;
-  static constexpr int kSectors = kRowBytes / 32;      // 32-byte sectors a row: a lane's copies
-  static constexpr int kKSteps = kHeadDim / 16;        // k16 steps of S^T
-  static constexpr int kFeatureTiles = kHeadDim / 16;  // m16 tiles of O^T
+  static constexpr int kLanesPerRow = kRowBytes / 16;          // 16-byte pieces a row
+  static constexpr int kRowsPerCopy = 32 / kLanesPerRow;       // rows a copy of the warp
+  static constexpr int kCopies = kBlockTokens / kRowsPerCopy;  // copies a block (K, and V)
+  static constexpr int kKSteps = kHeadDim / 16;                // k16 steps of S^T
+  static constexpr int kFeatureTiles = kHeadDim / 16;          // m16 tiles of O^T
   // The warps' states for the merge, in the ring once it is drained.
   static constexpr int kMergeStride = kHeadDim + 4;
   static_assert(WarpStates::bytes(kNarrowRows, kMergeStride) <= kRingBytes, "merge in the ring");
@@ -99,11 +101,13 @@ __device__ __forceinline__ int narrow_page(const Params& p, const NarrowRange& r
 // Blocks whose page-table entry a warp has in flight beyond the copies issued (PageWindow).
 constexpr int kNarrowPagesAhead = 4;
 
-// Block i's K and V rows into `stage` by 16-byte cp.async pieces: lane l copies row l / 2 of K
-// and of V, the (l % 2)-th half of each of its 32-byte sectors, so that a copy of the warp reads
-// 16 whole sectors and every piece of a lane is its row's address plus a constant (one 64-bit
-// row address a lane and tensor a block). A key outside [lo, hi) and a page id outside the pool
-// are zero-filled (the source then the cache base); the id goes to `bad`.
+// Block i's K and V rows into `stage` by 16-byte cp.async pieces, each copy of the warp whole
+// 128-byte lines: lane l copies piece l % kLanesPerRow of row kRowsPerCopy * j + l /
+// kLanesPerRow in copy j, so that the L2 sees every sector of a line in one request (a copy of
+// 16 rows' 32-byte sectors, one line a lane pair, streamed the HBM at 0.7x: run set as). The
+// rows of a block are slots of one page, so a lane's source moves by a fixed step a copy and its
+// destination by a constant. A key outside [lo, hi) and a page id outside the pool are
+// zero-filled (the source then the cache base); the id goes to `bad`.
 template <class T>
 __device__ __forceinline__ void narrow_issue(const Params& p, const NarrowRange& r, int i, int page,
                                              uint32_t stage, const char* k_head, const char* v_head,
@@ -111,23 +115,32 @@ __device__ __forceinline__ void narrow_issue(const Params& p, const NarrowRange&
   const int key0 = r.warp_first + i * (kWarps * kBlockTokens);
   const bool own = static_cast<uint32_t>(page) < static_cast<uint32_t>(p.num_pages);
   if (!own) bad.note(page);
-  const int row = lane / 2, half = lane % 2;
-  const int key = key0 + row;
-  const bool ok = own && key >= r.lo && key < r.hi;
+  const int row = lane / T::kLanesPerRow, piece = lane % T::kLanesPerRow;
   const int index = static_cast<int>(p.page_div.divide(static_cast<uint32_t>(key0)));
-  const int64_t slot = key - index * p.page_size;
-  const int64_t pg = page;
-  const char* k_src =
-      ok ? k_head + pg * p.k_page_stride + slot * p.k_slot_stride + 16 * half : p.k_cache;
-  const char* v_src =
-      ok ? v_head + pg * p.v_page_stride + slot * p.v_slot_stride + 16 * half : p.v_cache;
-  const int bytes = ok ? 16 : 0;
-  const uint32_t k_dst = stage + row * T::kRowStride + 16 * half;
+  const int64_t slot = key0 - index * p.page_size + row;
+  const int64_t pg = own ? page : 0;
+  const char* k_src = k_head + pg * p.k_page_stride + slot * p.k_slot_stride + 16 * piece;
+  const char* v_src = v_head + pg * p.v_page_stride + slot * p.v_slot_stride + 16 * piece;
+  const int64_t k_step = T::kRowsPerCopy * p.k_slot_stride;
+  const int64_t v_step = T::kRowsPerCopy * p.v_slot_stride;
+  const uint32_t k_dst = stage + row * T::kRowStride + 16 * piece;
   const uint32_t v_dst = k_dst + T::kBlockBytes;
+  if (own && key0 >= r.lo && key0 + kBlockTokens <= r.hi) {  // nearly every block
 #pragma unroll
-  for (int j = 0; j < T::kSectors; ++j) {
-    ptx::cp_async_16(k_dst + 32 * j, k_src + 32 * j, bytes);
-    ptx::cp_async_16(v_dst + 32 * j, v_src + 32 * j, bytes);
+    for (int j = 0; j < T::kCopies; ++j) {
+      ptx::cp_async_16_l2_256(k_dst + j * T::kRowsPerCopy * T::kRowStride, k_src + j * k_step, 16);
+      ptx::cp_async_16_l2_256(v_dst + j * T::kRowsPerCopy * T::kRowStride, v_src + j * v_step, 16);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < T::kCopies; ++j) {
+      const int key = key0 + j * T::kRowsPerCopy + row;
+      const bool ok = own && key >= r.lo && key < r.hi;
+      ptx::cp_async_16_l2_256(k_dst + j * T::kRowsPerCopy * T::kRowStride,
+                              ok ? k_src + j * k_step : p.k_cache, ok ? 16 : 0);
+      ptx::cp_async_16_l2_256(v_dst + j * T::kRowsPerCopy * T::kRowStride,
+                              ok ? v_src + j * v_step : p.v_cache, ok ? 16 : 0);
+    }
   }
 }
 

@@ -224,6 +224,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.chain = int_value(1, 1000);
     return;
   }
+  if (name == "--hold-sms") {
+    f.hold_sms = int_value(0, 1024);
+    return;
+  }
   if (name == "--iters") {
     f.iters = int_value(1, 100000);
     return;

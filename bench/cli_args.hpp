@@ -76,7 +76,8 @@ struct BenchFlags {
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<bool> batch_sections;      // batch: --batch-sections on | off
   std::optional<int> iters, warmup;
-  int chain = 1;  // --chain N: GPU calls a timed iteration, back to back (time / N)
+  int chain = 1;     // --chain N: GPU calls a timed iteration, back to back (time / N)
+  int hold_sms = 0;  // --hold-sms K: GPU calls on the SMs that K held ones leave (0: all)
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;
   bool check = true;

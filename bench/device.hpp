@@ -52,6 +52,26 @@ void device_synchronize();
 // Empties the L2 as `how` says (l2_flush.hpp), so the next timed call reads its inputs from HBM.
 void flush_l2(L2Flush how);
 
+// Holds `sms` SMs of the card (1 .. SMs - 1) around each timed call (--hold-sms): hold() parks a
+// CTA on each of them on a stream of its own and waits on the default stream until all are
+// resident; release() lets them go after the call. Timing only: device_hold.cu says how.
+class SmHold {
+ public:
+  explicit SmHold(int sms);
+  ~SmHold();
+  SmHold(const SmHold&) = delete;
+  SmHold& operator=(const SmHold&) = delete;
+  void hold();
+  void release();
+
+ private:
+  int sms_ = 0;
+  int shared_ = 0;
+  unsigned generation_ = 0;
+  void* stream_ = nullptr;
+  DeviceMemory words_;
+};
+
 // Times one region of the default stream with CUDA events.
 class GpuTimer {
  public:

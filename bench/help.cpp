@@ -148,6 +148,9 @@ Run:
   --chain N           GPU: N calls back to back in each timed iteration, its time / N (as a
                       serving step's kernels follow one another: a launch overlaps the tail of
                       the call before; the L2 is flushed before the first call only)
+  --hold-sms K        GPU: every call runs on the SMs that K parked CTAs leave it (a
+                      diagnostic: a kernel's rate on few SMs, as the batch family's
+                      concurrent form gives its decodes)
   --csv               print the table as CSV
 
 Examples:

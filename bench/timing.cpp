@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,14 @@ Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress
 }
 
 Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush flush, int chain,
-                Progress* progress) {
+                int hold_sms, Progress* progress) {
+  std::optional<SmHold> hold;
+  if (hold_sms > 0) hold.emplace(hold_sms);
   for (int i = 0; i < warmup; ++i) {
     report(progress, "warmup", i, warmup, false);
+    if (hold) hold->hold();
     fn();
+    if (hold) hold->release();
   }
   device_synchronize();
   GpuTimer timer;
@@ -59,6 +64,7 @@ Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush 
   for (int i = 0; i < iters; ++i) {
     report(progress, "timing", i, iters, true);
     flush_l2(flush);
+    if (hold) hold->hold();
     timer.start();
     const auto issued = std::chrono::steady_clock::now();
     for (int c = 0; c < chain; ++c) fn();
@@ -67,6 +73,7 @@ Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush 
             .count() /
         chain);
     ms.push_back(timer.stop_ms() / chain);  // waits for the calls: the next ones start idle
+    if (hold) hold->release();
   }
   device_synchronize();
   Timing t = summarize(std::move(ms));

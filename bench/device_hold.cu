@@ -17,19 +17,44 @@ namespace hopattn::cli {
 namespace {
 
 struct HoldWords {
-  unsigned resident;  // holders started, over every hold
-  unsigned released;  // the last hold released
+  unsigned resident;   // holders started, over every hold
+  unsigned released;   // the last hold released
+  unsigned timed_out;  // a spin gave up (a hold that could not be placed, or was not released)
 };
+
+// Every spin gives up after this long, so that a hold which cannot work ends instead of hanging
+// the call; release() then reports it.
+constexpr uint64_t kSpinLimitNs = 3'000'000'000ull;
+
+__device__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __global__ void hold_sm(HoldWords* w, unsigned generation) {
   extern __shared__ char smem[];
   smem[0] = 0;  // the shared memory is the point; touch it so the launch keeps it
   atomicAdd(&w->resident, 1u);
-  while (atomicAdd(&w->released, 0u) < generation) __nanosleep(1000);
+  const uint64_t start = now_ns();
+  while (atomicAdd(&w->released, 0u) < generation) {
+    if (now_ns() - start > kSpinLimitNs) {
+      atomicExch(&w->timed_out, 1u);
+      return;
+    }
+    __nanosleep(1000);
+  }
 }
 
 __global__ void wait_resident(HoldWords* w, unsigned target) {
-  while (atomicAdd(&w->resident, 0u) < target) __nanosleep(200);
+  const uint64_t start = now_ns();
+  while (atomicAdd(&w->resident, 0u) < target) {
+    if (now_ns() - start > kSpinLimitNs) {
+      atomicExch(&w->timed_out, 1u);
+      return;
+    }
+    __nanosleep(200);
+  }
 }
 
 __global__ void release_hold(HoldWords* w, unsigned generation) {
@@ -54,6 +79,12 @@ SmHold::SmHold(int sms) : sms_(sms) {
                                        " (the card has " + std::to_string(count) + " SMs), got " +
                                        std::to_string(sms));
   }
+  // Loaded now: with lazy module loading the first launch of a kernel waits for the device to
+  // go idle, which a holder never lets it do (the waiter and the release would hang).
+  cudaFuncAttributes attributes;
+  check_cuda(cudaFuncGetAttributes(&attributes, hold_sm), "cudaFuncGetAttributes");
+  check_cuda(cudaFuncGetAttributes(&attributes, wait_resident), "cudaFuncGetAttributes");
+  check_cuda(cudaFuncGetAttributes(&attributes, release_hold), "cudaFuncGetAttributes");
   shared_ = max_shared_per_cta();
   check_cuda(cudaFuncSetAttribute(hold_sm, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_),
              "cudaFuncSetAttribute");
@@ -62,6 +93,9 @@ SmHold::SmHold(int sms) : sms_(sms) {
   stream_ = s;
   words_ = DeviceMemory(sizeof(HoldWords));
   fill_device_bytes(words_.data(), 0, sizeof(HoldWords));
+  // The holders run on a stream that does not wait for the default one: the zeros must land
+  // before the first of them counts itself.
+  device_synchronize();
 }
 
 SmHold::~SmHold() {
@@ -82,6 +116,13 @@ void SmHold::release() {
   release_hold<<<1, 1>>>(static_cast<HoldWords*>(words_.data()), generation_);
   check_cuda(cudaGetLastError(), "release_hold launch");
   check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
+  unsigned timed_out = 0;
+  copy_to_host(&timed_out, &static_cast<HoldWords*>(words_.data())->timed_out, sizeof(unsigned));
+  if (timed_out != 0) {
+    throw Error(ErrorKind::kRuntime,
+                "--hold-sms: the held SMs were not all resident, or not "
+                "released, within 3 s");
+  }
 }
 
 }  // namespace hopattn::cli

@@ -9,15 +9,18 @@
 //   cpasyncL2  the same with the .L2::256B prefetch hint (the L2 fetches 256-byte spans)
 //   bulk8k   one cp.async.bulk of 8 KB a stage by lane 0, completing on the stage's mbarrier
 //   rows256  32 cp.async.bulk of 256 B a stage, one a lane (a paged K / V row each)
+//   paged    cp.async of 32 rows of 256 B, 2 KB apart (an NHD page of 8 KV heads at D = 128)
 // Prints GB/s in all and per SM (median of 5 timed runs after 2 warm-ups).
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc tools/stream_rate.cu \
-//        -o stream_rate && ./stream_rate
+//        -o stream_rate && ./stream_rate [paged]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "ptx/bulk_copy.cuh"
@@ -28,8 +31,8 @@ namespace {
 
 constexpr uint32_t kStageBytes = 8192;
 constexpr size_t kBytesPerCta = size_t{24} << 20;
-enum Mode { kCpAsync = 0, kBulk8k = 1, kRows256 = 2, kCpAsyncL2 = 3 };
-const char* const kModeNames[] = {"cpasync", "bulk8k", "rows256", "cpasyncL2"};
+enum Mode { kCpAsync = 0, kBulk8k = 1, kRows256 = 2, kCpAsyncL2 = 3, kPaged = 4 };
+const char* const kModeNames[] = {"cpasync", "bulk8k", "rows256", "cpasyncL2", "paged"};
 
 void check(cudaError_t s, const char* what) {
   if (s != cudaSuccess) {
@@ -44,6 +47,16 @@ __device__ __forceinline__ void issue(uint8_t* dst, const uint8_t* src, uint64_t
 #pragma unroll
     for (int j = 0; j < 16; ++j)
       hopattn::ptx::cp_async_16(dst + j * 512 + lane * 16, src + j * 512 + lane * 16, 16);
+    hopattn::ptx::cp_async_commit();
+  } else if constexpr (kMode == kPaged) {
+    // 32 rows of 256 B, 2 KB apart (an NHD page of 8 KV heads at D = 128: `src` is the warp's
+    // head in a 64 KB span); 16 lanes a row, two rows a copy.
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int row = 2 * j + lane / 16;
+      hopattn::ptx::cp_async_16(dst + row * 256 + (lane % 16) * 16,
+                                src + row * 2048 + (lane % 16) * 16, 16);
+    }
     hopattn::ptx::cp_async_commit();
   } else if constexpr (kMode == kCpAsyncL2) {
 #pragma unroll
@@ -72,28 +85,31 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr size_t kPerWarp = kBytesPerCta / kWarps;
   constexpr int kBlocks = static_cast<int>(kPerWarp / kStageBytes);
-  const uint8_t* base = src + blockIdx.x * kBytesPerCta + warp * kPerWarp;
+  // kPaged: the CTA's warps read the 8 heads of consecutive 64 KB spans (8 warps cover them).
+  const uint8_t* base = kMode == kPaged ? src + blockIdx.x * kBytesPerCta + (warp % 8) * 256
+                                        : src + blockIdx.x * kBytesPerCta + warp * kPerWarp;
+  constexpr size_t kBlockStride = kMode == kPaged ? 65536 : kStageBytes;
   uint8_t* ring = smem + warp * kStages * kStageBytes;
   uint64_t* bars =
       reinterpret_cast<uint64_t*>(smem + kWarps * kStages * kStageBytes) + warp * kStages;
-  if (kMode != kCpAsync && kMode != kCpAsyncL2 && lane == 0) {
+  if (kMode != kCpAsync && kMode != kCpAsyncL2 && kMode != kPaged && lane == 0) {
     for (int s = 0; s < kStages; ++s) hopattn::ptx::mbarrier_init(bars + s, 1);
     hopattn::ptx::fence_mbarrier_init();
   }
   __syncwarp();
   uint32_t acc = 0;
   for (int s = 0; s < kStages - 1; ++s)
-    issue<kMode>(ring + s * kStageBytes, base + s * size_t{kStageBytes}, bars + s, lane);
+    issue<kMode>(ring + s * kStageBytes, base + s * kBlockStride, bars + s, lane);
 #pragma unroll 1
   for (int b = 0; b < kBlocks; ++b) {
     const int n = b + kStages - 1, s = b % kStages;
     if (n < kBlocks) {
-      issue<kMode>(ring + (n % kStages) * kStageBytes, base + n * size_t{kStageBytes},
-                   bars + n % kStages, lane);
-    } else if (kMode == kCpAsync || kMode == kCpAsyncL2) {
+      issue<kMode>(ring + (n % kStages) * kStageBytes, base + n * kBlockStride, bars + n % kStages,
+                   lane);
+    } else if (kMode == kCpAsync || kMode == kCpAsyncL2 || kMode == kPaged) {
       hopattn::ptx::cp_async_commit();
     }
-    if constexpr (kMode == kCpAsync || kMode == kCpAsyncL2) {
+    if constexpr (kMode == kCpAsync || kMode == kCpAsyncL2 || kMode == kPaged) {
       hopattn::ptx::cp_async_wait<kStages - 1>();
     } else {
       hopattn::ptx::mbarrier_wait_parity(bars + s, static_cast<uint32_t>(b / kStages) & 1u);
@@ -140,7 +156,7 @@ void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int num_sms = 0;
   check(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), "sms");
   uint8_t* src = nullptr;
@@ -151,6 +167,11 @@ int main() {
   const std::vector<int> grids = {8, 16, 20, 24, 28, 32, 64, num_sms};
   std::printf("| mode | warps | stages | KB in flight an SM | SMs | GB/s | GB/s an SM |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  if (argc > 1 && std::strcmp(argv[1], "paged") == 0) {  // the two rows that compare layouts
+    measure<kCpAsync, 8, 3>(src, sink, grids, num_sms);
+    measure<kPaged, 8, 3>(src, sink, grids, num_sms);
+    return 0;
+  }
   measure<kCpAsync, 4, 4>(src, sink, grids, num_sms);
   measure<kCpAsync, 8, 3>(src, sink, grids, num_sms);
   measure<kCpAsync, 4, 6>(src, sink, grids, num_sms);

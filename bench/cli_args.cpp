@@ -290,6 +290,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
                                                 {"narrow", MlaSchedule::kNarrow}});
     return;
   }
+  if (name == "--kv-layout") {
+    f.kv_layout = parse_choice<KVLayout>(name, cur.value(name, inline_value),
+                                         {{"nhd", KVLayout::kNHD}, {"hnd", KVLayout::kHND}});
+    return;
+  }
   if (name == "--decode-kernel") {
     f.decode_kernel = parse_choice<DecodeKernel>(name, cur.value(name, inline_value),
                                                  {{"auto", DecodeKernel::kAuto},

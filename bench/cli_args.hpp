@@ -58,6 +58,7 @@ struct BenchFlags {
   std::optional<int> l2_section_kb;                              // fwd: --l2-section-kb
   std::optional<int> splits;                  // decode, mla: --splits N (0 = the library's choice)
   std::optional<MlaSchedule> mla_schedule;    // mla: --mla-schedule M (auto, seesaw, ..., narrow)
+  std::optional<KVLayout> kv_layout;          // decode: --kv-layout nhd | hnd
   std::optional<DecodeKernel> decode_kernel;  // decode, batch (its concurrent form's decodes):
                                               // --decode-kernel K (auto, tiles, small, narrow)
   std::optional<plan::BwdOrder> bwd_order;    // bwd: --bwd-order sections | heads

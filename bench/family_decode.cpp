@@ -1,4 +1,4 @@
-// decode: q [B, q_len, Hq, D] over a paged NHD cache (shuffled pages) in the KV dtype with
+// decode: q [B, q_len, Hq, D] over a paged NHD or HND cache (shuffled pages) in the KV dtype with
 // per-tensor scales. CPU check: the forward reference over the dequantized cache laid out densely
 // (paged == contiguous). GPU check: the CPU reference on the first requests, first and last KV
 // head groups.
@@ -46,8 +46,10 @@ class DecodeWorkload final : public Workload {
     q_ = Tensor(s.dtype, {B, s.q_len, s.q_heads, D});
     out_ = Tensor(s.dtype, {B, s.q_len, s.q_heads, D});
     lse_ = Tensor(DType::kFP32, {B, s.q_len, s.q_heads});
-    k_ = Tensor(s.kv_dtype, {B * pages, ps, s.kv_heads, D});
-    v_ = Tensor(s.kv_dtype, {B * pages, ps, s.kv_heads, D});
+    const std::vector<int64_t> cache = hnd() ? std::vector<int64_t>{B * pages, s.kv_heads, ps, D}
+                                             : std::vector<int64_t>{B * pages, ps, s.kv_heads, D};
+    k_ = Tensor(s.kv_dtype, cache);
+    v_ = Tensor(s.kv_dtype, cache);
     block_table_ = shuffled_block_table(s.batch, pages, seed + 3);
     kv_lens_ = int32_tensor(std::vector<int32_t>(s.batch, s.kv_len));
     fill_random(q_, -2.0, 2.0, seed);
@@ -81,7 +83,7 @@ class DecodeWorkload final : public Workload {
 
   Check check_cpu() override {
     const Shape& s = s_;
-    const int64_t ps = k_.shape()[1];
+    const int64_t ps = k_.shape()[hnd() ? 2 : 1];
     // The cache, dequantized into dense fp32 [B, kv_len, Hkv, D].
     const std::vector<int64_t> dense_shape = {s.batch, s.kv_len, s.kv_heads, s.head_dim};
     Tensor k(DType::kFP32, dense_shape), v(DType::kFP32, dense_shape);
@@ -91,7 +93,9 @@ class DecodeWorkload final : public Workload {
         const int64_t page = page_of(block_table_, b, t, ps);
         for (int64_t h = 0; h < s.kv_heads; ++h) {
           for (int64_t d = 0; d < s.head_dim; ++d) {
-            const int64_t from = kc.offset({page, t % ps, h, d}), to = kd.offset({b, t, h, d});
+            const int64_t from =
+                hnd() ? kc.offset({page, h, t % ps, d}) : kc.offset({page, t % ps, h, d});
+            const int64_t to = kd.offset({b, t, h, d});
             store_element(kd, to, load_element(kc, from) * enc_.k_scale);
             store_element(vd, to, load_element(vc, from) * enc_.v_scale);
           }
@@ -126,8 +130,8 @@ class DecodeWorkload final : public Workload {
       Tensor lse(DType::kFP32, {nb, s.q_len, ratio});
       DecodeArgs a = args(Side::kHost);
       a.q = q_side(q_.host());
-      a.k_cache = narrow(k_.host(), 2, g, 1);
-      a.v_cache = narrow(v_.host(), 2, g, 1);
+      a.k_cache = narrow(k_.host(), hnd() ? 1 : 2, g, 1);
+      a.v_cache = narrow(v_.host(), hnd() ? 1 : 2, g, 1);
       a.pages.block_table = narrow(block_table_.host(), 0, 0, nb);
       a.pages.kv_lens = narrow(kv_lens_.host(), 0, 0, nb);
       a.out = out.host();
@@ -151,6 +155,7 @@ class DecodeWorkload final : public Workload {
  private:
   // DESIGN.md: 8-bit KV caches are held to a relative L2 error of 2e-2.
   double tolerance() const { return dtype_size(s_.kv_dtype) == 1 ? 2e-2 : 1e-2; }
+  bool hnd() const { return s_.kv_layout == KVLayout::kHND; }
 
   DecodeArgs args(Side side) const {
     DecodeArgs a;
@@ -159,6 +164,7 @@ class DecodeWorkload final : public Workload {
     a.v_cache = v_.view(side);
     a.pages.block_table = block_table_.view(side);
     a.pages.kv_lens = kv_lens_.view(side);
+    a.pages.layout = s_.kv_layout;
     a.k_scale.value = static_cast<float>(enc_.k_scale);
     a.v_scale.value = static_cast<float>(enc_.v_scale);
     a.out = out_.view(side);

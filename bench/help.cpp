@@ -68,6 +68,8 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
                       mask, q-len * HQ / HKV <= 16, head dim 64 or 128) | narrow (as small
                       with <= 8 rows, a 16-bit cache, pages of 16k keys, one split); batch:
                       the concurrent form's decodes (narrow where a run takes it)
+  --kv-layout L       decode: the cache's pages nhd (default: [pages, page, HKV, D]) | hnd
+                      ([pages, HKV, page, D]: a head's rows of a page contiguous)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
   --paged-tma M       fwd, batch: on (default) | off: off loads paged KV through the cp.async
                       gather for every page size (batch: the batch kernel's rows)

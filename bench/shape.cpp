@@ -79,6 +79,7 @@ std::string Shape::describe() const {
     if (decode_kernel == DecodeKernel::kTiles) os << " tiles";
     if (decode_kernel == DecodeKernel::kSmall) os << " small";
     if (decode_kernel == DecodeKernel::kNarrow) os << " narrow";
+    if (kv_layout == KVLayout::kHND) os << " hnd";
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
   os << " " << dtype_name(dtype);
@@ -204,6 +205,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.splits.has_value() && fam != Family::kDecode && fam != Family::kMla, fam, "--splits");
   reject(f.mla_schedule.has_value() && fam != Family::kMla, fam, "--mla-schedule");
   reject(f.decode_kernel.has_value() && fam != Family::kDecode && !batch, fam, "--decode-kernel");
+  reject(f.kv_layout.has_value() && fam != Family::kDecode, fam, "--kv-layout");
   reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {
@@ -242,6 +244,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.splits) s.num_splits = *f.splits;
   if (f.mla_schedule) s.mla_schedule = *f.mla_schedule;
   if (f.decode_kernel) s.decode_kernel = *f.decode_kernel;
+  if (f.kv_layout) s.kv_layout = *f.kv_layout;
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (f.step) s.step = parse_step(*f.step);
   if (f.batch_ctas) s.batch_ctas = *f.batch_ctas;

@@ -35,6 +35,7 @@ struct Shape {
   int num_splits = 0;            // decode, mla: key splits (--splits; 0 = the library's choice)
   MlaSchedule mla_schedule = MlaSchedule::kAuto;     // mla: --mla-schedule
   DecodeKernel decode_kernel = DecodeKernel::kAuto;  // decode: --decode-kernel
+  KVLayout kv_layout = KVLayout::kNHD;               // decode: --kv-layout
   // Launch variants of the GPU kernels (--paged-tma, --bwd-order); defaults: the library's.
   kernels::fwd::LaunchOptions fwd_launch;
   kernels::bwd::LaunchOptions bwd_launch;

@@ -13,7 +13,7 @@
 // Prints GB/s in all and per SM (median of 5 timed runs after 2 warm-ups).
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc tools/stream_rate.cu \
-//        -o stream_rate && ./stream_rate [paged]
+//        -o stream_rate && ./stream_rate [paged | ctas]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -78,16 +78,30 @@ __device__ __forceinline__ void issue(uint8_t* dst, const uint8_t* src, uint64_t
   }
 }
 
-template <int kMode, int kWarps, int kStages>
-__global__ void __launch_bounds__(kWarps * 32, 1)
-    stream_kernel(const uint8_t* src, uint32_t* sink) {
+// active_sms > 0: only CTAs on SMs 0 .. active_sms - 1 stream (the rest exit at once), each the
+// region of a ticket, so that a grid of every SM's CTAs times kCtas streams from kCtas CTAs an SM
+// on active_sms SMs.
+template <int kMode, int kWarps, int kStages, int kCtas = 1>
+__global__ void __launch_bounds__(kWarps * 32, kCtas)
+    stream_kernel(const uint8_t* src, uint32_t* sink, int active_sms, unsigned* ticket) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __shared__ unsigned region;
+  if (active_sms > 0) {
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    if (smid >= static_cast<unsigned>(active_sms)) return;
+    if (threadIdx.x == 0) region = atomicAdd(ticket, 1u);
+    __syncthreads();
+  } else if (threadIdx.x == 0) {
+    region = blockIdx.x;
+  }
+  __syncthreads();
   constexpr size_t kPerWarp = kBytesPerCta / kWarps;
   constexpr int kBlocks = static_cast<int>(kPerWarp / kStageBytes);
   // kPaged: the CTA's warps read the 8 heads of consecutive 64 KB spans (8 warps cover them).
-  const uint8_t* base = kMode == kPaged ? src + blockIdx.x * kBytesPerCta + (warp % 8) * 256
-                                        : src + blockIdx.x * kBytesPerCta + warp * kPerWarp;
+  const uint8_t* base = kMode == kPaged ? src + region * kBytesPerCta + (warp % 8) * 256
+                                        : src + region * kBytesPerCta + warp * kPerWarp;
   constexpr size_t kBlockStride = kMode == kPaged ? 65536 : kStageBytes;
   uint8_t* ring = smem + warp * kStages * kStageBytes;
   uint64_t* bars =
@@ -137,7 +151,7 @@ void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, 
     std::vector<float> ms;
     for (int it = 0; it < 7; ++it) {
       check(cudaEventRecord(e0), "record");
-      kernel<<<n, kWarps * 32, smem>>>(src, sink);
+      kernel<<<n, kWarps * 32, smem>>>(src, sink, 0, nullptr);
       check(cudaEventRecord(e1), "record");
       check(cudaEventSynchronize(e1), "sync");
       float t = 0;
@@ -154,6 +168,45 @@ void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, 
   cudaEventDestroy(e1);
 }
 
+// kCtas CTAs an SM on each of `sms` SMs (the %smid filter of stream_kernel): the decode
+// kernels' shape (two CTAs of four warps an SM) against one CTA of eight.
+template <int kMode, int kWarps, int kStages, int kCtas>
+void measure_on(const uint8_t* src, uint32_t* sink, unsigned* ticket, const std::vector<int>& grids,
+                int num_sms) {
+  auto kernel = stream_kernel<kMode, kWarps, kStages, kCtas>;
+  const size_t ring = size_t{kWarps} * kStages * kStageBytes + kWarps * kStages * 8;
+  // Exactly kCtas fit an SM: one takes more than half of its 228 KB (less the 1 KB a CTA).
+  const size_t smem = std::max(ring, size_t{kCtas == 1 ? 120 : 80} << 10);
+  if (smem * kCtas + kCtas * 1024 > size_t{228} << 10) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+        "attr");
+  cudaEvent_t e0, e1;
+  check(cudaEventCreate(&e0), "event");
+  check(cudaEventCreate(&e1), "event");
+  for (int n : grids) {
+    if (n >= num_sms) continue;
+    std::vector<float> ms;
+    for (int it = 0; it < 7; ++it) {
+      check(cudaMemsetAsync(ticket, 0, sizeof(unsigned)), "memset");
+      check(cudaEventRecord(e0), "record");
+      kernel<<<kCtas * num_sms, kWarps * 32, smem>>>(src, sink, n, ticket);
+      check(cudaEventRecord(e1), "record");
+      check(cudaEventSynchronize(e1), "sync");
+      float t = 0;
+      check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+      if (it >= 2) ms.push_back(t);
+    }
+    check(cudaGetLastError(), "launch");
+    std::sort(ms.begin(), ms.end());
+    const double gbs = double(kBytesPerCta) * kCtas * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
+    std::printf("| %s x%d CTAs | %d | %d | %zu | %d | %.0f | %.1f |\n", kModeNames[kMode], kCtas,
+                kWarps, kStages, size_t{kCtas} * kWarps * (kStages - 1) * kStageBytes / 1024, n,
+                gbs, gbs / n);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,12 +214,21 @@ int main(int argc, char** argv) {
   check(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), "sms");
   uint8_t* src = nullptr;
   uint32_t* sink = nullptr;
-  check(cudaMalloc(&src, kBytesPerCta * num_sms), "malloc");
+  check(cudaMalloc(&src, 2 * kBytesPerCta * num_sms), "malloc");  // two CTAs an SM: ctas
   check(cudaMalloc(&sink, 4), "malloc");
-  check(cudaMemset(src, 1, kBytesPerCta * num_sms), "memset");
+  check(cudaMemset(src, 1, 2 * kBytesPerCta * num_sms), "memset");
+  unsigned* ticket = nullptr;
+  check(cudaMalloc(&ticket, sizeof(unsigned)), "malloc");
   const std::vector<int> grids = {8, 16, 20, 24, 28, 32, 64, num_sms};
   std::printf("| mode | warps | stages | KB in flight an SM | SMs | GB/s | GB/s an SM |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  if (argc > 1 && std::strcmp(argv[1], "ctas") == 0) {  // CTAs an SM, on the first SMs
+    const std::vector<int> few = {8, 16, 20, 28};
+    measure_on<kCpAsync, 8, 3, 1>(src, sink, ticket, few, num_sms);
+    measure_on<kCpAsync, 4, 3, 2>(src, sink, ticket, few, num_sms);
+    measure_on<kPaged, 8, 3, 1>(src, sink, ticket, few, num_sms);
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "paged") == 0) {  // the two rows that compare layouts
     measure<kCpAsync, 8, 3>(src, sink, grids, num_sms);
     measure<kPaged, 8, 3>(src, sink, grids, num_sms);

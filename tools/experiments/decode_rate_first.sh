@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `tools/experiments/decode_rate_first.sh TARBALL OUT`: after run set as (docs/perf/NOTES.md,
+# "Next device runs" item 0), any card. TARBALL holds main's `hopattn` and `stream_rate`
+# (tools/stream_rate.cu). Why the decode kernels stream ~70 GB/s an SM alone on 16-28 SMs where
+# one CTA an SM streams 95-116: the stream at two CTAs of four warps an SM (the decode kernels'
+# shape) against one of eight, and the decodes over an HND cache (a head's page rows contiguous)
+# against NHD, on the SMs --hold-sms leaves them (~1 minute).
+set -u
+TARBALL=$1 R=$2 M=/tmp/decode_rate_first
+mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total --format=csv | tee "$R/gpu0.txt"
+source "$(dirname "$0")/helpers.sh"
+timeout 60 $M/stream_rate ctas | tee "$R/stream_ctas.txt"
+dh() { timeout 60 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 "$@" --impl kernel --no-check --csv | us_of; }
+for r in 1 2; do
+  for k in 0 104 112; do
+    echo "r$r held $k nhd small $(dh --hold-sms $k) narrow $(dh --hold-sms $k --decode-kernel narrow)" \
+      "hnd small $(dh --hold-sms $k --kv-layout hnd) narrow $(dh --hold-sms $k --kv-layout hnd --decode-kernel narrow)"
+  done
+done
+$M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 --kv-layout hnd --impl kernel 2>&1 | tail -2

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "event_median.cuh"
+
 namespace {
 
 constexpr int kWarmup = 3;
@@ -43,26 +45,7 @@ void check(cublasStatus_t s, const char* what) {
 
 // Median milliseconds of fn() on the default stream.
 double median_ms(const std::function<void()>& fn) {
-  for (int i = 0; i < kWarmup; ++i) fn();
-  check(cudaDeviceSynchronize(), "warmup");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> ms;
-  for (int i = 0; i < kIters; ++i) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    fn();
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
-  check(cudaGetLastError(), "timed runs");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return 0.5 * (ms[(kIters - 1) / 2] + ms[kIters / 2]);
+  return hopattn::tools::event_median_ms(fn, kWarmup, kIters);
 }
 
 __device__ float hash_to_unit(uint64_t i, uint64_t seed) {

@@ -10,7 +10,8 @@
 //   bulk8k   one cp.async.bulk of 8 KB a stage by lane 0, completing on the stage's mbarrier
 //   rows256  32 cp.async.bulk of 256 B a stage, one a lane (a paged K / V row each)
 //   paged    cp.async of 32 rows of 256 B, 2 KB apart (an NHD page of 8 KV heads at D = 128)
-// Prints GB/s in all and per SM (median of 5 timed runs after 2 warm-ups).
+// Prints GB/s in all and per SM (median of 5 timed runs after 2 warm-ups). `ctas`: one CTA of
+// eight warps against two of four an SM, on the first N SMs.
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc tools/stream_rate.cu \
 //        -o stream_rate && ./stream_rate [paged | ctas]
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <vector>
 
+#include "event_median.cuh"
 #include "ptx/bulk_copy.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/mbarrier.cuh"
@@ -135,6 +137,19 @@ __global__ void __launch_bounds__(kWarps * 32, kCtas)
   if (acc == 0x9e3779b9u) sink[0] = acc;
 }
 
+// The median of 5 timed calls of `launch` (after 2 warm-ups), in ms.
+template <class Launch>
+double median_ms(const Launch& launch) {
+  return hopattn::tools::event_median_ms(launch, 2, 5);
+}
+
+void print_row(const char* mode, int ctas, int warps, int stages, int sms, double ms) {
+  const double gbs = double(kBytesPerCta) * ctas * sms / (ms * 1e-3) / 1e9;
+  std::printf("| %s x%d CTAs | %d | %d | %zu | %d | %.0f | %.1f |\n", mode, ctas, warps, stages,
+              size_t(ctas) * warps * (stages - 1) * kStageBytes / 1024, sms, gbs, gbs / sms);
+}
+
+// One CTA an SM on n SMs (a grid of n).
 template <int kMode, int kWarps, int kStages>
 void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, int num_sms) {
   auto kernel = stream_kernel<kMode, kWarps, kStages>;
@@ -143,33 +158,15 @@ void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, 
   if (smem > size_t{227} << 10) return;                   // does not fit an SM
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attr");
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0), "event");
-  check(cudaEventCreate(&e1), "event");
   for (int n : grids) {
     if (n > num_sms) continue;
-    std::vector<float> ms;
-    for (int it = 0; it < 7; ++it) {
-      check(cudaEventRecord(e0), "record");
-      kernel<<<n, kWarps * 32, smem>>>(src, sink, 0, nullptr);
-      check(cudaEventRecord(e1), "record");
-      check(cudaEventSynchronize(e1), "sync");
-      float t = 0;
-      check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
-      if (it >= 2) ms.push_back(t);
-    }
-    check(cudaGetLastError(), "launch");
-    std::sort(ms.begin(), ms.end());
-    const double gbs = double(kBytesPerCta) * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
-    std::printf("| %s | %d | %d | %zu | %d | %.0f | %.1f |\n", kModeNames[kMode], kWarps, kStages,
-                size_t{kWarps} * (kStages - 1) * kStageBytes / 1024, n, gbs, gbs / n);
+    const double ms = median_ms([&] { kernel<<<n, kWarps * 32, smem>>>(src, sink, 0, nullptr); });
+    print_row(kModeNames[kMode], 1, kWarps, kStages, n, ms);
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
-// kCtas CTAs an SM on each of `sms` SMs (the %smid filter of stream_kernel): the decode
-// kernels' shape (two CTAs of four warps an SM) against one CTA of eight.
+// kCtas CTAs an SM on each of n SMs (the %smid filter of stream_kernel): the decode kernels'
+// shape (two CTAs of four warps an SM) against one CTA of eight.
 template <int kMode, int kWarps, int kStages, int kCtas>
 void measure_on(const uint8_t* src, uint32_t* sink, unsigned* ticket, const std::vector<int>& grids,
                 int num_sms) {
@@ -180,31 +177,14 @@ void measure_on(const uint8_t* src, uint32_t* sink, unsigned* ticket, const std:
   if (smem * kCtas + kCtas * 1024 > size_t{228} << 10) return;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attr");
-  cudaEvent_t e0, e1;
-  check(cudaEventCreate(&e0), "event");
-  check(cudaEventCreate(&e1), "event");
   for (int n : grids) {
     if (n >= num_sms) continue;
-    std::vector<float> ms;
-    for (int it = 0; it < 7; ++it) {
+    const double ms = median_ms([&] {
       check(cudaMemsetAsync(ticket, 0, sizeof(unsigned)), "memset");
-      check(cudaEventRecord(e0), "record");
       kernel<<<kCtas * num_sms, kWarps * 32, smem>>>(src, sink, n, ticket);
-      check(cudaEventRecord(e1), "record");
-      check(cudaEventSynchronize(e1), "sync");
-      float t = 0;
-      check(cudaEventElapsedTime(&t, e0, e1), "elapsed");
-      if (it >= 2) ms.push_back(t);
-    }
-    check(cudaGetLastError(), "launch");
-    std::sort(ms.begin(), ms.end());
-    const double gbs = double(kBytesPerCta) * kCtas * n / (ms[ms.size() / 2] * 1e-3) / 1e9;
-    std::printf("| %s x%d CTAs | %d | %d | %zu | %d | %.0f | %.1f |\n", kModeNames[kMode], kCtas,
-                kWarps, kStages, size_t{kCtas} * kWarps * (kStages - 1) * kStageBytes / 1024, n,
-                gbs, gbs / n);
+    });
+    print_row(kModeNames[kMode], kCtas, kWarps, kStages, n, ms);
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
 }
 
 }  // namespace

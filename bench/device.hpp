@@ -66,6 +66,7 @@ class SmHold {
 
  private:
   int sms_ = 0;
+  int count_ = 0;  // the card's SMs
   int shared_ = 0;
   unsigned generation_ = 0;
   void* stream_ = nullptr;

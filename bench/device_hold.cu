@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "cuda_check.hpp"
@@ -16,10 +17,13 @@
 namespace hopattn::cli {
 namespace {
 
+constexpr int kMaxSms = 256;
+
 struct HoldWords {
-  unsigned resident;   // holders started, over every hold
-  unsigned released;   // the last hold released
-  unsigned timed_out;  // a spin gave up (a hold that could not be placed, or was not released)
+  unsigned resident;      // holders started, over every hold
+  unsigned released;      // the last hold released
+  unsigned timed_out;     // a spin gave up (a hold that could not be placed, or was not released)
+  uint8_t held[kMaxSms];  // SM i held by the last hold (%smid)
 };
 
 // Every spin gives up after this long, so that a hold which cannot work ends instead of hanging
@@ -35,6 +39,9 @@ __device__ uint64_t now_ns() {
 __global__ void hold_sm(HoldWords* w, unsigned generation) {
   extern __shared__ char smem[];
   smem[0] = 0;  // the shared memory is the point; touch it so the launch keeps it
+  unsigned smid;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  if (smid < kMaxSms) w->held[smid] = static_cast<uint8_t>(generation);
   atomicAdd(&w->resident, 1u);
   const uint64_t start = now_ns();
   while (atomicAdd(&w->released, 0u) < generation) {
@@ -74,6 +81,7 @@ SmHold::SmHold(int sms) : sms_(sms) {
   int count = 0;
   check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, 0),
              "cudaDeviceGetAttribute");
+  count_ = count;
   if (sms <= 0 || sms >= count) {
     throw Error(ErrorKind::kValue, "--hold-sms: expected 1.." + std::to_string(count - 1) +
                                        " (the card has " + std::to_string(count) + " SMs), got " +
@@ -122,6 +130,17 @@ void SmHold::release() {
     throw Error(ErrorKind::kRuntime,
                 "--hold-sms: the held SMs were not all resident, or not "
                 "released, within 3 s");
+  }
+  if (generation_ == 1) {
+    // Which SMs the calls run on (%smid of the SMs no holder took): whether they share a few
+    // GPCs bears on what they stream.
+    uint8_t held[kMaxSms];
+    copy_to_host(held, static_cast<HoldWords*>(words_.data())->held, sizeof(held));
+    std::string free;
+    for (int i = 0; i < count_ && i < kMaxSms; ++i) {
+      if (held[i] != 1) free += (free.empty() ? "" : ",") + std::to_string(i);
+    }
+    std::fprintf(stderr, "--hold-sms: the calls run on SMs %s\n", free.c_str());
   }
 }
 

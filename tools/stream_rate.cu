@@ -203,7 +203,10 @@ int main(int argc, char** argv) {
   std::printf("| mode | warps | stages | KB in flight an SM | SMs | GB/s | GB/s an SM |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   if (argc > 1 && std::strcmp(argv[1], "ctas") == 0) {  // CTAs an SM, on the first SMs
+    // A grid of n spreads its CTAs over the GPCs; SMs 0 .. n - 1 may share a few of them (a
+    // GPC's own port to the L2 would then cap the stream of the second but not the first).
     const std::vector<int> few = {8, 16, 20, 28};
+    measure<kCpAsync, 8, 3>(src, sink, few, num_sms);
     measure_on<kCpAsync, 8, 3, 1>(src, sink, ticket, few, num_sms);
     measure_on<kCpAsync, 4, 3, 2>(src, sink, ticket, few, num_sms);
     measure_on<kPaged, 8, 3, 1>(src, sink, ticket, few, num_sms);

@@ -4,7 +4,7 @@
 # (tools/stream_rate.cu) and `sm_gpcs` (tools/sm_gpcs.cu: which SMs share a GPC). Why the decode kernels stream ~70 GB/s an SM alone on 16-28 SMs where
 # one CTA an SM streams 95-116: the stream at two CTAs of four warps an SM (the decode kernels'
 # shape) against one of eight, and the decodes over an HND cache (a head's page rows contiguous)
-# against NHD, on the SMs --hold-sms leaves them (~1 minute).
+# against NHD, on the SMs --hold-sms leaves them, and behind a read flush or none (~1 minute).
 set -u
 TARBALL=$1 R=$2 M=/tmp/decode_rate_first
 mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
@@ -18,5 +18,9 @@ for r in 1 2; do
     echo "r$r held $k nhd small $(dh --hold-sms $k) narrow $(dh --hold-sms $k --decode-kernel narrow)" \
       "hnd small $(dh --hold-sms $k --kv-layout hnd) narrow $(dh --hold-sms $k --kv-layout hnd --decode-kernel narrow)"
   done
+done
+# The bench's write flush leaves the L2 full of dirty lines (stream_rate flushes nothing).
+for k in 0 104; do
+  echo "held $k small read-flush $(dh --hold-sms $k --l2-flush read) warm-l2 $(dh --hold-sms $k --warm-l2)"
 done
 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 --kv-layout hnd --impl kernel 2>&1 | tail -2

@@ -334,19 +334,7 @@ struct SideLane {
       }
     }
     float correction[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float m = keys_max(s, h);
-      // OnlineSoftmax::update_lazy's rule: the base moves only for a logit 2^8 above it.
-      const bool move = (m - row_max[h]) * scale_log2 > fwd::OnlineSoftmax<4>::kLazyRescaleLog2;
-      correction[h] = move ? ptx::exp2_approx((row_max[h] - m) * scale_log2) : 1.f;
-      if (move) row_max[h] = m;
-      const float base = row_max[h] == -INFINITY ? 0.f : row_max[h] * scale_log2;
-      s[h] = ptx::exp2_approx(fmaf(s[h], scale_log2, -base));
-      s[2 + h] = ptx::exp2_approx(fmaf(s[2 + h], scale_log2, -base));
-      row_sum[h] = row_sum[h] * correction[h] + s[h] + s[2 + h];
-    }
-    if (fwd::OnlineSoftmax<4>::must_rescale(correction)) {
+    if (keys_softmax_lazy(s, row_max, row_sum, correction, scale_log2)) {
 #pragma unroll
       for (int m = 0; m < G::kWarpTiles; ++m) {
 #pragma unroll

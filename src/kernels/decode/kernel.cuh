@@ -73,11 +73,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   uint32_t q_regs[T::kQInRegisters ? kHeadDim / 16 : 1][4];
   if constexpr (T::kQInRegisters) load_q_regs<T>(q_smem, m_tile, lane, q_regs);
 
-  const float k_scale =
-      p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale;
-  const float v_scale =
-      p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
-  const LogitTransform logit = make_logit(p, k_scale, q_unscale);
+  const HeadScales scales = head_scales(p, kv_head);
+  const LogitTransform logit = make_logit(p, scales.k, q_unscale);
 
   WarpState<T::kWarpFeatures> st;
 #pragma unroll
@@ -199,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   if (p.num_splits == 1) {
     if (tid < rows_valid) {
       cs.row_factor[tid] =
-          finish_row(p, request, kv_head, row_begin + tid, cs.row_lse2[tid], v_scale);
+          finish_row(p, request, kv_head, row_begin + tid, cs.row_lse2[tid], scales.v);
     }
     __syncthreads();
     for (int idx = tid; idx < items; idx += kThreads) {
@@ -227,8 +224,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm >= 3 ? 3 : 1)
   }
   if (!last_split_to_finish(p, cs, problem)) return;
 
-  merge_splits<kHeadDim, Elt, T::kMergePrefetch>(p, request, kv_head, row_tile, rows_valid, v_scale,
-                                                 reinterpret_cast<float*>(ring));
+  merge_splits<kHeadDim, Elt, T::kMergePrefetch>(p, request, kv_head, row_tile, rows_valid,
+                                                 scales.v, reinterpret_cast<float*>(ring));
 }
 
 }  // namespace hopattn::kernels::decode

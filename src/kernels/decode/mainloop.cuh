@@ -68,6 +68,49 @@ struct PageWindow {
   }
 };
 
+// One warp streaming its 16-key blocks through its own ring of kStages stages (the small and
+// narrow kernels: __syncwarp, no CTA barrier in the loop). start() issues blocks 0 .. kStages - 2;
+// run() then, for each block i, waits for it, issues block i + kStages - 1 into block i - 1's
+// stage (every lane is done with it) and attends block i. `load(j, stage)` is called once for
+// each j in order, past the warp's blocks too (a page window advances with it), and issues block
+// j's copies into `stage` where j < r.blocks: one cp.async group a call. `attend(stage, key0,
+// masked)`: block i at keys key0 .., masked unless inside the keys every row sees (r.full_lo ..
+// r.full_hi, below r.hi).
+template <int kStages, int kStageBytes, class Stage>
+struct WarpRing {
+  Stage base;  // the warp's first stage: a generic pointer or a shared-window address
+
+  template <class Load>
+  __device__ __forceinline__ void start(const Load& load) const {
+#pragma unroll 1
+    for (int s = 0; s < kStages - 1; ++s) {
+      load(s, base + s * kStageBytes);
+      ptx::cp_async_commit();
+    }
+  }
+
+  template <class Range, class Load, class Attend>
+  __device__ __forceinline__ void run(const Range& r, const Load& load,
+                                      const Attend& attend) const {
+    int stage = 0, issue_stage = kStages - 1;
+#pragma unroll 1
+    for (int i = 0; i < r.blocks; ++i) {
+      // Block i landed (own copies); __syncwarp: every lane's copies are visible, and every
+      // lane is done with block i - 1, whose stage the next copies overwrite.
+      ptx::cp_async_wait<kStages - 2>();
+      __syncwarp();
+      load(i + kStages - 1, base + issue_stage * kStageBytes);
+      ptx::cp_async_commit();
+      const int key0 = r.warp_first + i * (kWarps * kBlockTokens);
+      const int key_last = key0 + kBlockTokens - 1;
+      const bool masked = key0 < r.full_lo || key_last > r.full_hi || key_last >= r.hi;
+      attend(base + stage * kStageBytes, key0, masked);
+      stage = stage + 1 == kStages ? 0 : stage + 1;
+      issue_stage = issue_stage + 1 == kStages ? 0 : issue_stage + 1;
+    }
+  }
+};
+
 __device__ __forceinline__ PageRef fetch_page(const Params& p, const CtaShared& cs, int k, int warp,
                                               int lane) {
   PageRef ref{kNoKey, 0};
@@ -462,6 +505,16 @@ struct LogitTransform {
     }
   }
 };
+
+// The dequantization scales of KV head `kv_head`'s K and V: per head where given, else per tensor.
+struct HeadScales {
+  float k, v;
+};
+__device__ __forceinline__ HeadScales head_scales(const Params& p, int kv_head) {
+  return {
+      p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale,
+      p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale};
+}
 
 // The logit transform of a CTA: q_unscale undoes to_half_q's power of two (1 otherwise).
 __device__ __forceinline__ LogitTransform make_logit(const Params& p, float k_scale,

@@ -144,9 +144,6 @@ __device__ __forceinline__ void narrow_issue(const Params& p, const NarrowRange&
   }
 }
 
-// The running max of a row moves only for a logit 2^8 above it (fwd's OnlineSoftmax rule).
-constexpr float kNarrowLazyLog2 = 8.f;
-
 // One warp's running state: the max (log2 domain, lazy) and this lane's part of the sums of rows
 // 2qd and 2qd + 1, and O^T: element (t, e) is feature 16t + g + 8(e >> 1) of row 2qd + (e & 1).
 template <int kFeatureTiles>
@@ -189,22 +186,7 @@ __device__ __forceinline__ void narrow_attend(NarrowState<T::kFeatureTiles>& st,
     }
   }
   float correction[2];
-  bool moved = false;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float m = keys_max(s, h);
-    // The base moves only for a logit 2^8 above it (a first visible key: from -inf), so P stays
-    // <= 2^8 and O^T is rarely rescaled; NaN compares false and is kept by exp2.
-    const bool move = m - st.m[h] > kNarrowLazyLog2;
-    correction[h] = move ? ptx::exp2_approx(st.m[h] - m) : 1.f;
-    if (move) st.m[h] = m;
-    moved = moved || move;
-    const float base = st.m[h] == -INFINITY ? 0.f : st.m[h];
-    s[h] = ptx::exp2_approx(s[h] - base);
-    s[2 + h] = ptx::exp2_approx(s[2 + h] - base);
-    st.l[h] = st.l[h] * correction[h] + s[h] + s[2 + h];
-  }
-  if (__any_sync(0xffffffffu, moved)) {
+  if (keys_softmax_lazy(s, st.m, st.l, correction, 1.f)) {  // the logits are log2 units already
 #pragma unroll
     for (int t = 0; t < T::kFeatureTiles; ++t) {
 #pragma unroll
@@ -236,7 +218,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int kv_head = blockIdx.y, request = blockIdx.z;
   const int rows_valid = p.rows_per_request;  // <= kNarrowRows
   const uint32_t ring = ptx::smem_address(smem);
-  const uint32_t warp_ring = ring + warp * T::kWarpRingBytes;
 
   // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
   // what the kernel before wrote (q, the cache's new tokens, lengths, page table).
@@ -269,14 +250,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   const char* k_head = p.k_cache + kv_head * p.k_head_stride;
   const char* v_head = p.v_cache + kv_head * p.v_head_stride;
   BadPageInRegister bad;
-#pragma unroll 1
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    const int page = pages.pop(fetch, s + kNarrowPagesAhead);
-    if (s < range.blocks) {
-      narrow_issue<T>(p, range, s, page, warp_ring + s * T::kStageBytes, k_head, v_head, lane, bad);
-    }
-    ptx::cp_async_commit();
-  }
+  const WarpRing<T::kStages, T::kStageBytes, uint32_t> warp_ring{ring + warp * T::kWarpRingBytes};
+  const auto load = [&](int j, uint32_t stage) {
+    const int page = pages.pop(fetch, j + kNarrowPagesAhead);
+    if (j < range.blocks) narrow_issue<T>(p, range, j, page, stage, k_head, v_head, lane, bad);
+  };
+  warp_ring.start(load);
 
   if (tid == 0) {
     cs.kv_len[0] = range.kv_len;
@@ -286,11 +265,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (tid < kNarrowRows) cs.rows[tid] = row_mask(p, cs, request, tid);
   __syncthreads();  // row masks, bad_claimed
 
-  const float k_scale =
-      p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale;
-  const float v_scale =
-      p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
-  const LogitTransform logit = make_logit(p, k_scale, 1.f);
+  const HeadScales scales = head_scales(p, kv_head);
+  const LogitTransform logit = make_logit(p, scales.k, 1.f);
   NarrowState<T::kFeatureTiles> st;
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.f;
@@ -299,27 +275,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     st.o[t][0] = st.o[t][1] = st.o[t][2] = st.o[t][3] = 0.f;
 
   // ---- main loop.
-  int stage = 0, issue_stage = T::kStages - 1;
-#pragma unroll 1
-  for (int i = 0; i < range.blocks; ++i) {
-    // Block i landed (own copies); __syncwarp: every lane's copies are visible, and every lane
-    // is done with block i - 1, whose stage the next copies overwrite.
-    ptx::cp_async_wait<T::kStages - 2>();
-    __syncwarp();
-    const int page = pages.pop(fetch, i + T::kStages - 1 + kNarrowPagesAhead);
-    if (i + T::kStages - 1 < range.blocks) {
-      narrow_issue<T>(p, range, i + T::kStages - 1, page, warp_ring + issue_stage * T::kStageBytes,
-                      k_head, v_head, lane, bad);
-    }
-    ptx::cp_async_commit();
-    const int key0 = range.warp_first + i * (kWarps * kBlockTokens);
-    const int key_last = key0 + kBlockTokens - 1;
-    const bool masked = key0 < range.full_lo || key_last > range.full_hi || key_last >= range.hi;
-    narrow_attend<T, Elt>(st, warp_ring + stage * T::kStageBytes, qb, lane, key0, masked, cs.rows,
-                          logit);
-    stage = stage + 1 == T::kStages ? 0 : stage + 1;
-    issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
-  }
+  warp_ring.run(range, load, [&](uint32_t stage, int key0, bool masked) {
+    narrow_attend<T, Elt>(st, stage, qb, lane, key0, masked, cs.rows, logit);
+  });
   drain_and_report(p, cs, bad);  // every warp's ring is drained: the merge buffers reuse it
 
   // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
@@ -350,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int rr = idx / kQuads, d = 4 * (idx % kQuads);
     float lse2;
     const float4 o = states.merge(rr, d, lse2);
-    const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
+    const float f = finish_row(p, request, kv_head, rr, lse2, scales.v, /*store_lse=*/d == 0);
     store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
   }
 }

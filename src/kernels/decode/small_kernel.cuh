@@ -165,7 +165,6 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   const int rows_valid = p.rows_per_request;  // <= 16
   char* ring = smem;
   char* q_smem = smem + T::kRingBytes;
-  char* warp_ring = ring + warp * T::kWarpRingBytes;
 
   // Launched as a programmatic dependent (programmatic_launch.cuh): everything below may read
   // what the kernel before wrote (q, the cache's new tokens, lengths, page table, workspace).
@@ -188,14 +187,12 @@ __global__ void __launch_bounds__(kThreads, kCtas)
   const char* k_head = p.k_cache + kv_head * p.k_head_stride;
   const char* v_head = p.v_cache + kv_head * p.v_head_stride;
   BadPageInRegister bad;
-#pragma unroll 1
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    const PageRef cur = pages.pop(fetch, s + kPagesAhead);
-    if (s < range.blocks) {
-      issue_tile<T>(p, bad, warp_ring + s * T::kStageBytes, cur, k_head, v_head, 0, lane);
-    }
-    ptx::cp_async_commit();
-  }
+  const WarpRing<T::kStages, T::kStageBytes, char*> warp_ring{ring + warp * T::kWarpRingBytes};
+  const auto load = [&](int j, char* stage) {
+    const PageRef cur = pages.pop(fetch, j + kPagesAhead);
+    if (j < range.blocks) issue_tile<T>(p, bad, stage, cur, k_head, v_head, 0, lane);
+  };
+  warp_ring.start(load);
 
   if (tid == 0) {
     cs.kv_len[0] = range.kv_len;
@@ -215,37 +212,16 @@ __global__ void __launch_bounds__(kThreads, kCtas)
 
   uint32_t q_regs[kHeadDim / 16][4];
   load_q_regs<T>(q_smem, 0, lane, q_regs);
-  const float k_scale =
-      p.k_scale_per_head != nullptr ? p.k_scale_per_head[kv_head * p.k_scale_stride] : p.k_scale;
-  const float v_scale =
-      p.v_scale_per_head != nullptr ? p.v_scale_per_head[kv_head * p.v_scale_stride] : p.v_scale;
-  const LogitTransform logit = make_logit(p, k_scale, q_unscale);
+  const HeadScales scales = head_scales(p, kv_head);
+  const LogitTransform logit = make_logit(p, scales.k, q_unscale);
   WarpState<kHeadDim> st;
   st.reset();
 
   // ---- main loop.
-  int stage = 0, issue_stage = T::kStages - 1;
-#pragma unroll 1
-  for (int i = 0; i < range.blocks; ++i) {
-    // Block i landed (own copies); __syncwarp: every lane's copies are visible, and every lane
-    // is done with block i - 1, whose stage the next copies overwrite.
-    ptx::cp_async_wait<T::kStages - 2>();
-    __syncwarp();
-    const PageRef cur = pages.pop(fetch, i + T::kStages - 1 + kPagesAhead);
-    if (i + T::kStages - 1 < range.blocks) {
-      issue_tile<T>(p, bad, warp_ring + issue_stage * T::kStageBytes, cur, k_head, v_head, 0, lane);
-    }
-    ptx::cp_async_commit();
-
-    const int key0 = range.warp_first + i * (kWarps * kBlockTokens);
-    const int key_last = key0 + kBlockTokens - 1;
-    const bool masked = key0 < range.full_lo || key_last > range.full_hi || key_last >= range.hi;
-    const char* k_tile = warp_ring + stage * T::kStageBytes;
+  warp_ring.run(range, load, [&](char* k_tile, int key0, bool masked) {
     attend_block<T, MmaElt, kFormat>(st, k_tile, k_tile + T::kTileBytes, q_smem, q_regs, 0, 0, 0,
                                      lane, key0, masked, range.hi, -1, cs.rows, logit);
-    stage = stage + 1 == T::kStages ? 0 : stage + 1;
-    issue_stage = issue_stage + 1 == T::kStages ? 0 : issue_stage + 1;
-  }
+  });
   drain_and_report(p, cs, bad);  // every warp's ring is drained: the merge buffers reuse it
 
   // ---- the four warps' states (disjoint keys) into one, a thread per (row, 4 features).
@@ -276,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
     float lse2;
     const float4 o = states.merge(rr, d, lse2);
     if (!split_mode) {
-      const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
+      const float f = finish_row(p, request, kv_head, rr, lse2, scales.v, /*store_lse=*/d == 0);
       store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
     } else {
       // Every valid row is written, empty ones too (o = 0, lse = -inf): the last CTA reads every
@@ -294,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, kCtas)
     const int rr = idx / kQuads, d = 4 * (idx % kQuads);
     float lse2;
     const float4 o = merge_small_splits<kHeadDim, kCtas == 2>(p, problem, rr, d, lse2);
-    const float f = finish_row(p, request, kv_head, rr, lse2, v_scale, /*store_lse=*/d == 0);
+    const float f = finish_row(p, request, kv_head, rr, lse2, scales.v, /*store_lse=*/d == 0);
     store_out4<Elt>(p, request, kv_head, rr, d, make_float4(o.x * f, o.y * f, o.z * f, o.w * f));
   }
 }

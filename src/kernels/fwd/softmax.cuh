@@ -73,7 +73,7 @@ struct OnlineSoftmax {
   // must_rescale). P values up to 2^kLazyRescaleLog2 fit every format P and the sums are kept
   // in; finalize() divides by the sum taken against the same base, so the result is the softmax
   // all the same.
-  static constexpr float kLazyRescaleLog2 = 8.f;
+  static constexpr float kLazyRescaleLog2 = kernels::kLazyRescaleLog2;
   __device__ void update_lazy(float (&s)[kRegs], float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -130,7 +130,7 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts, DeviceValues values)
   // The small-grid kernel holds one request's rows in one m16 tile (plan/decode_plan.hpp).
   if (opts.kernel == DecodeKernel::kSmall && !plan::small_kernel_takes(a, opts)) {
     c.fail(ErrorKind::kNotImplemented, "kernel",
-           "kSmall for one beam, no tree mask, q_len * Hq / Hkv <= 16 and D = 64 or 128",
+           concat("kSmall for ", plan::forced_kernel_scope(DecodeKernel::kSmall)),
            concat("q ", a.q.shape_string(), ", Hkv ", pool.num_heads,
                   a.tree_mask.defined() ? ", a tree mask" : "",
                   a.shared_kv_lens.defined() && opts.beam_width > 1 ? ", beams" : ""));
@@ -138,8 +138,7 @@ void decode(const DecodeArgs& a, const DecodeOptions& opts, DeviceValues values)
   // The narrow kernel: at most 8 rows a request, a 16-bit cache, whole 16-key blocks a page.
   if (opts.kernel == DecodeKernel::kNarrow && !plan::narrow_kernel_takes(a, opts)) {
     c.fail(ErrorKind::kNotImplemented, "kernel",
-           "kNarrow for one beam, no tree mask, q_len * Hq / Hkv <= 8, D = 64 or 128, a 16-bit "
-           "cache of q's dtype in pages of a multiple of 16 keys and at most one split",
+           concat("kNarrow for ", plan::forced_kernel_scope(DecodeKernel::kNarrow)),
            concat("q ", a.q.shape_string(), " ", dtype_name(a.q.dtype()), ", Hkv ", pool.num_heads,
                   ", k_cache ", a.k_cache.shape_string(), " ", dtype_name(a.k_cache.dtype()),
                   ", num_splits ", opts.num_splits, a.tree_mask.defined() ? ", a tree mask" : "",

@@ -74,6 +74,13 @@ bool small_kernel_takes(const DecodeArgs& a, const DecodeOptions& o) {
          kernels::decode::small_kernel_head_dim(static_cast<int>(a.q.size(3)));
 }
 
+const char* forced_kernel_scope(DecodeKernel kernel) {
+  return kernel == DecodeKernel::kNarrow
+             ? "one beam, no tree mask, q_len * Hq / Hkv <= 8, D = 64 or 128, a 16-bit cache of "
+               "q's dtype in pages of a multiple of 16 keys and at most one split"
+             : "one beam, no tree mask, q_len * Hq / Hkv <= 16 and D = 64 or 128";
+}
+
 bool narrow_kernel_takes(const DecodeArgs& a, const DecodeOptions& o) {
   if (a.q.rank() != 4 || a.k_cache.rank() != 4 || o.num_splits > 1) return false;
   const bool nhd = a.pages.layout == KVLayout::kNHD;
@@ -131,18 +138,17 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   // Decided before the splits, which it counts by its slots.
   const bool takes_small = small_kernel_takes(a, o);
   if (o.kernel == DecodeKernel::kSmall && !takes_small) {
-    not_supported(
-        "a call the small-grid kernel takes (beam width 1, no tree mask, q_len * Hq / "
-        "Hkv <= 16, D = 64 or 128) for DecodeKernel::kSmall",
-        a.q.shape_string());
+    not_supported(detail::concat("a call the small-grid kernel takes (",
+                                 forced_kernel_scope(DecodeKernel::kSmall),
+                                 ") for DecodeKernel::kSmall"),
+                  a.q.shape_string());
   }
   pl.small = o.kernel == DecodeKernel::kSmall || (o.kernel == DecodeKernel::kAuto && takes_small);
   if (o.kernel == DecodeKernel::kNarrow && !narrow_kernel_takes(a, o)) {
-    not_supported(
-        "a call the narrow kernel takes (beam width 1, no tree mask, q_len * Hq / Hkv <= 8, D = "
-        "64 or 128, a 16-bit cache of q's dtype in pages of a multiple of 16 keys, one split) for "
-        "DecodeKernel::kNarrow",
-        a.q.shape_string());
+    not_supported(detail::concat("a call the narrow kernel takes (",
+                                 forced_kernel_scope(DecodeKernel::kNarrow),
+                                 ") for DecodeKernel::kNarrow"),
+                  a.q.shape_string());
   }
   pl.narrow = o.kernel == DecodeKernel::kNarrow;
   if (pl.small || pl.narrow) pl.config = 2;

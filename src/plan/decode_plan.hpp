@@ -48,6 +48,10 @@ struct DecodePlan {
 // validator accepts them.
 bool small_kernel_takes(const DecodeArgs& args, const DecodeOptions& opts);
 
+// What the forced kernel `kernel` (kSmall or kNarrow) takes, for the errors of a call it does not
+// take (the validator's and plan_decode's): its *_kernel_takes below in words.
+const char* forced_kernel_scope(DecodeKernel kernel);
+
 // Whether the narrow kernel computes this call: beam width 1, no tree mask, at most 8 rows a
 // request (q_len * Hq / Hkv <= 8), D = 64 or 128, a 16-bit cache of q's dtype in pages of a
 // multiple of 16 keys, and at most one split asked for. Shapes as the validator accepts them.

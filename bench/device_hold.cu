@@ -36,6 +36,19 @@ __device__ uint64_t now_ns() {
   return t;
 }
 
+// Spins (sleeping `sleep_ns` a turn) until *word reaches `target`; past kSpinLimitNs it notes
+// the failure in w->timed_out and returns.
+__device__ void spin_until(HoldWords* w, unsigned* word, unsigned target, unsigned sleep_ns) {
+  const uint64_t start = now_ns();
+  while (atomicAdd(word, 0u) < target) {
+    if (now_ns() - start > kSpinLimitNs) {
+      atomicExch(&w->timed_out, 1u);
+      return;
+    }
+    __nanosleep(sleep_ns);
+  }
+}
+
 __global__ void hold_sm(HoldWords* w, unsigned generation) {
   extern __shared__ char smem[];
   smem[0] = 0;  // the shared memory is the point; touch it so the launch keeps it
@@ -43,25 +56,11 @@ __global__ void hold_sm(HoldWords* w, unsigned generation) {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
   if (smid < kMaxSms) w->held[smid] = static_cast<uint8_t>(generation);
   atomicAdd(&w->resident, 1u);
-  const uint64_t start = now_ns();
-  while (atomicAdd(&w->released, 0u) < generation) {
-    if (now_ns() - start > kSpinLimitNs) {
-      atomicExch(&w->timed_out, 1u);
-      return;
-    }
-    __nanosleep(1000);
-  }
+  spin_until(w, &w->released, generation, 1000);
 }
 
 __global__ void wait_resident(HoldWords* w, unsigned target) {
-  const uint64_t start = now_ns();
-  while (atomicAdd(&w->resident, 0u) < target) {
-    if (now_ns() - start > kSpinLimitNs) {
-      atomicExch(&w->timed_out, 1u);
-      return;
-    }
-    __nanosleep(200);
-  }
+  spin_until(w, &w->resident, target, 200);
 }
 
 __global__ void release_hold(HoldWords* w, unsigned generation) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `tools/experiments/decode_rate_first.sh TARBALL OUT`: after run set as (docs/perf/NOTES.md,
-# "Next device runs" item 0), any card. TARBALL holds main's `hopattn`, `stream_rate`
-# (tools/stream_rate.cu) and `sm_gpcs` (tools/sm_gpcs.cu: which SMs share a GPC). Why the decode kernels stream ~70 GB/s an SM alone on 16-28 SMs where
+# "Next device runs" item 0), any card. TARBALL holds main's `hopattn`, `hopattn_gpu_tests`,
+# `stream_rate` (tools/stream_rate.cu) and `sm_gpcs` (tools/sm_gpcs.cu: which SMs share a GPC).
+# First the GPU tests of the kernels the review after run set as refactored (WarpRing,
+# keys_softmax_lazy, head_scales: SASS-equal in instruction counts, not yet run). Why the decode kernels stream ~70 GB/s an SM alone on 16-28 SMs where
 # one CTA an SM streams 95-116: the stream at two CTAs of four warps an SM (the decode kernels'
 # shape) against one of eight, and the decodes over an HND cache (a head's page rows contiguous)
 # against NHD, on the SMs --hold-sms leaves them, and behind a read flush or none (~1 minute).
@@ -10,6 +12,10 @@ TARBALL=$1 R=$2 M=/tmp/decode_rate_first
 mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,memory.total --format=csv | tee "$R/gpu0.txt"
 source "$(dirname "$0")/helpers.sh"
+logged "$R/tests.txt" 240 $M/hopattn_gpu_tests \
+  --gtest_filter='*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:BatchKernelConcurrent.*:Safety.*Decode*'
+tail -3 "$R/tests.txt"
+grep -E "^\[  FAILED|Failure" -A3 "$R/tests.txt" | head -20
 timeout 30 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
 timeout 60 $M/stream_rate ctas | tee "$R/stream_ctas.txt"
 dh() { timeout 60 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 "$@" --impl kernel --no-check --csv | us_of; }

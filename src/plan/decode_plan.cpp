@@ -138,17 +138,17 @@ DecodePlan plan_decode(const DecodeArgs& a, const DecodeOptions& o, int num_sms)
   // Decided before the splits, which it counts by its slots.
   const bool takes_small = small_kernel_takes(a, o);
   if (o.kernel == DecodeKernel::kSmall && !takes_small) {
-    not_supported(detail::concat("a call the small-grid kernel takes (",
-                                 forced_kernel_scope(DecodeKernel::kSmall),
-                                 ") for DecodeKernel::kSmall"),
-                  a.q.shape_string());
+    not_supported(
+        detail::concat("a call the small-grid kernel takes (",
+                       forced_kernel_scope(DecodeKernel::kSmall), ") for DecodeKernel::kSmall"),
+        a.q.shape_string());
   }
   pl.small = o.kernel == DecodeKernel::kSmall || (o.kernel == DecodeKernel::kAuto && takes_small);
   if (o.kernel == DecodeKernel::kNarrow && !narrow_kernel_takes(a, o)) {
-    not_supported(detail::concat("a call the narrow kernel takes (",
-                                 forced_kernel_scope(DecodeKernel::kNarrow),
-                                 ") for DecodeKernel::kNarrow"),
-                  a.q.shape_string());
+    not_supported(
+        detail::concat("a call the narrow kernel takes (",
+                       forced_kernel_scope(DecodeKernel::kNarrow), ") for DecodeKernel::kNarrow"),
+        a.q.shape_string());
   }
   pl.narrow = o.kernel == DecodeKernel::kNarrow;
   if (pl.small || pl.narrow) pl.config = 2;

@@ -26,7 +26,17 @@ for r in 1 2; do
   done
 done
 # The bench's write flush leaves the L2 full of dirty lines (stream_rate flushes nothing).
-for k in 0 104; do
+for k in 0 104 112; do
   echo "held $k small read-flush $(dh --hold-sms $k --l2-flush read) warm-l2 $(dh --hold-sms $k --warm-l2)"
 done
+# With a binary built at one CTA an SM and six stages a warp (TARBALL's optional hopattn_ring6:
+# SmallTraits's 24 KB a warp raised to 48, its two-CTA assert dropped): four warps of five
+# blocks in flight (160 KB an SM) against eight of two (128 KB). Faster: the warps wait on
+# latency; slower: on their own compute between blocks.
+if [ -x $M/hopattn_ring6 ]; then
+  for k in 0 104 112; do
+    echo "held $k ring6 $(timeout 60 $M/hopattn_ring6 bench decode --heads 32:8 --batch 124 --kv-len 4096 --hold-sms $k --impl kernel --no-check --csv | us_of)" \
+      "warm-l2 $(timeout 60 $M/hopattn_ring6 bench decode --heads 32:8 --batch 124 --kv-len 4096 --hold-sms $k --warm-l2 --impl kernel --no-check --csv | us_of)"
+  done
+fi
 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 --kv-layout hnd --impl kernel 2>&1 | tail -2

@@ -38,5 +38,11 @@ if [ -x $M/hopattn_ring6 ]; then
     echo "held $k ring6 $(timeout 60 $M/hopattn_ring6 bench decode --heads 32:8 --batch 124 --kv-len 4096 --hold-sms $k --impl kernel --no-check --csv | us_of)" \
       "warm-l2 $(timeout 60 $M/hopattn_ring6 bench decode --heads 32:8 --batch 124 --kv-len 4096 --hold-sms $k --warm-l2 --impl kernel --no-check --csv | us_of)"
   done
+  # (a) as the concurrent form (its decodes by the small kernel of each build) at 26-28
+  # prefill CTAs a group.
+  for c in 26 27 28; do
+    echo "a c$c main $(timeout 60 $M/hopattn bench batch --batch-impl batch --step a --batch-concurrent-ctas $c --impl kernel --no-check --csv | us_of)" \
+      "ring6 $(timeout 60 $M/hopattn_ring6 bench batch --batch-impl batch --step a --batch-concurrent-ctas $c --impl kernel --no-check --csv | us_of)"
+  done
 fi
 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 --kv-layout hnd --impl kernel 2>&1 | tail -2

@@ -19,7 +19,7 @@ grep -E "^\[  FAILED|Failure" -A3 "$R/tests.txt" | head -20
 timeout 30 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
 timeout 60 $M/stream_rate ctas | tee "$R/stream_ctas.txt"
 dh() { timeout 60 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 "$@" --impl kernel --no-check --csv | us_of; }
-for r in 1 2; do
+for r in ${ROUNDS:-1}; do
   for k in 0 104 112; do
     echo "r$r held $k nhd small $(dh --hold-sms $k) narrow $(dh --hold-sms $k --decode-kernel narrow)" \
       "hnd small $(dh --hold-sms $k --kv-layout hnd) narrow $(dh --hold-sms $k --kv-layout hnd --decode-kernel narrow)"

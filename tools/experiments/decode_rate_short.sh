@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `tools/experiments/decode_rate_short.sh TARBALL OUT`: decode_rate_first.sh's rows in the order
+# of what they decide, for a call with little device time left (each line printed as measured):
+# the refactored kernels' GPU tests, the GPC map, the stream shapes, the held decodes (small
+# NHD / HND and the one-CTA six-stage build) at 0 and 112 held SMs, then (a) as the concurrent
+# form from both builds.
+set -u
+TARBALL=$1 R=$2 M=/tmp/decode_rate_short
+mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+source "$(dirname "$0")/helpers.sh"
+logged "$R/tests.txt" 100 $M/hopattn_gpu_tests \
+  --gtest_filter='*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:BatchKernelConcurrent.*:Safety.*Decode*'
+tail -3 "$R/tests.txt"
+grep -E "^\[  FAILED|Failure" -A3 "$R/tests.txt" | head -20
+timeout 20 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
+timeout 40 $M/stream_rate ctas | tee "$R/stream_ctas.txt"
+dh() { timeout 30 $1 bench decode --heads 32:8 --batch 124 --kv-len 4096 "${@:2}" --impl kernel --no-check --csv | us_of; }
+for k in 112 0; do
+  echo "held $k small nhd $(dh $M/hopattn --hold-sms $k) hnd $(dh $M/hopattn --hold-sms $k --kv-layout hnd)" \
+    "ring6 $(dh $M/hopattn_ring6 --hold-sms $k) read-flush $(dh $M/hopattn --hold-sms $k --l2-flush read)"
+done
+ab() { timeout 30 $1 bench batch --batch-impl batch --step a --batch-concurrent-ctas $2 --impl kernel --no-check --csv | us_of; }
+for c in 26 28; do
+  echo "a c$c main $(ab $M/hopattn $c) ring6 $(ab $M/hopattn_ring6 $c)"
+done

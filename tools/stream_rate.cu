@@ -11,10 +11,11 @@
 //   rows256  32 cp.async.bulk of 256 B a stage, one a lane (a paged K / V row each)
 //   paged    cp.async of 32 rows of 256 B, 2 KB apart (an NHD page of 8 KV heads at D = 128)
 // Prints GB/s in all and per SM (median of 5 timed runs after 2 warm-ups). `ctas`: one CTA of
-// eight warps against two of four an SM, on the first N SMs.
+// eight warps against two of four an SM, on the first N SMs; `sms LIST`: the same on the SMs a
+// comma-separated list of %smid values names.
 //
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc tools/stream_rate.cu \
-//        -o stream_rate && ./stream_rate [paged | ctas]
+//        -o stream_rate && ./stream_rate [paged | ctas | sms LIST]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -80,19 +81,21 @@ __device__ __forceinline__ void issue(uint8_t* dst, const uint8_t* src, uint64_t
   }
 }
 
-// active_sms > 0: only CTAs on SMs 0 .. active_sms - 1 stream (the rest exit at once), each the
-// region of a ticket, so that a grid of every SM's CTAs times kCtas streams from kCtas CTAs an SM
-// on active_sms SMs.
+constexpr int kMaxSms = 256;
+
+// on_sm (device, kMaxSms flags) non-null: only CTAs on SMs whose flag is set stream (the rest
+// exit at once), each the region of a ticket, so that a grid of every SM's CTAs times kCtas
+// streams from kCtas CTAs an SM on exactly those SMs.
 template <int kMode, int kWarps, int kStages, int kCtas = 1>
 __global__ void __launch_bounds__(kWarps * 32, kCtas)
-    stream_kernel(const uint8_t* src, uint32_t* sink, int active_sms, unsigned* ticket) {
+    stream_kernel(const uint8_t* src, uint32_t* sink, const uint8_t* on_sm, unsigned* ticket) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __shared__ unsigned region;
-  if (active_sms > 0) {
+  if (on_sm != nullptr) {
     unsigned smid;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    if (smid >= static_cast<unsigned>(active_sms)) return;
+    if (smid >= static_cast<unsigned>(kMaxSms) || on_sm[smid] == 0) return;
     if (threadIdx.x == 0) region = atomicAdd(ticket, 1u);
     __syncthreads();
   } else if (threadIdx.x == 0) {
@@ -160,16 +163,22 @@ void measure(const uint8_t* src, uint32_t* sink, const std::vector<int>& grids, 
         "attr");
   for (int n : grids) {
     if (n > num_sms) continue;
-    const double ms = median_ms([&] { kernel<<<n, kWarps * 32, smem>>>(src, sink, 0, nullptr); });
+    const double ms =
+        median_ms([&] { kernel<<<n, kWarps * 32, smem>>>(src, sink, nullptr, nullptr); });
     print_row(kModeNames[kMode], 1, kWarps, kStages, n, ms);
   }
 }
 
-// kCtas CTAs an SM on each of n SMs (the %smid filter of stream_kernel): the decode kernels'
-// shape (two CTAs of four warps an SM) against one CTA of eight.
+// kCtas CTAs an SM on the SMs a set lists (the %smid filter of stream_kernel): the decode
+// kernels' shape (two CTAs of four warps an SM) against one CTA of eight.
+struct SmSets {
+  uint8_t* on_sm;  // device, kMaxSms flags
+  unsigned* ticket;
+  std::vector<std::vector<int>> sets;  // each a list of %smid values
+};
+
 template <int kMode, int kWarps, int kStages, int kCtas>
-void measure_on(const uint8_t* src, uint32_t* sink, unsigned* ticket, const std::vector<int>& grids,
-                int num_sms) {
+void measure_on(const uint8_t* src, uint32_t* sink, const SmSets& on, int num_sms) {
   auto kernel = stream_kernel<kMode, kWarps, kStages, kCtas>;
   const size_t ring = size_t{kWarps} * kStages * kStageBytes + kWarps * kStages * 8;
   // Exactly kCtas fit an SM: one takes more than half of its 228 KB (less the 1 KB a CTA).
@@ -177,13 +186,15 @@ void measure_on(const uint8_t* src, uint32_t* sink, unsigned* ticket, const std:
   if (smem * kCtas + kCtas * 1024 > size_t{228} << 10) return;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
         "attr");
-  for (int n : grids) {
-    if (n >= num_sms) continue;
+  for (const std::vector<int>& set : on.sets) {
+    uint8_t flags[kMaxSms] = {};
+    for (int sm : set) flags[sm] = 1;
+    check(cudaMemcpy(on.on_sm, flags, sizeof(flags), cudaMemcpyHostToDevice), "flags");
     const double ms = median_ms([&] {
-      check(cudaMemsetAsync(ticket, 0, sizeof(unsigned)), "memset");
-      kernel<<<kCtas * num_sms, kWarps * 32, smem>>>(src, sink, n, ticket);
+      check(cudaMemsetAsync(on.ticket, 0, sizeof(unsigned)), "memset");
+      kernel<<<kCtas * num_sms, kWarps * 32, smem>>>(src, sink, on.on_sm, on.ticket);
     });
-    print_row(kModeNames[kMode], kCtas, kWarps, kStages, n, ms);
+    print_row(kModeNames[kMode], kCtas, kWarps, kStages, static_cast<int>(set.size()), ms);
   }
 }
 
@@ -202,14 +213,40 @@ int main(int argc, char** argv) {
   const std::vector<int> grids = {8, 16, 20, 24, 28, 32, 64, num_sms};
   std::printf("| mode | warps | stages | KB in flight an SM | SMs | GB/s | GB/s an SM |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  SmSets on{nullptr, ticket, {}};
+  check(cudaMalloc(&on.on_sm, kMaxSms), "malloc");
+  if (argc > 2 && std::strcmp(argv[1], "sms") == 0) {  // on the SMs of a list: 3,5,8,...
+    // The SMs a decode call ran on under `hopattn bench decode --hold-sms K`, which prints them:
+    // the plain stream on exactly those SMs against the decode kernels there.
+    std::vector<int> set;
+    for (const char* c = argv[2]; *c != '\0';) {
+      char* end = nullptr;
+      const long sm = std::strtol(c, &end, 10);
+      if (end == c || sm < 0 || sm >= std::min(num_sms, kMaxSms)) {
+        std::fprintf(stderr, "sms: a comma-separated list of SM ids below %d\n", num_sms);
+        return 1;
+      }
+      set.push_back(static_cast<int>(sm));
+      c = *end == ',' ? end + 1 : end;
+    }
+    on.sets = {set};
+    measure_on<kCpAsync, 8, 3, 1>(src, sink, on, num_sms);
+    measure_on<kCpAsync, 4, 3, 2>(src, sink, on, num_sms);
+    measure_on<kPaged, 8, 3, 1>(src, sink, on, num_sms);
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "ctas") == 0) {  // CTAs an SM, on the first SMs
     // A grid of n spreads its CTAs over the GPCs; SMs 0 .. n - 1 may share a few of them (a
     // GPC's own port to the L2 would then cap the stream of the second but not the first).
     const std::vector<int> few = {8, 16, 20, 28};
+    for (int n : few) {
+      on.sets.emplace_back();
+      for (int sm = 0; sm < n && sm < num_sms; ++sm) on.sets.back().push_back(sm);
+    }
     measure<kCpAsync, 8, 3>(src, sink, few, num_sms);
-    measure_on<kCpAsync, 8, 3, 1>(src, sink, ticket, few, num_sms);
-    measure_on<kCpAsync, 4, 3, 2>(src, sink, ticket, few, num_sms);
-    measure_on<kPaged, 8, 3, 1>(src, sink, ticket, few, num_sms);
+    measure_on<kCpAsync, 8, 3, 1>(src, sink, on, num_sms);
+    measure_on<kCpAsync, 4, 3, 2>(src, sink, on, num_sms);
+    measure_on<kPaged, 8, 3, 1>(src, sink, on, num_sms);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "paged") == 0) {  // the two rows that compare layouts

@@ -18,6 +18,14 @@ tail -3 "$R/tests.txt"
 grep -E "^\[  FAILED|Failure" -A3 "$R/tests.txt" | head -20
 timeout 30 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
 timeout 60 $M/stream_rate ctas | tee "$R/stream_ctas.txt"
+# The plain stream on exactly the SMs a hold leaves the decodes (stream_rate sms LIST): near
+# the decodes' ~70 GB/s an SM, where those SMs sit caps them; near 95-116, the kernels do.
+for k in 112 104; do
+  free=$(timeout 30 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 --hold-sms $k \
+    --impl kernel --no-check --csv 2>&1 >/dev/null | sed -n 's/.*run on SMs //p' | head -1)
+  echo "held $k leaves SMs $free"
+  [ -n "$free" ] && timeout 40 $M/stream_rate sms "$free" | tee -a "$R/stream_held_sms.txt"
+done
 dh() { timeout 60 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 "$@" --impl kernel --no-check --csv | us_of; }
 for r in ${ROUNDS:-1}; do
   for k in 0 104 112; do

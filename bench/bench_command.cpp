@@ -46,7 +46,7 @@ int run_bench(Family family, const BenchFlags& flags, std::ostream& out) {
     r.check = flags.check;
     r.l2_flush = flags.l2_flush;
     r.chain = flags.chain;
-    r.hold_sms = flags.hold_sms;
+    r.hold = flags.hold;
     r.seed = flags.seed.value_or(kDefaultSeed);
     if (family == Family::kBatch) {
       // BatchAttention and the alternatives of the same step, each a row of its own; the report

@@ -97,6 +97,20 @@ Impl parse_impl(std::string_view text) {
   throw UsageError("--impl: expected auto, kernel, naive or cpu, got " + quoted(text));
 }
 
+// "A,B,..." (--free-sms): each an integer in lo..hi.
+std::vector<int> parse_int_list(std::string_view flag, std::string_view text, int lo, int hi) {
+  std::vector<int> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const size_t end = comma == std::string_view::npos ? text.size() : comma;
+    out.push_back(static_cast<int>(parse_integer(flag, text.substr(start, end - start), lo, hi)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 // `form` "A[:B]" (--heads HQ[:HKV], --head-dim DQK[:DV]): A, and B where the colon is there, each
 // an integer in lo..hi; "192:", ":128" and "0:128" fail naming the whole value.
 std::pair<int, std::optional<int>> parse_int_pair(std::string_view flag, std::string_view form,
@@ -225,7 +239,12 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--hold-sms") {
-    f.hold_sms = int_value(0, 1024);
+    f.hold.sms = int_value(0, 1024);
+    return;
+  }
+  if (name == "--free-sms") {
+    f.hold.free = parse_int_list(name, cur.value(name, inline_value), 0, 1023);
+    if (f.hold.free.empty()) throw UsageError("--free-sms: expected SM ids, as 0,2,4");
     return;
   }
   if (name == "--iters") {

@@ -15,6 +15,7 @@
 #include "l2_flush.hpp"
 #include "plan/batch_plan.hpp"
 #include "plan/bwd_order.hpp"
+#include "sm_hold_spec.hpp"
 
 namespace hopattn::cli {
 
@@ -77,8 +78,8 @@ struct BenchFlags {
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<bool> batch_sections;      // batch: --batch-sections on | off
   std::optional<int> iters, warmup;
-  int chain = 1;     // --chain N: GPU calls a timed iteration, back to back (time / N)
-  int hold_sms = 0;  // --hold-sms K: GPU calls on the SMs that K held ones leave (0: all)
+  int chain = 1;    // --chain N: GPU calls a timed iteration, back to back (time / N)
+  SmHoldSpec hold;  // --hold-sms K / --free-sms LIST: GPU calls on the SMs held ones leave
   std::optional<uint64_t> seed;
   Impl impl = Impl::kAuto;
   bool check = true;

@@ -10,6 +10,7 @@
 
 #include "hopattn/options.hpp"
 #include "l2_flush.hpp"
+#include "sm_hold_spec.hpp"
 
 namespace hopattn::cli {
 
@@ -52,12 +53,13 @@ void device_synchronize();
 // Empties the L2 as `how` says (l2_flush.hpp), so the next timed call reads its inputs from HBM.
 void flush_l2(L2Flush how);
 
-// Holds `sms` SMs of the card (1 .. SMs - 1) around each timed call (--hold-sms): hold() parks a
-// CTA on each of them on a stream of its own and waits on the default stream until all are
-// resident; release() lets them go after the call. Timing only: device_hold.cu says how.
+// Holds SMs of the card around each timed call as `spec` says (--hold-sms K: K of them, 1 .. SMs
+// - 1; --free-sms LIST: all but those): hold() parks a CTA on each on a stream of its own and
+// waits on the default stream until all are resident; release() lets them go after the call.
+// Timing only: device_hold.cu says how.
 class SmHold {
  public:
-  explicit SmHold(int sms);
+  explicit SmHold(const SmHoldSpec& spec);
   ~SmHold();
   SmHold(const SmHold&) = delete;
   SmHold& operator=(const SmHold&) = delete;
@@ -65,7 +67,8 @@ class SmHold {
   void release();
 
  private:
-  int sms_ = 0;
+  int sms_ = 0;    // SMs held
+  int grid_ = 0;   // holder CTAs launched (twice the SMs with a free list: device_hold.cu)
   int count_ = 0;  // the card's SMs
   int shared_ = 0;
   unsigned generation_ = 0;

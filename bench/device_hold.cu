@@ -24,6 +24,7 @@ struct HoldWords {
   unsigned released;      // the last hold released
   unsigned timed_out;     // a spin gave up (a hold that could not be placed, or was not released)
   uint8_t held[kMaxSms];  // SM i held by the last hold (%smid)
+  uint8_t free[kMaxSms];  // --free-sms: a holder on SM i exits at once
 };
 
 // Every spin gives up after this long, so that a hold which cannot work ends instead of hanging
@@ -54,6 +55,7 @@ __global__ void hold_sm(HoldWords* w, unsigned generation) {
   smem[0] = 0;  // the shared memory is the point; touch it so the launch keeps it
   unsigned smid;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  if (smid < kMaxSms && w->free[smid] != 0) return;  // neither held nor counted
   if (smid < kMaxSms) w->held[smid] = static_cast<uint8_t>(generation);
   atomicAdd(&w->resident, 1u);
   spin_until(w, &w->released, generation, 1000);
@@ -76,15 +78,37 @@ int max_shared_per_cta() {
 
 }  // namespace
 
-SmHold::SmHold(int sms) : sms_(sms) {
+SmHold::SmHold(const SmHoldSpec& spec) : sms_(spec.sms) {
   int count = 0;
   check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, 0),
              "cudaDeviceGetAttribute");
   count_ = count;
-  if (sms <= 0 || sms >= count) {
-    throw Error(ErrorKind::kValue, "--hold-sms: expected 1.." + std::to_string(count - 1) +
-                                       " (the card has " + std::to_string(count) + " SMs), got " +
-                                       std::to_string(sms));
+  uint8_t free[kMaxSms] = {};
+  if (!spec.free.empty()) {
+    if (spec.sms != 0)
+      throw Error(ErrorKind::kValue, "--hold-sms and --free-sms: one or the other");
+    for (int sm : spec.free) {
+      if (sm < 0 || sm >= count || sm >= kMaxSms || free[sm] != 0) {
+        throw Error(ErrorKind::kValue, "--free-sms: expected distinct SM ids 0.." +
+                                           std::to_string(count - 1) + ", got " +
+                                           std::to_string(sm));
+      }
+      free[sm] = 1;
+    }
+    // A holder takes an SM's shared memory, so each SM parks at most one; those on a free SM
+    // exit. Twice the SMs' holders: where the launch meets busy SMs (the flush before a call),
+    // a free SM may take several in turn, and the rest still reach every SM to be held (a
+    // holder left after that lands on a free SM and exits).
+    sms_ = count - static_cast<int>(spec.free.size());
+    grid_ = 2 * count;
+    if (sms_ == 0) throw Error(ErrorKind::kValue, "--free-sms: lists every SM, holds none");
+  } else {
+    grid_ = sms_;
+    if (sms_ <= 0 || sms_ >= count) {
+      throw Error(ErrorKind::kValue, "--hold-sms: expected 1.." + std::to_string(count - 1) +
+                                         " (the card has " + std::to_string(count) + " SMs), got " +
+                                         std::to_string(sms_));
+    }
   }
   // Loaded now: with lazy module loading the first launch of a kernel waits for the device to
   // go idle, which a holder never lets it do (the waiter and the release would hang).
@@ -100,6 +124,7 @@ SmHold::SmHold(int sms) : sms_(sms) {
   stream_ = s;
   words_ = DeviceMemory(sizeof(HoldWords));
   fill_device_bytes(words_.data(), 0, sizeof(HoldWords));
+  copy_to_device(static_cast<HoldWords*>(words_.data())->free, free, sizeof(free));
   // The holders run on a stream that does not wait for the default one: the zeros must land
   // before the first of them counts itself.
   device_synchronize();
@@ -113,7 +138,7 @@ SmHold::~SmHold() {
 void SmHold::hold() {
   ++generation_;
   auto* w = static_cast<HoldWords*>(words_.data());
-  hold_sm<<<sms_, 1, shared_, static_cast<cudaStream_t>(stream_)>>>(w, generation_);
+  hold_sm<<<grid_, 1, shared_, static_cast<cudaStream_t>(stream_)>>>(w, generation_);
   check_cuda(cudaGetLastError(), "hold_sm launch");
   wait_resident<<<1, 1>>>(w, generation_ * static_cast<unsigned>(sms_));
   check_cuda(cudaGetLastError(), "wait_resident launch");

@@ -36,7 +36,7 @@ void fill_device_random(void*, const void*, int, int64_t, uint64_t) {
 }
 void device_synchronize() { no_cuda("device_synchronize"); }
 void flush_l2(L2Flush) { no_cuda("flush_l2"); }
-SmHold::SmHold(int) { no_cuda("SmHold"); }
+SmHold::SmHold(const SmHoldSpec&) { no_cuda("SmHold"); }
 SmHold::~SmHold() = default;
 void SmHold::hold() { no_cuda("SmHold::hold"); }
 void SmHold::release() { no_cuda("SmHold::release"); }

@@ -153,6 +153,8 @@ Run:
   --hold-sms K        GPU: every call runs on the SMs that K parked CTAs leave it (a
                       diagnostic: a kernel's rate on few SMs, as the batch family's
                       concurrent form gives its decodes)
+  --free-sms LIST     GPU: every call runs on exactly the SMs LIST names by %smid (0,2,4,..):
+                      all others are parked as --hold-sms parks them
   --csv               print the table as CSV
 
 Examples:

@@ -108,8 +108,7 @@ Row run_row(const RunRequest& req) {
       t.median_ms = first_ms;  // the checked run was already a cold, complete CPU call
     } else {
       const auto fn = [&] { w->run(req.impl); };
-      t = gpu ? time_gpu(fn, req.warmup, req.iters, req.l2_flush, req.chain, req.hold_sms,
-                         req.progress)
+      t = gpu ? time_gpu(fn, req.warmup, req.iters, req.l2_flush, req.chain, req.hold, req.progress)
               : time_cpu(fn, req.warmup, req.iters, req.progress);
     }
     row.time_ms = t.median_ms;

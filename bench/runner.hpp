@@ -56,7 +56,7 @@ struct RunRequest {
   bool check = true;
   L2Flush l2_flush = L2Flush::kWrite;  // GPU: before each timed call (--l2-flush, --warm-l2)
   int chain = 1;                       // GPU: calls a timed iteration, back to back (--chain)
-  int hold_sms = 0;                    // GPU: SMs held around each call (--hold-sms; 0: none)
+  SmHoldSpec hold;                     // GPU: SMs held around each call (--hold-sms, --free-sms)
   uint64_t seed = 0;
   Progress* progress = nullptr;
 };

@@ -49,9 +49,9 @@ Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress
 }
 
 Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush flush, int chain,
-                int hold_sms, Progress* progress) {
+                const SmHoldSpec& hold_spec, Progress* progress) {
   std::optional<SmHold> hold;
-  if (hold_sms > 0) hold.emplace(hold_sms);
+  if (hold_spec.active()) hold.emplace(hold_spec);
   for (int i = 0; i < warmup; ++i) {
     report(progress, "warmup", i, warmup, false);
     if (hold) hold->hold();

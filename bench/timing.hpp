@@ -6,6 +6,7 @@
 
 #include "l2_flush.hpp"
 #include "progress.hpp"
+#include "sm_hold_spec.hpp"
 
 namespace hopattn::cli {
 
@@ -24,9 +25,9 @@ Timing time_cpu(const std::function<void()>& fn, int warmup, int iters, Progress
 // the L2 left clean). chain > 1 (--chain): each timed iteration makes `chain` calls back to back
 // between its two events and counts a call as 1 / chain of it, as a serving step's kernels follow
 // one another (a kernel's launch then overlaps the tail of the one before; the L2 is flushed
-// before the first only). hold_sms > 0 (--hold-sms): every call, warm-ups too, runs on the SMs
-// that hold_sms held ones leave it (SmHold).
+// before the first only). hold.active() (--hold-sms, --free-sms): every call, warm-ups too, runs
+// on the SMs the held ones leave it (SmHold).
 Timing time_gpu(const std::function<void()>& fn, int warmup, int iters, L2Flush flush, int chain,
-                int hold_sms, Progress* progress);
+                const SmHoldSpec& hold, Progress* progress);
 
 }  // namespace hopattn::cli

@@ -238,13 +238,15 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     f.chain = int_value(1, 1000);
     return;
   }
-  if (name == "--hold-sms") {
-    f.hold.sms = int_value(0, 1024);
-    return;
-  }
-  if (name == "--free-sms") {
-    f.hold.free = parse_int_list(name, cur.value(name, inline_value), 0, 1023);
-    if (f.hold.free.empty()) throw UsageError("--free-sms: expected SM ids, as 0,2,4");
+  if (name == "--hold-sms" || name == "--free-sms") {
+    if (name == "--hold-sms") {
+      f.hold.sms = int_value(0, 1024);
+    } else {
+      f.hold.free = parse_int_list(name, cur.value(name, inline_value), 0, 1023);
+    }
+    if (f.hold.sms != 0 && !f.hold.free.empty()) {
+      throw UsageError("--hold-sms and --free-sms: one or the other");
+    }
     return;
   }
   if (name == "--iters") {

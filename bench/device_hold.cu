@@ -85,8 +85,6 @@ SmHold::SmHold(const SmHoldSpec& spec) : sms_(spec.sms) {
   count_ = count;
   uint8_t free[kMaxSms] = {};
   if (!spec.free.empty()) {
-    if (spec.sms != 0)
-      throw Error(ErrorKind::kValue, "--hold-sms and --free-sms: one or the other");
     for (int sm : spec.free) {
       if (sm < 0 || sm >= count || sm >= kMaxSms || free[sm] != 0) {
         throw Error(ErrorKind::kValue, "--free-sms: expected distinct SM ids 0.." +
@@ -152,8 +150,8 @@ void SmHold::release() {
   copy_to_host(&timed_out, &static_cast<HoldWords*>(words_.data())->timed_out, sizeof(unsigned));
   if (timed_out != 0) {
     throw Error(ErrorKind::kRuntime,
-                "--hold-sms: the held SMs were not all resident, or not "
-                "released, within 3 s");
+                "SM hold (--hold-sms, --free-sms): the held SMs were not all resident, or "
+                "not released, within 3 s");
   }
   if (generation_ == 1) {
     // Which SMs the calls run on (%smid of the SMs no holder took): whether they share a few
@@ -164,7 +162,7 @@ void SmHold::release() {
     for (int i = 0; i < count_ && i < kMaxSms; ++i) {
       if (held[i] != 1) free += (free.empty() ? "" : ",") + std::to_string(i);
     }
-    std::fprintf(stderr, "--hold-sms: the calls run on SMs %s\n", free.c_str());
+    std::fprintf(stderr, "SM hold: the calls run on SMs %s\n", free.c_str());
   }
 }
 

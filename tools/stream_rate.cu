@@ -36,6 +36,10 @@ constexpr uint32_t kStageBytes = 8192;
 constexpr size_t kBytesPerCta = size_t{24} << 20;
 enum Mode { kCpAsync = 0, kBulk8k = 1, kRows256 = 2, kCpAsyncL2 = 3, kPaged = 4 };
 const char* const kModeNames[] = {"cpasync", "bulk8k", "rows256", "cpasyncL2", "paged"};
+// Modes whose stages complete by cp.async groups (the others by the stage's mbarrier).
+constexpr bool by_cp_async(int mode) {
+  return mode == kCpAsync || mode == kCpAsyncL2 || mode == kPaged;
+}
 
 void check(cudaError_t s, const char* what) {
   if (s != cudaSuccess) {
@@ -111,7 +115,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtas)
   uint8_t* ring = smem + warp * kStages * kStageBytes;
   uint64_t* bars =
       reinterpret_cast<uint64_t*>(smem + kWarps * kStages * kStageBytes) + warp * kStages;
-  if (kMode != kCpAsync && kMode != kCpAsyncL2 && kMode != kPaged && lane == 0) {
+  if (!by_cp_async(kMode) && lane == 0) {
     for (int s = 0; s < kStages; ++s) hopattn::ptx::mbarrier_init(bars + s, 1);
     hopattn::ptx::fence_mbarrier_init();
   }
@@ -125,10 +129,10 @@ __global__ void __launch_bounds__(kWarps * 32, kCtas)
     if (n < kBlocks) {
       issue<kMode>(ring + (n % kStages) * kStageBytes, base + n * kBlockStride, bars + n % kStages,
                    lane);
-    } else if (kMode == kCpAsync || kMode == kCpAsyncL2 || kMode == kPaged) {
+    } else if (by_cp_async(kMode)) {
       hopattn::ptx::cp_async_commit();
     }
-    if constexpr (kMode == kCpAsync || kMode == kCpAsyncL2 || kMode == kPaged) {
+    if constexpr (by_cp_async(kMode)) {
       hopattn::ptx::cp_async_wait<kStages - 1>();
     } else {
       hopattn::ptx::mbarrier_wait_parity(bars + s, static_cast<uint32_t>(b / kStages) & 1u);
@@ -189,12 +193,14 @@ void measure_on(const uint8_t* src, uint32_t* sink, const SmSets& on, int num_sm
   for (const std::vector<int>& set : on.sets) {
     uint8_t flags[kMaxSms] = {};
     for (int sm : set) flags[sm] = 1;
+    int sms = 0;  // distinct SMs of the set
+    for (uint8_t f : flags) sms += f;
     check(cudaMemcpy(on.on_sm, flags, sizeof(flags), cudaMemcpyHostToDevice), "flags");
     const double ms = median_ms([&] {
       check(cudaMemsetAsync(on.ticket, 0, sizeof(unsigned)), "memset");
       kernel<<<kCtas * num_sms, kWarps * 32, smem>>>(src, sink, on.on_sm, on.ticket);
     });
-    print_row(kModeNames[kMode], kCtas, kWarps, kStages, static_cast<int>(set.size()), ms);
+    print_row(kModeNames[kMode], kCtas, kWarps, kStages, sms, ms);
   }
 }
 
@@ -215,19 +221,21 @@ int main(int argc, char** argv) {
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   SmSets on{nullptr, ticket, {}};
   check(cudaMalloc(&on.on_sm, kMaxSms), "malloc");
-  if (argc > 2 && std::strcmp(argv[1], "sms") == 0) {  // on the SMs of a list: 3,5,8,...
+  if (argc > 1 && std::strcmp(argv[1], "sms") == 0) {  // on the SMs of a list: 3,5,8,...
     // The SMs a decode call ran on under `hopattn bench decode --hold-sms K`, which prints them:
     // the plain stream on exactly those SMs against the decode kernels there.
     std::vector<int> set;
-    for (const char* c = argv[2]; *c != '\0';) {
+    bool ok = argc > 2;
+    for (const char* c = ok ? argv[2] : ""; ok && *c != '\0';) {
       char* end = nullptr;
       const long sm = std::strtol(c, &end, 10);
-      if (end == c || sm < 0 || sm >= std::min(num_sms, kMaxSms)) {
-        std::fprintf(stderr, "sms: a comma-separated list of SM ids below %d\n", num_sms);
-        return 1;
-      }
+      ok = end != c && sm >= 0 && sm < std::min(num_sms, kMaxSms);
       set.push_back(static_cast<int>(sm));
       c = *end == ',' ? end + 1 : end;
+    }
+    if (!ok || set.empty()) {
+      std::fprintf(stderr, "sms: a comma-separated list of SM ids below %d\n", num_sms);
+      return 1;
     }
     on.sets = {set};
     measure_on<kCpAsync, 8, 3, 1>(src, sink, on, num_sms);

@@ -97,7 +97,7 @@ Impl parse_impl(std::string_view text) {
   throw UsageError("--impl: expected auto, kernel, naive or cpu, got " + quoted(text));
 }
 
-// "A,B,..." (--free-sms): each an integer in lo..hi.
+// "A,B,..." (--free-sms, --decode-sm-order): each an integer in lo..hi.
 std::vector<int> parse_int_list(std::string_view flag, std::string_view text, int lo, int hi) {
   std::vector<int> out;
   size_t start = 0;
@@ -394,6 +394,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
   if (name == "--batch-concurrent-tail") {
     // Below 1: the decodes' CTAs take prefill work from before the modelled decode end.
     f.batch_concurrent_tail_milli = parse_rate_milli(name, cur.value(name, inline_value), 0.1f);
+    return;
+  }
+  if (name == "--decode-sm-order") {
+    f.decode_sm_order = parse_int_list(name, cur.value(name, inline_value), 0, 1023);
     return;
   }
   if (name == "--batch-concurrent-ctas") {

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli_args.hpp"
 #include "hopattn/dtype.hpp"
@@ -51,6 +52,9 @@ struct Shape {
   int batch_concurrent_rate_milli = plan::BatchPlanLimits{}.concurrent_rate_milli;
   int batch_concurrent_ctas = 0;        // --batch-concurrent-ctas (0: the planner's modelled split)
   int batch_concurrent_tail_milli = 0;  // --batch-concurrent-tail (0: off)
+  // The concurrent form's SM order, decodes' SMs first (--decode-sm-order; empty: the hardware's
+  // placement).
+  std::vector<int> decode_sm_order;
   int64_t batch_side_cost = plan::kSideLaneCost;  // the planner's side-lane factor
   bool batch_sections = true;  // the prefill works in L2 sections (--batch-sections)
   // batch: prefill and decode works on separate CTAs (--batch-order partition), the split from

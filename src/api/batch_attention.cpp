@@ -16,6 +16,7 @@
 #ifdef HOPATTN_WITH_CUDA
 #include "kernels/batch/plan_staging.hpp"
 #include "kernels/batch/side_stream.hpp"
+#include "kernels/batch/sm_placement.hpp"
 #endif
 
 namespace hopattn {
@@ -72,6 +73,7 @@ void BatchAttention::Impl::CudaDeleter<T>::operator()(T* object) const {
 }
 template struct BatchAttention::Impl::CudaDeleter<kernels::batch::PlanStaging>;
 template struct BatchAttention::Impl::CudaDeleter<kernels::batch::SideStream>;
+template struct BatchAttention::Impl::CudaDeleter<kernels::batch::SmPlacement>;
 
 void BatchAttention::Impl::plan_staged(int batch, void* buffer, size_t bytes) {
   const plan::BatchPlanInfo info =
@@ -318,6 +320,31 @@ void BatchAttentionVariants::concurrent_tail(BatchAttention& attention, int tail
 void BatchAttentionVariants::concurrent_decode_kernel(BatchAttention& attention,
                                                       DecodeKernel kernel) {
   attention.impl_->concurrent_decode_kernel = kernel;
+}
+
+void BatchAttentionVariants::concurrent_sm_order(BatchAttention& attention,
+                                                 const std::vector<int>& order) {
+  BatchAttention::Impl& impl = *attention.impl_;
+  if (order.empty()) {
+    impl.placement.reset();
+    return;
+  }
+#ifdef HOPATTN_WITH_CUDA
+  impl.placement.reset(new kernels::batch::SmPlacement(impl.config.device.index, order));
+#else
+  throw Error(ErrorKind::kNotImplemented,
+              "hopattn.BatchAttention: an SM order needs a build with CUDA kernels");
+#endif
+}
+
+const uint32_t* BatchAttentionVariants::concurrent_sm_claims(const BatchAttention& attention) {
+#ifdef HOPATTN_WITH_CUDA
+  const auto& placement = attention.impl_->placement;
+  return placement != nullptr ? placement->claims() : nullptr;
+#else
+  (void)attention;
+  return nullptr;
+#endif
 }
 
 void BatchAttentionVariants::partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,

@@ -16,6 +16,7 @@ namespace hopattn {
 namespace kernels::batch {
 class PlanStaging;  // CUDA builds: pinned double-buffered plan staging (plan_staging.hpp)
 class SideStream;   // CUDA builds: the concurrent form's decode stream (side_stream.hpp)
+class SmPlacement;  // CUDA builds: the concurrent form's SM order (sm_placement.hpp)
 }  // namespace kernels::batch
 
 struct BatchAttention::Impl {
@@ -75,6 +76,8 @@ struct BatchAttention::Impl {
   std::unique_ptr<kernels::batch::PlanStaging, CudaDeleter<kernels::batch::PlanStaging>> staging;
   // made with the staging
   std::unique_ptr<kernels::batch::SideStream, CudaDeleter<kernels::batch::SideStream>> side;
+  // The concurrent form's SM order (BatchAttentionVariants::concurrent_sm_order), or none.
+  std::unique_ptr<kernels::batch::SmPlacement, CudaDeleter<kernels::batch::SmPlacement>> placement;
   const void* uploaded_to = nullptr;
 
   // CPU runs: the split items' partial states, sized for the planner's worst case. Allocated

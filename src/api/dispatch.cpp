@@ -9,6 +9,7 @@
 #include "hopattn/error.hpp"
 #include "kernels/batch/launch.hpp"
 #include "kernels/batch/side_stream.hpp"
+#include "kernels/batch/sm_placement.hpp"
 #include "kernels/bwd/launch.hpp"
 #include "kernels/decode/launch.hpp"
 #include "kernels/fwd/launch.hpp"
@@ -193,6 +194,16 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     step.has_merges = concurrent ? form.num_merges > 0 : s.summary.num_merges > 0;
     step.paged_tma = s.paged_tma;
     if (!concurrent) return kernels::batch::run(args, s.config, step, stream);
+    // With an SM order (one launch of the prefill, on as many SMs as the grid has CTAs), the
+    // prefill CTAs take their lists by SM and leave the order's first SMs to the decodes; its
+    // claims are zeroed before the fork, so that the decodes do not start ahead of the prefill.
+    const kernels::batch::SmPlacement* placement = s.placement.get();
+    if (placement != nullptr && !form.tail && placement->sms() == step.num_ctas) {
+      placement->reset(stream);
+      step.sm_rank = placement->ranks();
+      step.claims = placement->claims();
+      step.placed_lists = form.prefill_ctas;
+    }
     // Forked before the prefill launch (the decodes wait for what came before the step) and
     // launched after it (its persistent CTAs take their SMs first; the CTAs without items exit at
     // once and leave theirs to the decodes).

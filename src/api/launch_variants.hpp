@@ -5,6 +5,8 @@
 // variant itself and reads no environment. CPU tensors ignore the options.
 #pragma once
 
+#include <vector>
+
 #include "hopattn/batch.hpp"
 #include "hopattn/options.hpp"
 #include "kernels/bwd/launch.hpp"
@@ -42,6 +44,14 @@ struct BatchAttentionVariants {
   // The concurrent form's decode kernel (hopattn bench batch --decode-kernel): kNarrow where a
   // decode run's call takes it, else the decode family's choice (kAuto).
   static void concurrent_decode_kernel(BatchAttention& attention, DecodeKernel kernel);
+  // The concurrent form's SM order (hopattn bench batch --decode-sm-order; kernels/batch/
+  // sm_placement.hpp): the decodes get its first SMs, the prefill CTAs claim the others. Each of
+  // the card's SM ids once (hopattn::Error otherwise); empty: the hardware's placement (the
+  // default). CUDA builds only.
+  static void concurrent_sm_order(BatchAttention& attention, const std::vector<int>& order);
+  // The SM order's claim words on the device (its exit count, then a bit a prefill slot), as the
+  // last placed launch left them; null without an order. For the GPU tests.
+  static const uint32_t* concurrent_sm_claims(const BatchAttention& attention);
 
  private:
   template <class T>

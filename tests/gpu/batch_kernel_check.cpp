@@ -11,6 +11,8 @@
 
 #include "api/launch_variants.hpp"
 #include "common/numeric.hpp"
+#include "plan/batch_plan_layout.hpp"
+#include "plan/batch_workspace.hpp"
 
 namespace hopattn::testing::batch_check {
 namespace {
@@ -590,6 +592,29 @@ void print_line(const HostStep& h, const BatchPlanSummary& p, const Verdict& v,
       ref.rows.size(), v.max_err, v.tol, v.max_lse_err, ref.seconds);
 }
 
+// The second run's claims (placement.cuh): each of the groups x P prefill slots claimed, no bit
+// past them, and at least as many CTAs counted on the order's decode SMs as it has. Only where the
+// launch was placed: a grid of one CTA a card's SM.
+void expect_placed(const BatchAttention& ba, const StepSpec& s) {
+  const uint32_t* claims = internal::BatchAttentionVariants::concurrent_sm_claims(ba);
+  ASSERT_NE(claims, nullptr) << s.name << ": no SM placement made";
+  const int sms = static_cast<int>(s.concurrent_sm_order.size());
+  const int ctas = plan::kBatchDefaultCtas;
+  if (sms != ctas) return;  // not placed: the grid is not one CTA an SM of this card
+  const int slots = plan::batch_plan_groups(s.kv_heads, ctas) * ba.planned().concurrent_ctas;
+  std::vector<uint32_t> words(1 + (sms + 31) / 32);
+  ASSERT_EQ(
+      cudaMemcpy(words.data(), claims, sizeof(uint32_t) * words.size(), cudaMemcpyDeviceToHost),
+      cudaSuccess);
+  EXPECT_GE(words[0], static_cast<uint32_t>(sms - slots)) << s.name << ": decode SMs counted";
+  for (int w = 1; w < static_cast<int>(words.size()); ++w) {
+    for (int b = 0; b < 32; ++b) {
+      const int slot = (w - 1) * 32 + b;
+      EXPECT_EQ((words[w] >> b) & 1u, slot < slots ? 1u : 0u) << s.name << ": slot " << slot;
+    }
+  }
+}
+
 BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(seed_trace(seed));
@@ -606,6 +631,7 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
       ba, s.concurrent, plan::BatchPlanLimits{}.concurrent_rate_milli);
   internal::BatchAttentionVariants::concurrent_decode_kernel(ba, s.concurrent_decode_kernel);
   internal::BatchAttentionVariants::concurrent_tail(ba, s.concurrent_tail_milli);
+  internal::BatchAttentionVariants::concurrent_sm_order(ba, s.concurrent_sm_order);
   DeviceStep dev(*h);
   const DeviceWorkspace ws(ba.workspace_size());
   const CudaStream stream;
@@ -615,6 +641,7 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
   const Verdict v = judge(*h, first, ref);
   expect_good(v, s.name);
   EXPECT_TRUE(bitwise_equal(first, second)) << s.name << ": a second run differs bitwise";
+  if (!s.concurrent_sm_order.empty()) expect_placed(ba, s);
   print_line(*h, ba.planned(), v, ref, "");
   return ba.planned();
 }

@@ -75,6 +75,10 @@ struct StepSpec {
   DecodeKernel concurrent_decode_kernel = DecodeKernel::kAuto;
   // The concurrent form's tail (BatchAttentionVariants::concurrent_tail; 0: off).
   int concurrent_tail_milli = 0;
+  // The concurrent form's SM order (BatchAttentionVariants::concurrent_sm_order; empty: none).
+  // Where the card has as many SMs as the grid has CTAs, the check also reads the launch's claims:
+  // every prefill list claimed once, at least the decodes' SMs' CTAs counted.
+  std::vector<int> concurrent_sm_order;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

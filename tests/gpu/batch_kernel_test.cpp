@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <string>
 #include <tuple>
@@ -500,6 +501,74 @@ TEST_F(BatchKernelConcurrent, NarrowDecodes) {
                                           s.softcap = 30.f, s.group = 2;
                                         }),
                         PlanMode::kPlain);
+}
+
+// An SM order of the card's SMs: ids descending (stride 0), or i * stride mod SMs (stride
+// coprime to the count).
+std::vector<int> sm_order(int stride) {
+  int sms = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cuda_device().index),
+            cudaSuccess);
+  std::vector<int> order(static_cast<size_t>(sms));
+  for (int i = 0; i < sms; ++i)
+    order[static_cast<size_t>(i)] = stride == 0 ? sms - 1 - i : i * stride % sms;
+  return order;
+}
+
+// The concurrent form with an SM order (BatchAttentionVariants::concurrent_sm_order): the prefill
+// CTAs take their lists by the SM they land on and leave the order's first SMs to the decodes
+// (kernels/batch/placement.cuh). Every list must run exactly once wherever the CTAs land: the
+// outputs against the reference, and the claims the launch left (check_step).
+TEST_F(BatchKernelConcurrent, PlacedBySmOrder) {
+  const std::vector<int> descending = sm_order(0);
+  check_concurrent_step(concurrent_step("concurrent_placed_descending",
+                                        [&](StepSpec& s) { s.concurrent_sm_order = descending; }),
+                        PlanMode::kUploadArrays);
+  int stride = 7;
+  while (std::gcd(stride, static_cast<int>(descending.size())) != 1) stride += 2;
+  const std::vector<int> strided = sm_order(stride);
+  check_concurrent_step(concurrent_step("concurrent_placed_strided_fp16_hnd_ps64_gqa5",
+                                        [&](StepSpec& s) {
+                                          s.concurrent_sm_order = strided;
+                                          s.dtype = s.cache_dtype = DType::kFP16;
+                                          s.layout = KVLayout::kHND, s.page_size = 64;
+                                          s.group = 5;
+                                        }),
+                        PlanMode::kPlain);
+  check_concurrent_step(concurrent_step("concurrent_placed_narrow",
+                                        [&](StepSpec& s) {
+                                          s.concurrent_sm_order = descending;
+                                          s.concurrent_decode_kernel = DecodeKernel::kNarrow;
+                                        }),
+                        PlanMode::kUploadArrays);
+}
+
+// An SM order names each of the card's SMs once, or the setter refuses it before anything runs.
+TEST_F(BatchKernelConcurrent, SmOrderMustNameEachSmOnce) {
+  BatchAttentionConfig c;
+  c.num_qo_heads = 8, c.num_kv_heads = 2, c.head_dim = 128, c.page_size = 16;
+  c.device = cuda_device();
+  BatchAttention ba(c);
+  std::vector<int> order = sm_order(0);
+  std::vector<int> short_order(order.begin(), order.end() - 1);
+  std::vector<int> repeated = order;
+  repeated[1] = repeated[0];
+  std::vector<int> out_of_range = order;
+  out_of_range[0] = static_cast<int>(order.size());
+  for (const std::vector<int>* bad : {&short_order, &repeated, &out_of_range}) {
+    try {
+      internal::BatchAttentionVariants::concurrent_sm_order(ba, *bad);
+      ADD_FAILURE() << "accepted a bad SM order of " << bad->size() << " ids";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kValue);
+      EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(internal::BatchAttentionVariants::concurrent_sm_claims(ba), nullptr);
+  }
+  internal::BatchAttentionVariants::concurrent_sm_order(ba, order);
+  EXPECT_NE(internal::BatchAttentionVariants::concurrent_sm_claims(ba), nullptr);
+  internal::BatchAttentionVariants::concurrent_sm_order(ba, {});
+  EXPECT_EQ(internal::BatchAttentionVariants::concurrent_sm_claims(ba), nullptr);
 }
 
 // The concurrent form's tail: the prefill plan's later CTAs run after the decodes, in a second

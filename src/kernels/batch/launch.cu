@@ -116,6 +116,13 @@ void run_config(const BatchArgs& a, const BatchAttentionConfig& c, const StepLau
   p.batch.partial_lse = step.partial_lse;
   p.batch.cta_first = step.cta_first;
   p.batch.cta_last = step.cta_last;
+  if (step.sm_rank != nullptr) {
+    p.batch.sm_rank = step.sm_rank;
+    p.batch.claims = step.claims;
+    p.batch.placed_sms = step.num_ctas;
+    p.batch.decode_sms = step.num_ctas - step.num_ctas / group_ctas * step.placed_lists;
+    p.batch.placed_lists = step.placed_lists;
+  }
   if (!step.side_lane || !launch_side_lane<Traits>(a, p, step.num_ctas, stream)) {
     cuda_ok(fwd::launch_kernel<Traits, WorkListScheduler>(p, step.num_ctas, stream),
             "batch kernel launch");

@@ -34,6 +34,12 @@ struct StepLaunch {
   // kernels::fwd::LaunchOptions::paged_tma: false loads every page through the cp.async gather
   // (a launch variant for the benchmark; the public API keeps TMA where it serves).
   bool paged_tma = true;
+  // A placed launch (placement.cuh; sm_placement.hpp) where sm_rank is set: the SM order's
+  // ranks and claims, over a grid of num_ctas CTAs on as many SMs, `placed_lists` prefill lists
+  // a group.
+  const int16_t* sm_rank = nullptr;
+  uint32_t* claims = nullptr;
+  int placed_lists = 0;
 };
 
 // The configuration's mask and logit options (causal, window, softcap, scale), in the fwd

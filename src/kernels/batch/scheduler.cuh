@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "kernels/batch/placement.cuh"
 #include "kernels/fwd/mask.cuh"
 #include "kernels/fwd/traits.cuh"
 #include "kernels/fwd/work_tile.cuh"
@@ -31,19 +32,13 @@ using fwd::FwdParams;
 using fwd::TileInfo;
 using fwd::WorkTile;
 
-// %ctaid.x read afresh (a volatile read, as LptTileScheduler does), so no register holds it.
-__device__ __forceinline__ uint32_t ctaid_x() {
-  uint32_t c;
-  asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(c));
-  return c;
-}
-
-// The CTA's KV-head group g and its place l in it (batch_plan_layout.hpp).
+// The CTA's KV-head group g and its place l in it (batch_plan_layout.hpp), from the list it runs
+// (placement.cuh: %ctaid.x, or the one a placed launch's CTA claimed).
 __device__ __forceinline__ int cta_group(const BatchWorkParams& b) {
-  return static_cast<int>(b.group_ctas.divide(ctaid_x()));
+  return static_cast<int>(b.group_ctas.divide(cta_list()));
 }
 __device__ __forceinline__ int cta_in_group(const BatchWorkParams& b) {
-  const uint32_t c = ctaid_x();
+  const uint32_t c = cta_list();
   return static_cast<int>(c - b.group_ctas.divide(c) * b.group_ctas.divisor);
 }
 
@@ -66,6 +61,11 @@ class WorkListSchedulerT {
   static constexpr bool kKVScales = true;
   // Whether the kernel runs a side lane (fwd/kernel.cuh calls run_side_lane on producer warp 2).
   static constexpr bool kSideLane = kSkipSide;
+
+  // Thread 0 before the CTA's first barrier: the list the CTA runs (placement.cuh); after the
+  // barrier, whether it has one (a placed launch's CTA on a decode SM has none and exits).
+  __device__ static void take_list(const FwdParams& p) { batch::take_list(p.batch); }
+  __device__ static bool has_list() { return static_cast<int>(cta_list()) >= 0; }
 
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters); the end of the
   // CTA's list is re-read rather than kept, for the producer's register budget.

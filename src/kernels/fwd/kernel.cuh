@@ -157,6 +157,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const bool gather = p.kv.source == KVSource::kPagedGather ||
                       (Traits::kFp8KV && p.kv.source == KVSource::kPagedTmaWiden);
   if (threadIdx.x == 0) {
+    Scheduler::take_list(p);  // the batch family's CTAs: the work list they run
     // A K or V stage fills by one TMA arrival (+ bytes), or by one cp.async arrival per gather
     // thread.
     const uint32_t kv_arrivals = gather ? Traits::kGatherThreads : 1;
@@ -181,6 +182,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm.index_note()->tag = 0u;
   }
   __syncthreads();
+  if (!Scheduler::has_list()) return;  // a placed batch launch's CTA left its SM to the decodes
   const int warpgroup = ptx::warpgroup_index();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();

@@ -38,6 +38,10 @@ class LptTileScheduler {
   static constexpr bool kKVScales = false;
   // No side lane (the batch family's side-lane scheduler has one: batch/side_lane.cuh).
   static constexpr bool kSideLane = false;
+  // Every CTA runs its own tiles (the batch family's placed launches claim theirs:
+  // batch/placement.cuh).
+  __device__ static void take_list(const FwdParams&) {}
+  __device__ static constexpr bool has_list() { return true; }
 
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters): its fields are
   // read where needed rather than copied into registers, which the producer thread has few of.

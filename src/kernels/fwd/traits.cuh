@@ -340,6 +340,13 @@ struct BatchWorkParams {
   // TMA: element (row, head, d) at q + row * q_row_stride + head * q_head_stride + d.
   const void* q = nullptr;
   int64_t q_row_stride = 0, q_head_stride = 0;
+  // A placed launch (batch/placement.cuh), where sm_rank is set: the CTAs take their lists by
+  // %smid. sm_rank[placed_sms]: each SM's rank in the order (the first decode_sms SMs are left
+  // to the decodes); claims: the decode SMs' exit count, then one bit a slot (placed_sms -
+  // decode_sms slots: placed_lists prefill lists of each group).
+  const int16_t* sm_rank = nullptr;
+  uint32_t* claims = nullptr;
+  int placed_sms = 0, decode_sms = 0, placed_lists = 1;
 };
 
 struct FwdParams {

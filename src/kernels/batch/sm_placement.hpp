@@ -1,0 +1,45 @@
+// The concurrent form's placement of its prefill lists by SM (BatchAttentionVariants::
+// concurrent_sm_order; hopattn bench batch --decode-sm-order): the step's decodes get the first
+// SMs of an order and the prefill CTAs the others, whichever SMs the hardware hands the CTAs
+// (kernels/batch/placement.cuh). Decodes alone on few SMs stream ~70 GB/s an SM where the plain
+// stream reaches 95-116 (docs/perf/NOTES.md, run set as); an order spread over the GPCs against
+// one packed into few tells whether the GPCs' ports cap them. No CUDA headers (used by src/api);
+// defined in CUDA builds only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hopattn/options.hpp"
+
+namespace hopattn::kernels::batch {
+
+inline constexpr int kMaxPlacedSms = 256;
+
+class SmPlacement {
+ public:
+  // `order`: the SM ids 0 .. n - 1 of a card of n SMs, each once, the decodes' first. Throws
+  // hopattn::Error (kValue) for anything else. Allocates the ranks and claims on `device`.
+  SmPlacement(int device, const std::vector<int>& order);
+  ~SmPlacement();
+  SmPlacement(const SmPlacement&) = delete;
+  SmPlacement& operator=(const SmPlacement&) = delete;
+
+  int sms() const { return sms_; }
+  const int16_t* ranks() const { return ranks_; }
+  uint32_t* claims() const { return claims_; }
+
+  // Writes the ranks and zeroes the claims on `stream`: before each placed launch (one small
+  // kernel, its table passed by value, so no host copy and no allocation). One placed launch of
+  // the object at a time: its claims are the object's.
+  void reset(Stream stream) const;
+
+ private:
+  int sms_ = 0;
+  int16_t host_ranks_[kMaxPlacedSms] = {};
+  void* buffer_ = nullptr;  // ranks, then the claim words
+  int16_t* ranks_ = nullptr;
+  uint32_t* claims_ = nullptr;
+};
+
+}  // namespace hopattn::kernels::batch

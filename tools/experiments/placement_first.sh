@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `tools/experiments/placement_first.sh TARBALL OUT` (TARBALL: main's `hopattn`,
+# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`; ~4 minutes): the concurrent form placed by an
+# SM order (--decode-sm-order, kernels/batch/placement.cuh), rows printed as measured: its GPU
+# tests (and the decode kernels' and the concurrent form's); the GPC map; (a) and (b) against the
+# separate launches with the hardware's placement, the decodes' SMs spread over the GPCs, and
+# packed into few, at the planner's split and around it; the decodes and the plain stream on 28
+# / 20 SMs spread against packed (--free-sms); memcheck of the placed launches.
+set -u
+TARBALL=$1 R=$2 M=/tmp/placement_first
+mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+source "$(dirname "$0")/helpers.sh"
+logged "$R/tests.txt" 150 $M/hopattn_gpu_tests \
+  --gtest_filter='BatchKernelConcurrent.*:*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:Safety.*Decode*'
+tail -3 "$R/tests.txt"
+grep -E "^\[  FAILED|Failure" -A3 "$R/tests.txt" | head -20
+timeout 20 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
+python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 1024 > "$R/orders.txt"
+spread=$(sed -n 's/^spread //p' "$R/orders.txt")
+packed=$(sed -n 's/^packed //p' "$R/orders.txt")
+echo "orders: spread $spread"
+echo "orders: packed $packed"
+b() { timeout 60 $M/hopattn bench batch --step $1 --impl kernel --no-check --csv "${@:2}" | us_of; }
+for step in a b; do
+  echo "$step separate $(b $step --batch-impl separate) batch $(b $step --batch-impl batch)" \
+    "spread $(b $step --batch-impl batch --decode-sm-order "$spread")" \
+    "packed $(b $step --batch-impl batch --decode-sm-order "$packed")"
+done
+for c in 24 26 28 30; do
+  f="--batch-impl batch --batch-concurrent-ctas $c"
+  echo "a c$c hw $(b a $f) spread $(b a $f --decode-sm-order "$spread") packed $(b a $f --decode-sm-order "$packed")"
+done
+for c in 14 16 18 21; do
+  f="--batch-impl batch --batch-concurrent-ctas $c"
+  echo "b c$c hw $(b b $f) spread $(b b $f --decode-sm-order "$spread") packed $(b b $f --decode-sm-order "$packed")"
+done
+for n in 28 20; do
+  python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" $n > "$R/sets$n.txt"
+  for set in spread packed; do
+    list=$(sed -n "s/^$set //p" "$R/sets$n.txt")
+    echo "n$n $set decodes small $(timeout 30 $M/hopattn bench decode --heads 32:8 --batch 124 \
+      --kv-len 4096 --free-sms "$list" --impl kernel --no-check --csv | us_of)"
+    timeout 40 $M/stream_rate sms "$list" | tail -2
+  done
+done
+logged "$R/memcheck.txt" 120 compute-sanitizer --tool memcheck $M/hopattn_gpu_tests \
+  --gtest_filter='BatchKernelConcurrent.PlacedBySmOrder'
+tail -4 "$R/memcheck.txt"

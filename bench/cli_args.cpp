@@ -397,7 +397,10 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
     return;
   }
   if (name == "--decode-sm-order") {
-    f.decode_sm_order = parse_int_list(name, cur.value(name, inline_value), 0, 1023);
+    const std::string_view value = cur.value(name, inline_value);
+    f.decode_sm_gpc = value == "gpc";
+    f.decode_sm_order.clear();
+    if (!f.decode_sm_gpc) f.decode_sm_order = parse_int_list(name, value, 0, 1023);
     return;
   }
   if (name == "--batch-concurrent-ctas") {

@@ -76,6 +76,7 @@ struct BenchFlags {
   std::optional<int> batch_concurrent_ctas;            // --batch-concurrent-ctas P
   std::optional<int> batch_concurrent_tail_milli;      // --batch-concurrent-tail T (x1000)
   std::vector<int> decode_sm_order;        // batch: --decode-sm-order LIST (empty: the hardware's)
+  bool decode_sm_gpc = false;              // batch: --decode-sm-order gpc (the GPC probe's order)
   std::optional<int64_t> batch_side_cost;  // batch: --batch-side-cost N (the planner's factor)
   std::optional<bool> batch_sections;      // batch: --batch-sections on | off
   std::optional<int> iters, warmup;

@@ -131,6 +131,7 @@ class BatchWorkload final : public Workload {
     internal::BatchAttentionVariants::concurrent_decode_kernel(*attn_, s_.decode_kernel);
     internal::BatchAttentionVariants::concurrent_tail(*attn_, s_.batch_concurrent_tail_milli);
     if (device) internal::BatchAttentionVariants::concurrent_sm_order(*attn_, s_.decode_sm_order);
+    if (device && s_.decode_sm_gpc) internal::BatchAttentionVariants::concurrent_sm_spread(*attn_);
     if (device) {
       // Zeroed once (the workspace contract); plan() uploads the plan into it.
       workspace_ = DeviceMemory(attn_->workspace_size());

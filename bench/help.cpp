@@ -129,7 +129,8 @@ heads, D 128, pages of 16, bf16, causal. kv_len of a request = cached + new.
                       (0.1..64; default off)
   --decode-sm-order LIST  batch, concurrent: the card's SM ids (%smid), each once, the
                       decodes' SMs first: the prefill CTAs take their lists by SM and leave the
-                      first SMs to the decodes (default: wherever the hardware puts them)
+                      first SMs to the decodes (default: wherever the hardware puts them); gpc:
+                      the order from the card's GPCs, the decodes' SMs spread over them
   --batch-side S      batch: auto (default: on where the order is spread and the decodes cost
                       no more than the prefill) | off | on (decodes of <= 8 rows on two producer
                       warps beside the prefill tiles: the side-lane kernel; 16-bit caches, D

@@ -47,6 +47,7 @@ std::string Shape::describe() const {
     if (batch_concurrent_tail_milli > 0) {
       os << " concurrent-tail=" << batch_concurrent_tail_milli / 1000.0;
     }
+    if (decode_sm_gpc) os << " sm-order=gpc";
     if (!decode_sm_order.empty()) {
       os << " sm-order=" << decode_sm_order.front() << ",...(" << decode_sm_order.size() << ")";
     }
@@ -183,7 +184,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.batch_concurrent_rate_milli.has_value() && !batch, fam, "--batch-concurrent-rate");
   reject(f.batch_concurrent_ctas.has_value() && !batch, fam, "--batch-concurrent-ctas");
   reject(f.batch_concurrent_tail_milli.has_value() && !batch, fam, "--batch-concurrent-tail");
-  reject(!f.decode_sm_order.empty() && !batch, fam, "--decode-sm-order");
+  reject((!f.decode_sm_order.empty() || f.decode_sm_gpc) && !batch, fam, "--decode-sm-order");
   reject(f.batch_side_cost.has_value() && !batch, fam, "--batch-side-cost");
   reject(f.batch_sections.has_value() && !batch, fam, "--batch-sections");
   reject(f.batch_decode_rate_milli.has_value() && !batch, fam, "--batch-decode-rate");
@@ -259,6 +260,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.batch_concurrent_ctas) s.batch_concurrent_ctas = *f.batch_concurrent_ctas;
   if (f.batch_concurrent_tail_milli) s.batch_concurrent_tail_milli = *f.batch_concurrent_tail_milli;
   s.decode_sm_order = f.decode_sm_order;
+  s.decode_sm_gpc = f.decode_sm_gpc;
   if (f.batch_side_cost) s.batch_side_cost = *f.batch_side_cost;
   if (f.batch_sections) s.batch_sections = *f.batch_sections;
   if (f.batch_partition) s.batch_partition = *f.batch_partition;

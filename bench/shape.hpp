@@ -55,6 +55,7 @@ struct Shape {
   // The concurrent form's SM order, decodes' SMs first (--decode-sm-order; empty: the hardware's
   // placement).
   std::vector<int> decode_sm_order;
+  bool decode_sm_gpc = false;  // --decode-sm-order gpc: the order from the card's GPCs
   int64_t batch_side_cost = plan::kSideLaneCost;  // the planner's side-lane factor
   bool batch_sections = true;  // the prefill works in L2 sections (--batch-sections)
   // batch: prefill and decode works on separate CTAs (--batch-order partition), the split from

@@ -337,10 +337,31 @@ void BatchAttentionVariants::concurrent_sm_order(BatchAttention& attention,
 #endif
 }
 
+void BatchAttentionVariants::concurrent_sm_spread(BatchAttention& attention) {
+#ifdef HOPATTN_WITH_CUDA
+  BatchAttention::Impl& impl = *attention.impl_;
+  impl.placement.reset(new kernels::batch::SmPlacement(impl.config.device.index));
+#else
+  (void)attention;
+  throw Error(ErrorKind::kNotImplemented,
+              "hopattn.BatchAttention: an SM order needs a build with CUDA kernels");
+#endif
+}
+
 const uint32_t* BatchAttentionVariants::concurrent_sm_claims(const BatchAttention& attention) {
 #ifdef HOPATTN_WITH_CUDA
   const auto& placement = attention.impl_->placement;
   return placement != nullptr ? placement->claims() : nullptr;
+#else
+  (void)attention;
+  return nullptr;
+#endif
+}
+
+const int16_t* BatchAttentionVariants::concurrent_sm_ranks(const BatchAttention& attention) {
+#ifdef HOPATTN_WITH_CUDA
+  const auto& placement = attention.impl_->placement;
+  return placement != nullptr ? placement->ranks() : nullptr;
 #else
   (void)attention;
   return nullptr;

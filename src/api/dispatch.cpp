@@ -197,7 +197,7 @@ void BatchAttention::run(const BatchArgs& args, Stream stream) const {
     // With an SM order (one launch of the prefill, on as many SMs as the grid has CTAs), the
     // prefill CTAs take their lists by SM and leave the order's first SMs to the decodes; its
     // claims are zeroed before the fork, so that the decodes do not start ahead of the prefill.
-    const kernels::batch::SmPlacement* placement = s.placement.get();
+    kernels::batch::SmPlacement* placement = s.placement.get();
     if (placement != nullptr && !form.tail && placement->sms() == step.num_ctas) {
       placement->reset(stream);
       step.sm_rank = placement->ranks();

@@ -49,9 +49,14 @@ struct BatchAttentionVariants {
   // the card's SM ids once (hopattn::Error otherwise); empty: the hardware's placement (the
   // default). CUDA builds only.
   static void concurrent_sm_order(BatchAttention& attention, const std::vector<int>& order);
+  // The same with the order from the card's GPCs, the decodes' SMs spread over them (hopattn
+  // bench batch --decode-sm-order gpc; probed on the device by the first placed run).
+  static void concurrent_sm_spread(BatchAttention& attention);
   // The SM order's claim words on the device (its exit count, then a bit a prefill slot), as the
   // last placed launch left them; null without an order. For the GPU tests.
   static const uint32_t* concurrent_sm_claims(const BatchAttention& attention);
+  // The order's ranks on the device (rank of SM i at i), as its first placed run wrote them.
+  static const int16_t* concurrent_sm_ranks(const BatchAttention& attention);
 
  private:
   template <class T>

@@ -593,14 +593,31 @@ void print_line(const HostStep& h, const BatchPlanSummary& p, const Verdict& v,
 }
 
 // The second run's claims (placement.cuh): each of the groups x P prefill slots claimed, no bit
-// past them, and at least as many CTAs counted on the order's decode SMs as it has. Only where the
-// launch was placed: a grid of one CTA a card's SM.
+// past them, and at least as many CTAs counted on the order's decode SMs as it has; and the ranks
+// a permutation of the SMs (the GPC probe's order, or the one given). Only where the launch was
+// placed: a grid of one CTA a card's SM.
 void expect_placed(const BatchAttention& ba, const StepSpec& s) {
   const uint32_t* claims = internal::BatchAttentionVariants::concurrent_sm_claims(ba);
   ASSERT_NE(claims, nullptr) << s.name << ": no SM placement made";
-  const int sms = static_cast<int>(s.concurrent_sm_order.size());
-  const int ctas = plan::kBatchDefaultCtas;
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cuda_device().index),
+            cudaSuccess);
+  const int ctas = s.num_ctas != 0 ? s.num_ctas : plan::kBatchDefaultCtas;
   if (sms != ctas) return;  // not placed: the grid is not one CTA an SM of this card
+  std::vector<int16_t> ranks(static_cast<size_t>(sms));
+  ASSERT_EQ(cudaMemcpy(ranks.data(), internal::BatchAttentionVariants::concurrent_sm_ranks(ba),
+                       sizeof(int16_t) * ranks.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::vector<int> seen(static_cast<size_t>(sms), 0);
+  for (int i = 0; i < sms; ++i) {
+    const int r = ranks[static_cast<size_t>(i)];
+    ASSERT_TRUE(r >= 0 && r < sms) << s.name << ": SM " << i << " has rank " << r;
+    ++seen[static_cast<size_t>(r)];
+    if (!s.concurrent_sm_order.empty()) {
+      EXPECT_EQ(s.concurrent_sm_order[static_cast<size_t>(r)], i) << s.name << ": rank of SM " << i;
+    }
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), sms) << s.name << ": ranks not a permutation";
   const int slots = plan::batch_plan_groups(s.kv_heads, ctas) * ba.planned().concurrent_ctas;
   std::vector<uint32_t> words(1 + (sms + 31) / 32);
   ASSERT_EQ(
@@ -632,6 +649,7 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
   internal::BatchAttentionVariants::concurrent_decode_kernel(ba, s.concurrent_decode_kernel);
   internal::BatchAttentionVariants::concurrent_tail(ba, s.concurrent_tail_milli);
   internal::BatchAttentionVariants::concurrent_sm_order(ba, s.concurrent_sm_order);
+  if (s.concurrent_sm_gpc) internal::BatchAttentionVariants::concurrent_sm_spread(ba);
   DeviceStep dev(*h);
   const DeviceWorkspace ws(ba.workspace_size());
   const CudaStream stream;
@@ -641,7 +659,7 @@ BatchPlanSummary check_step(const StepSpec& s, PlanMode mode) {
   const Verdict v = judge(*h, first, ref);
   expect_good(v, s.name);
   EXPECT_TRUE(bitwise_equal(first, second)) << s.name << ": a second run differs bitwise";
-  if (!s.concurrent_sm_order.empty()) expect_placed(ba, s);
+  if (!s.concurrent_sm_order.empty() || s.concurrent_sm_gpc) expect_placed(ba, s);
   print_line(*h, ba.planned(), v, ref, "");
   return ba.planned();
 }

@@ -79,6 +79,8 @@ struct StepSpec {
   // Where the card has as many SMs as the grid has CTAs, the check also reads the launch's claims:
   // every prefill list claimed once, at least the decodes' SMs' CTAs counted.
   std::vector<int> concurrent_sm_order;
+  // The order from the card's GPCs instead (BatchAttentionVariants::concurrent_sm_spread).
+  bool concurrent_sm_gpc = false;
 
   int q_heads() const { return kv_heads * group; }
   int batch() const { return static_cast<int>(q_lens.size()); }

@@ -535,6 +535,9 @@ TEST_F(BatchKernelConcurrent, PlacedBySmOrder) {
                                           s.group = 5;
                                         }),
                         PlanMode::kPlain);
+  check_concurrent_step(concurrent_step("concurrent_placed_gpc_probe",
+                                        [&](StepSpec& s) { s.concurrent_sm_gpc = true; }),
+                        PlanMode::kUploadArrays);
   check_concurrent_step(concurrent_step("concurrent_placed_narrow",
                                         [&](StepSpec& s) {
                                           s.concurrent_sm_order = descending;

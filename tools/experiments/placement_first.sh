@@ -4,7 +4,8 @@
 # SM order (--decode-sm-order, kernels/batch/placement.cuh), rows printed as measured: its GPU
 # tests (and the decode kernels' and the concurrent form's); the GPC map; (a) and (b) against the
 # separate launches with the hardware's placement, the decodes' SMs spread over the GPCs, and
-# packed into few, at the planner's split and around it; the decodes and the plain stream on 28
+# packed into few (orders from sm_gpcs), and the library's own GPC probe (gpc), at the planner's
+# split and around it; the decodes and the plain stream on 28
 # / 20 SMs spread against packed (--free-sms); memcheck of the placed launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
@@ -25,7 +26,8 @@ b() { timeout 60 $M/hopattn bench batch --step $1 --impl kernel --no-check --csv
 for step in a b; do
   echo "$step separate $(b $step --batch-impl separate) batch $(b $step --batch-impl batch)" \
     "spread $(b $step --batch-impl batch --decode-sm-order "$spread")" \
-    "packed $(b $step --batch-impl batch --decode-sm-order "$packed")"
+    "packed $(b $step --batch-impl batch --decode-sm-order "$packed")" \
+    "gpc $(b $step --batch-impl batch --decode-sm-order gpc)"
 done
 for c in 24 26 28 30; do
   f="--batch-impl batch --batch-concurrent-ctas $c"

@@ -21,6 +21,11 @@ class SmPlacement {
   // `order`: the SM ids 0 .. n - 1 of a card of n SMs, each once, the decodes' first. Throws
   // hopattn::Error (kValue) for anything else. Allocates the ranks and claims on `device`.
   SmPlacement(int device, const std::vector<int>& order);
+  // The order from the card's GPCs, probed on the device by the first reset(): SMs taken
+  // round-robin over the GPCs (largest first), so that the decodes' SMs are spread over them.
+  // The GPCs are the groups of SMs that thread-block clusters (which the hardware keeps in one
+  // GPC) share, as tools/sm_gpcs.cu finds them, joined on the device: no read-back.
+  explicit SmPlacement(int device);
   ~SmPlacement();
   SmPlacement(const SmPlacement&) = delete;
   SmPlacement& operator=(const SmPlacement&) = delete;
@@ -29,17 +34,24 @@ class SmPlacement {
   const int16_t* ranks() const { return ranks_; }
   uint32_t* claims() const { return claims_; }
 
-  // Writes the ranks and zeroes the claims on `stream`: before each placed launch (one small
-  // kernel, its table passed by value, so no host copy and no allocation). One placed launch of
-  // the object at a time: its claims are the object's.
-  void reset(Stream stream) const;
+  // Zeroes the claims on `stream` before each placed launch, and writes the ranks the first time
+  // (the given order's, passed by value to one small kernel; or the GPC probe's launches): no
+  // host copy, no allocation. One placed launch of the object at a time: its claims are the
+  // object's.
+  void reset(Stream stream);
 
  private:
+  void allocate(int device);
+
   int sms_ = 0;
+  int device_ = 0;
+  bool probe_ = false;  // the ranks come from the GPC probe
+  bool ranks_written_ = false;
   int16_t host_ranks_[kMaxPlacedSms] = {};
-  void* buffer_ = nullptr;  // ranks, then the claim words
+  void* buffer_ = nullptr;  // ranks, the claim words, then the probe's records
   int16_t* ranks_ = nullptr;
   uint32_t* claims_ = nullptr;
+  uint32_t* records_ = nullptr;
 };
 
 }  // namespace hopattn::kernels::batch

@@ -6,7 +6,8 @@
 # separate launches with the hardware's placement, the decodes' SMs spread over the GPCs, and
 # packed into few (orders from sm_gpcs), and the library's own GPC probe (gpc), at the planner's
 # split and around it; the decodes and the plain stream on 28
-# / 20 SMs spread against packed (--free-sms); memcheck of the placed launches.
+# / 20 SMs spread against packed (--free-sms); (a) and (b) at other splits; memcheck of the
+# placed launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
 mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
@@ -29,14 +30,6 @@ for step in a b; do
     "packed $(b $step --batch-impl batch --decode-sm-order "$packed")" \
     "gpc $(b $step --batch-impl batch --decode-sm-order gpc)"
 done
-for c in 24 26 28 30; do
-  f="--batch-impl batch --batch-concurrent-ctas $c"
-  echo "a c$c hw $(b a $f) spread $(b a $f --decode-sm-order "$spread") packed $(b a $f --decode-sm-order "$packed")"
-done
-for c in 14 16 18 21; do
-  f="--batch-impl batch --batch-concurrent-ctas $c"
-  echo "b c$c hw $(b b $f) spread $(b b $f --decode-sm-order "$spread") packed $(b b $f --decode-sm-order "$packed")"
-done
 for n in 28 20; do
   python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" $n > "$R/sets$n.txt"
   for set in spread packed; do
@@ -46,6 +39,14 @@ for n in 28 20; do
     timeout 40 $M/stream_rate sms "$list" | tail -2
   done
 done
-logged "$R/memcheck.txt" 120 compute-sanitizer --tool memcheck $M/hopattn_gpu_tests \
+for c in 28 30; do
+  f="--batch-impl batch --batch-concurrent-ctas $c"
+  echo "a c$c hw $(b a $f) spread $(b a $f --decode-sm-order "$spread") packed $(b a $f --decode-sm-order "$packed")"
+done
+for c in 14 18; do
+  f="--batch-impl batch --batch-concurrent-ctas $c"
+  echo "b c$c hw $(b b $f) spread $(b b $f --decode-sm-order "$spread") packed $(b b $f --decode-sm-order "$packed")"
+done
+logged "$R/memcheck.txt" 90 compute-sanitizer --tool memcheck $M/hopattn_gpu_tests \
   --gtest_filter='BatchKernelConcurrent.PlacedBySmOrder'
 tail -4 "$R/memcheck.txt"

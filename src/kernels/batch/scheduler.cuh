@@ -33,24 +33,29 @@ using fwd::TileInfo;
 using fwd::WorkTile;
 
 // The CTA's KV-head group g and its place l in it (batch_plan_layout.hpp), from the list it runs
-// (placement.cuh: %ctaid.x, or the one a placed launch's CTA claimed).
+// (placement.cuh: %ctaid.x, or where kPlaceable and the launch is placed, the one the CTA
+// claimed; the side-lane kernel is never placed, and its tight producer keeps the plain read).
+template <bool kPlaceable>
 __device__ __forceinline__ int cta_group(const BatchWorkParams& b) {
-  return static_cast<int>(b.group_ctas.divide(cta_list()));
+  return static_cast<int>(b.group_ctas.divide(cta_list<kPlaceable>(b)));
 }
+template <bool kPlaceable>
 __device__ __forceinline__ int cta_in_group(const BatchWorkParams& b) {
-  const uint32_t c = cta_list();
+  const uint32_t c = cta_list<kPlaceable>(b);
   return static_cast<int>(c - b.group_ctas.divide(c) * b.group_ctas.divisor);
 }
 
 // The CTA's copies of a stored (group 0) item's KV head and partial row.
+template <bool kPlaceable>
 __device__ __forceinline__ int item_kv_head(const BatchWorkParams& b,
                                             const plan::BatchWorkItem& item) {
-  return item.kv_head + cta_group(b);
+  return item.kv_head + cta_group<kPlaceable>(b);
 }
+template <bool kPlaceable>
 __device__ __forceinline__ int item_partial_row(const BatchWorkParams& b,
                                                 const plan::BatchWorkItem& item) {
   return plan::batch_group_partial_row(item.partial_row, b.header->group_partial_rows,
-                                       cta_group(b));
+                                       cta_group<kPlaceable>(b));
 }
 
 template <bool kSkipSide>
@@ -61,11 +66,18 @@ class WorkListSchedulerT {
   static constexpr bool kKVScales = true;
   // Whether the kernel runs a side lane (fwd/kernel.cuh calls run_side_lane on producer warp 2).
   static constexpr bool kSideLane = kSkipSide;
+  // Whether a launch of this instance may be placed (placement.cuh): the plain one only (the
+  // concurrent form's prefill launch).
+  static constexpr bool kPlaceable = !kSkipSide;
 
   // Thread 0 before the CTA's first barrier: the list the CTA runs (placement.cuh); after the
   // barrier, whether it has one (a placed launch's CTA on a decode SM has none and exits).
-  __device__ static void take_list(const FwdParams& p) { batch::take_list(p.batch); }
-  __device__ static bool has_list() { return static_cast<int>(cta_list()) >= 0; }
+  __device__ static void take_list(const FwdParams& p) {
+    if constexpr (kPlaceable) batch::take_list(p.batch);
+  }
+  __device__ static bool has_list(const FwdParams& p) {
+    return static_cast<int>(cta_list<kPlaceable>(p.batch)) >= 0;
+  }
 
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters); the end of the
   // CTA's list is re-read rather than kept, for the producer's register budget.
@@ -74,7 +86,7 @@ class WorkListSchedulerT {
   }
 
   __device__ bool valid() const {
-    return index_ < p_.batch.cta_offsets[cta_in_group(p_.batch) + 1];
+    return index_ < p_.batch.cta_offsets[cta_in_group<kPlaceable>(p_.batch) + 1];
   }
   __device__ void advance() {
     ++index_;
@@ -85,11 +97,11 @@ class WorkListSchedulerT {
     const plan::BatchWorkItem& item = p_.batch.items[index_];
     WorkTile w;
     w.m_block = 0;  // unused: info() places the tile by its first position
-    w.head = item_kv_head(p_.batch, item);
+    w.head = item_kv_head<kPlaceable>(p_.batch, item);
     w.batch = item.request;
     w.kv_begin = item.kv_begin;
     w.kv_end = item.kv_end;
-    w.partial_row = item_partial_row(p_.batch, item);
+    w.partial_row = item_partial_row<kPlaceable>(p_.batch, item);
     return w;
   }
 
@@ -112,7 +124,7 @@ class WorkListSchedulerT {
  private:
   __device__ void skip_side() {
     if constexpr (kSkipSide) {
-      const int end = p_.batch.cta_offsets[cta_in_group(p_.batch) + 1];
+      const int end = p_.batch.cta_offsets[cta_in_group<kPlaceable>(p_.batch) + 1];
       while (index_ < end && p_.batch.items[index_].kind ==
                                  static_cast<uint16_t>(plan::BatchTileKind::kDecodeSide)) {
         ++index_;
@@ -122,7 +134,7 @@ class WorkListSchedulerT {
 
   // The CTA's first item, or its list's end where the launch runs other CTAs' lists only.
   __device__ static int first_item(const BatchWorkParams& b) {
-    const int c = cta_in_group(b);
+    const int c = cta_in_group<kPlaceable>(b);
     return b.cta_offsets[c >= b.cta_first && c < b.cta_last ? c : c + 1];
   }
 

@@ -125,7 +125,7 @@ struct SideLane {
   __device__ static fwd::RowAddress row_at(const FwdParams& p, const plan::BatchWorkItem& item,
                                            int n) {
     fwd::WorkTile w;
-    w.head = item_kv_head(p.batch, item);
+    w.head = item_kv_head<false>(p.batch, item);
     fwd::TileInfo t;
     t.q_start = static_cast<int>(p.pack.pack_div.divide(static_cast<uint32_t>(item.row_begin)));
     return fwd::row_address(p, w, t, n);
@@ -157,7 +157,7 @@ struct SideLane {
       ptx::fence_mbarrier_init();
     }
     ptx::named_barrier_sync(fwd::kSideLane, G::kThreads);
-    const int cta = cta_in_group(p.batch);  // its group's copy of group 0's list of this CTA
+    const int cta = cta_in_group<false>(p.batch);  // its group's copy of group 0's list of this CTA
     const int end = p.batch.cta_offsets[cta + 1];
     uint32_t seq = 0;  // blocks run so far: block n is in stage n % kStages, phase n / kStages
 #pragma unroll 1
@@ -202,7 +202,7 @@ struct SideLane {
       ptx::cp_async_commit();      // first barrier shows them to the other warp
       ptx::cp_async_wait<0>();
       k.request = item.request;
-      k.kv_head = item_kv_head(p.batch, item);
+      k.kv_head = item_kv_head<false>(p.batch, item);
       k.lo = item.kv_begin;
       k.hi = min(item.kv_end, item.kv_len);
       k.key0 = k.lo & ~(G::kKeys - 1);
@@ -274,7 +274,7 @@ struct SideLane {
       }
     }
     fwd::WorkTile w;
-    w.head = item_kv_head(p.batch, item);
+    w.head = item_kv_head<false>(p.batch, item);
     const fwd::TileScales scales = fwd::tile_scales<true>(p, w);
     fwd::OnlineSoftmax<4> softmax(scales.scale_log2);
     softmax.row_max[0] = row_max[0];
@@ -404,7 +404,7 @@ struct SideLane {
                                        const float (&o)[G::kWarpTiles][4],
                                        const float (&out_scale)[2], const float (&lse)[2]) {
     const int g = lane / 4, qd = lane % 4;
-    const int partial_row = item_partial_row(p.batch, item);
+    const int partial_row = item_partial_row<false>(p.batch, item);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int n = 2 * qd + h;

@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     sm.index_note()->tag = 0u;
   }
   __syncthreads();
-  if (!Scheduler::has_list()) return;  // a placed batch launch's CTA left its SM to the decodes
+  if (!Scheduler::has_list(p)) return;  // a placed batch launch's CTA left its SM to the decodes
   const int warpgroup = ptx::warpgroup_index();
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<Traits::kProducerRegisters>();

@@ -41,7 +41,7 @@ class LptTileScheduler {
   // Every CTA runs its own tiles (the batch family's placed launches claim theirs:
   // batch/placement.cuh).
   __device__ static void take_list(const FwdParams&) {}
-  __device__ static constexpr bool has_list() { return true; }
+  __device__ static constexpr bool has_list(const FwdParams&) { return true; }
 
   // `p` must outlive the scheduler (the kernel's __grid_constant__ parameters): its fields are
   // read where needed rather than copied into registers, which the producer thread has few of.

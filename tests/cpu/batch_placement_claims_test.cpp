@@ -1,0 +1,144 @@
+// The claims of a placed batch launch (kernels/batch/placement_claims.hpp), the protocol the
+// device runs, over host atomics: every prefill list runs exactly once and every CTA past them
+// exits, for any landing of the CTAs on SMs: one CTA an SM in random order, SMs met twice (a
+// decode SM's CTA exits and a later one lands there), SMs the order lacks, and every CTA on one
+// SM; sequentially in random orders and from threads at once.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/batch/placement_claims.hpp"
+
+namespace hopattn::kernels::batch {
+namespace {
+
+struct HostWords {
+  explicit HostWords(int sms) : words(static_cast<size_t>(1 + (sms + 31) / 32)) {}
+  uint32_t fetch_add(int i, uint32_t v) { return words[static_cast<size_t>(i)].fetch_add(v); }
+  uint32_t fetch_or(int i, uint32_t v) { return words[static_cast<size_t>(i)].fetch_or(v); }
+  uint32_t load(int i) { return words[static_cast<size_t>(i)].load(); }
+  std::vector<std::atomic<uint32_t>> words;
+};
+
+PlacedGrid grid(int sms, int groups, int lists) {
+  PlacedGrid g;
+  g.sms = sms;
+  g.group_ctas = sms / groups;
+  g.lists = lists;
+  g.decode_sms = sms - groups * lists;
+  return g;
+}
+
+// What the CTAs claimed: each prefill list (g * group_ctas + l, l < lists) exactly once, nothing
+// else, and a CTA for each of the others' -1.
+void expect_each_list_once(const PlacedGrid& g, const std::vector<int>& claimed,
+                           const std::string& what) {
+  std::vector<int> runs(static_cast<size_t>(g.sms), 0);
+  int exits = 0;
+  for (int list : claimed) {
+    if (list < 0) {
+      ++exits;
+      continue;
+    }
+    ASSERT_LT(list, g.sms) << what;
+    ASSERT_LT(list % g.group_ctas, g.lists) << what << ": list " << list << " holds no prefill";
+    ++runs[static_cast<size_t>(list)];
+  }
+  for (int c = 0; c < g.sms; ++c) {
+    const int expected = c % g.group_ctas < g.lists ? 1 : 0;
+    EXPECT_EQ(runs[static_cast<size_t>(c)], expected) << what << ": list " << c;
+  }
+  EXPECT_EQ(exits, g.decode_sms) << what;
+}
+
+// The SM each CTA lands on, by the kind of landing.
+std::vector<int> landing(int kind, int sms, std::mt19937_64& rng) {
+  std::vector<int> sm(static_cast<size_t>(sms));
+  std::iota(sm.begin(), sm.end(), 0);
+  std::shuffle(sm.begin(), sm.end(), rng);
+  std::uniform_int_distribution<int> any(0, sms - 1);
+  if (kind == 1) {  // a few SMs met twice, others never
+    for (int i = 0; i < sms / 8; ++i) sm[static_cast<size_t>(any(rng))] = sm[0];
+  } else if (kind == 2) {  // SMs the order lacks (rank -1)
+    for (int i = 0; i < sms / 8; ++i) sm[static_cast<size_t>(any(rng))] = -1;
+  } else if (kind == 3) {  // every CTA on one SM, in turn
+    std::fill(sm.begin(), sm.end(), any(rng));
+  }
+  return sm;
+}
+
+TEST(BatchPlacementClaims, EachListOnceWhereverTheCtasLand) {
+  std::mt19937_64 rng(11);
+  for (int sms : {132, 114, 8}) {
+    for (int groups : {1, 2, 3, 4}) {
+      if (sms % groups != 0) continue;  // the grid is whole groups (batch_plan_layout.hpp)
+      for (int lists = 1; lists < sms / groups; lists += std::max(1, sms / groups / 7)) {
+        const PlacedGrid g = grid(sms, groups, lists);
+        // Ranks: a random order of the SMs (rank of SM s at s).
+        std::vector<int> rank(static_cast<size_t>(sms));
+        std::iota(rank.begin(), rank.end(), 0);
+        std::shuffle(rank.begin(), rank.end(), rng);
+        for (int kind = 0; kind < 4; ++kind) {
+          const std::vector<int> sm = landing(kind, sms, rng);
+          HostWords words(sms);
+          std::vector<int> claimed;
+          for (int s : sm) {
+            claimed.push_back(claim_list(s < 0 ? -1 : rank[static_cast<size_t>(s)], g, words));
+          }
+          expect_each_list_once(g, claimed,
+                                "sms " + std::to_string(sms) + " groups " + std::to_string(groups) +
+                                    " lists " + std::to_string(lists) + " landing " +
+                                    std::to_string(kind));
+        }
+      }
+    }
+  }
+}
+
+// All CTAs claim at once (one thread each), every landing kind, many rounds.
+TEST(BatchPlacementClaims, EachListOnceFromThreadsAtOnce) {
+  std::mt19937_64 rng(12);
+  const int sms = 132;
+  for (int round = 0; round < 24; ++round) {
+    const PlacedGrid g = grid(sms, 4, 20 + round % 12);
+    std::vector<int> rank(static_cast<size_t>(sms));
+    std::iota(rank.begin(), rank.end(), 0);
+    std::shuffle(rank.begin(), rank.end(), rng);
+    const std::vector<int> sm = landing(round % 4, sms, rng);
+    HostWords words(sms);
+    std::vector<int> claimed(static_cast<size_t>(sms), -2);
+    std::atomic<bool> go{false};
+    std::vector<std::thread> ctas;
+    for (int c = 0; c < sms; ++c) {
+      ctas.emplace_back([&, c] {
+        while (!go.load()) std::this_thread::yield();
+        const int s = sm[static_cast<size_t>(c)];
+        claimed[static_cast<size_t>(c)] =
+            claim_list(s < 0 ? -1 : rank[static_cast<size_t>(s)], g, words);
+      });
+    }
+    go.store(true);
+    for (std::thread& t : ctas) t.join();
+    expect_each_list_once(g, claimed, "round " + std::to_string(round));
+  }
+}
+
+// The CTA on the SM of rank decode_sms + k takes slot k: list (k / P) * group_ctas + k % P.
+TEST(BatchPlacementClaims, OwnSlotFirst) {
+  const PlacedGrid g = grid(132, 4, 26);  // 28 decode SMs, 104 slots
+  HostWords words(132);
+  EXPECT_EQ(claim_list(28 + 0, g, words), 0);
+  EXPECT_EQ(claim_list(28 + 27, g, words), 33 + 1);
+  EXPECT_EQ(claim_list(28 + 103, g, words), 3 * 33 + 25);
+  EXPECT_EQ(claim_list(28 + 0, g, words), 1);  // its slot taken: the lowest free one
+  EXPECT_EQ(claim_list(5, g, words), -1);      // a decode SM: exits
+}
+
+}  // namespace
+}  // namespace hopattn::kernels::batch

@@ -1,6 +1,6 @@
 // The claims of a placed batch launch (the concurrent form given an SM order: sm_placement.hpp),
 // as host-and-device code over any atomic words, so that the CPU tests run the protocol itself
-// under every landing of the CTAs they can make up (tests/cpu/batch_placement_claims_test.cpp);
+// under every landing of the CTAs they can make up (tests/cpu/batch_placement_test.cpp);
 // placement.cuh runs it on the device's atomics.
 //
 // The grid has one CTA for each SM of the order; each group's first P lists hold the prefill

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "hopattn/error.hpp"
+#include "kernels/batch/gpc_order.hpp"
 #include "kernels/batch/sm_placement.hpp"
 #include "kernels/common/cuda_host.hpp"
 
@@ -17,8 +18,7 @@ constexpr const char* kWhere = "hopattn.BatchAttention (SM order)";
 constexpr int kClaimWords = 1 + kMaxPlacedSms / 32;
 // The probe's cluster sizes: 16 (non-portable) joins a whole GPC where one holds it; the smaller
 // ones reach the SMs a GPC's largest cluster leaves out.
-constexpr int kProbeClusters[] = {16, 8, 4, 2};
-constexpr int kProbes = 4;
+constexpr int kProbeClusters[kGpcProbes] = {16, 8, 4, 2};
 
 void cuda_ok(cudaError_t err, const char* what) { throw_if_cuda_error(err, kWhere, what); }
 
@@ -43,60 +43,11 @@ __global__ void record_smid(uint32_t* smid_of_cta) {
   if (threadIdx.x == 0) smid_of_cta[blockIdx.x] = smid;
 }
 
-struct ProbeLaunches {
-  int cluster[kProbes];  // 0: not launched
-  int ctas[kProbes];
-  int offset[kProbes];  // of its records
-};
-
-__device__ int find_root(int16_t* parent, int i) {
-  while (parent[i] != i) i = parent[i] = parent[parent[i]];
-  return i;
-}
-
-// One thread: the SMs of a cluster joined (union-find), the groups ordered by size (largest first,
-// then lowest SM), and ranks dealt round-robin over them: depth 0 of every group, then depth 1...
+// One thread: the order from the probe's records (gpc_order.hpp).
 __global__ void ranks_from_clusters(const __grid_constant__ ProbeLaunches l,
                                     const uint32_t* records, int sms, int16_t* ranks) {
-  __shared__ int16_t parent[kMaxPlacedSms], size[kMaxPlacedSms], depth[kMaxPlacedSms];
-  __shared__ int16_t root[kMaxPlacedSms], roots[kMaxPlacedSms];
-  if (threadIdx.x != 0) return;
-  for (int i = 0; i < sms; ++i) parent[i] = static_cast<int16_t>(i), size[i] = 0;
-  for (int k = 0; k < kProbes; ++k) {
-    for (int c = 0; l.cluster[k] > 0 && c + l.cluster[k] <= l.ctas[k]; c += l.cluster[k]) {
-      const uint32_t a = records[l.offset[k] + c];
-      for (int j = 1; j < l.cluster[k]; ++j) {
-        const uint32_t b = records[l.offset[k] + c + j];
-        if (a < static_cast<uint32_t>(sms) && b < static_cast<uint32_t>(sms)) {
-          parent[find_root(parent, static_cast<int>(a))] =
-              static_cast<int16_t>(find_root(parent, static_cast<int>(b)));
-        }
-      }
-    }
-  }
-  int groups = 0;
-  for (int i = 0; i < sms; ++i) {
-    const int r = find_root(parent, i);
-    root[i] = static_cast<int16_t>(r);
-    depth[i] = size[r]++;  // the SM's place in its group, in id order
-    if (r == i) roots[groups++] = static_cast<int16_t>(i);
-  }
-  // Largest group first (a stable sort: equal sizes in the order of their roots' ids).
-  for (int a = 1; a < groups; ++a) {
-    const int16_t v = roots[a];
-    int b = a;
-    while (b > 0 && size[roots[b - 1]] < size[v]) roots[b] = roots[b - 1], --b;
-    roots[b] = v;
-  }
-  int16_t next = 0;
-  for (int d = 0; next < sms; ++d) {
-    for (int g = 0; g < groups; ++g) {
-      if (size[roots[g]] <= d) continue;
-      for (int i = 0; i < sms; ++i) {
-        if (depth[i] == d && root[i] == roots[g]) ranks[i] = next++;
-      }
-    }
-  }
+  __shared__ GpcOrderScratch scratch;
+  if (threadIdx.x == 0) gpc_order_ranks(l, records, sms, scratch, ranks);
 }
 
 // The probe's cluster launches on `stream`; returns where their records lie.
@@ -110,7 +61,7 @@ ProbeLaunches launch_probe(int device, int sms, uint32_t* records, cudaStream_t 
           "cudaFuncSetAttribute (probe clusters)");
   ProbeLaunches l{};
   int offset = 0;
-  for (int k = 0; k < kProbes; ++k) {
+  for (int k = 0; k < kGpcProbes; ++k) {
     const int cluster = kProbeClusters[k];
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr;
@@ -131,7 +82,7 @@ ProbeLaunches launch_probe(int device, int sms, uint32_t* records, cudaStream_t 
       continue;
     }
     const int ctas = std::min(cluster * clusters, sms / cluster * cluster);
-    if (ctas == 0 || offset + ctas > kProbes * kMaxPlacedSms) continue;
+    if (ctas == 0 || offset + ctas > kGpcProbes * kMaxPlacedSms) continue;
     cfg.gridDim = dim3(static_cast<unsigned>(ctas));
     cuda_ok(cudaLaunchKernelEx(&cfg, record_smid, records + offset), "probe launch");
     l.cluster[k] = cluster;
@@ -151,7 +102,7 @@ void SmPlacement::allocate(int device) {
           "cudaDeviceGetAttribute (SMs)");
   const size_t rank_bytes = sizeof(int16_t) * kMaxPlacedSms;
   const size_t claim_bytes = sizeof(uint32_t) * kClaimWords;
-  const size_t record_bytes = sizeof(uint32_t) * kProbes * kMaxPlacedSms;
+  const size_t record_bytes = sizeof(uint32_t) * kGpcProbes * kMaxPlacedSms;
   cuda_ok(cudaMalloc(&buffer_, rank_bytes + claim_bytes + record_bytes), "cudaMalloc");
   ranks_ = static_cast<int16_t*>(buffer_);
   claims_ = reinterpret_cast<uint32_t*>(static_cast<char*>(buffer_) + rank_bytes);

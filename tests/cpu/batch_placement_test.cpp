@@ -1,8 +1,11 @@
-// The claims of a placed batch launch (kernels/batch/placement_claims.hpp), the protocol the
-// device runs, over host atomics: every prefill list runs exactly once and every CTA past them
-// exits, for any landing of the CTAs on SMs: one CTA an SM in random order, SMs met twice (a
-// decode SM's CTA exits and a later one lands there), SMs the order lacks, and every CTA on one
-// SM; sequentially in random orders and from threads at once.
+// The concurrent form's placement by SM, the host-and-device parts the kernels run:
+// - the claims of a placed launch (kernels/batch/placement_claims.hpp) over host atomics: every
+//   prefill list runs exactly once and every CTA past them exits, for any landing of the CTAs on
+//   SMs: one CTA an SM in random order, SMs met twice (a decode SM's CTA exits and a later one
+//   lands there), SMs the order lacks, and every CTA on one SM; sequentially in random orders
+//   and from threads at once;
+// - the GPC probe's order (kernels/batch/gpc_order.hpp) on made-up GPC layouts: a permutation of
+//   the SMs whose first N are spread over the GPCs as evenly as their sizes allow.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/batch/gpc_order.hpp"
 #include "kernels/batch/placement_claims.hpp"
 
 namespace hopattn::kernels::batch {
@@ -138,6 +142,92 @@ TEST(BatchPlacementClaims, OwnSlotFirst) {
   EXPECT_EQ(claim_list(28 + 103, g, words), 3 * 33 + 25);
   EXPECT_EQ(claim_list(28 + 0, g, words), 1);  // its slot taken: the lowest free one
   EXPECT_EQ(claim_list(5, g, words), -1);      // a decode SM: exits
+}
+
+// A made-up card: SM s in TPC s / 2, TPC t in GPC t % gpcs (the GPCs' SM ids interleave) or in
+// contiguous runs of TPCs (`contiguous`: SM order alone would pack the first SMs into few), and
+// the probe's records: clusters of 16, 8, 4 and 2 SMs of one GPC each (random members; the pairs
+// chain through every SM of a GPC, so the records join each GPC whole), unless `reach_all` is
+// false (then no pairs: SMs the larger clusters leave out stand alone).
+struct MadeUpCard {
+  std::vector<int> gpc_of;  // by SM
+  ProbeLaunches launches{};
+  std::vector<uint32_t> records;
+};
+
+MadeUpCard made_up_card(int sms, int gpcs, bool reach_all, bool contiguous, std::mt19937_64& rng) {
+  MadeUpCard card;
+  std::vector<std::vector<int>> members(static_cast<size_t>(gpcs));
+  const int tpcs = sms / 2;
+  for (int s = 0; s < sms; ++s) {
+    const int gpc = contiguous ? s / 2 * gpcs / tpcs : s / 2 % gpcs;
+    card.gpc_of.push_back(gpc);
+    members[static_cast<size_t>(gpc)].push_back(s);
+  }
+  const int sizes[kGpcProbes] = {16, 8, 4, 2};
+  for (int k = 0; k < kGpcProbes; ++k) {
+    if (!reach_all && sizes[k] == 2) continue;
+    card.launches.cluster[k] = sizes[k];
+    card.launches.offset[k] = static_cast<int>(card.records.size());
+    for (std::vector<int> m : members) {
+      std::shuffle(m.begin(), m.end(), rng);
+      if (sizes[k] != 2) {  // one cluster of the larger sizes a GPC, where it fits
+        for (int j = 0; j < sizes[k] && m.size() >= static_cast<size_t>(sizes[k]); ++j) {
+          card.records.push_back(static_cast<uint32_t>(m[static_cast<size_t>(j)]));
+        }
+        continue;
+      }
+      // Pairs (0, 1), (2, 3), ... and (1, 2), (3, 4), ...: a chain through the whole GPC.
+      for (size_t c = 0; c + 1 < m.size(); ++c) {
+        card.records.push_back(static_cast<uint32_t>(m[c]));
+        card.records.push_back(static_cast<uint32_t>(m[c + 1]));
+      }
+    }
+    card.launches.ctas[k] = static_cast<int>(card.records.size()) - card.launches.offset[k];
+  }
+  return card;
+}
+
+TEST(BatchPlacementGpcOrder, SpreadsTheFirstSmsOverTheGpcs) {
+  std::mt19937_64 rng(13);
+  for (int sms : {132, 114}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const int gpcs = layout % 2 == 0 ? 8 : 7;
+      const MadeUpCard card = made_up_card(sms, gpcs, true, layout >= 2, rng);
+      GpcOrderScratch scratch;
+      std::vector<int16_t> ranks(static_cast<size_t>(sms), -1);
+      gpc_order_ranks(card.launches, card.records.data(), sms, scratch, ranks.data());
+      std::vector<int> sm_of_rank(static_cast<size_t>(sms), -1);
+      for (int s = 0; s < sms; ++s) {
+        const int r = ranks[static_cast<size_t>(s)];
+        ASSERT_TRUE(r >= 0 && r < sms) << "SM " << s << " rank " << r;
+        ASSERT_EQ(sm_of_rank[static_cast<size_t>(r)], -1) << "rank " << r << " twice";
+        sm_of_rank[static_cast<size_t>(r)] = s;
+      }
+      // The first n SMs: each GPC holds floor or ceil of n / gpcs while n fits the smallest GPC
+      // times the GPCs.
+      for (int n : {8, 20, 28, 56}) {
+        std::vector<int> per_gpc(static_cast<size_t>(gpcs), 0);
+        for (int r = 0; r < n; ++r) {
+          ++per_gpc[static_cast<size_t>(card.gpc_of[static_cast<size_t>(sm_of_rank[r])])];
+        }
+        const auto [lo, hi] = std::minmax_element(per_gpc.begin(), per_gpc.end());
+        EXPECT_LE(*hi - *lo, 1) << sms << " SMs, layout " << layout << ", first " << n;
+      }
+    }
+  }
+}
+
+// SMs no cluster reached stand alone, each a GPC of one: still every SM once.
+TEST(BatchPlacementGpcOrder, SmsNoClusterReachedStillRanked) {
+  std::mt19937_64 rng(14);
+  const MadeUpCard card = made_up_card(132, 8, false, true, rng);
+  GpcOrderScratch scratch;
+  std::vector<int16_t> ranks(132, -1);
+  gpc_order_ranks(card.launches, card.records.data(), 132, scratch, ranks.data());
+  std::vector<int16_t> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (int r = 0; r < 132; ++r) EXPECT_EQ(sorted[static_cast<size_t>(r)], r);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+// The SM order of the GPC probe (SmPlacement's probe: sm_placement.hpp), as host-and-device code
+// so that the CPU tests run it on made-up GPC layouts (tests/cpu/batch_placement_test.cpp).
+// The probe's cluster launches record the %smid of every CTA; the CTAs of one cluster share a GPC.
+// Joined (union-find), those records give the GPCs (an SM no cluster reached stands alone); the
+// GPCs are ordered by size, largest first (a stable sort: equal sizes by their roots' ids), and
+// the ranks dealt round-robin over them: each GPC's first SM (in id order), then each one's
+// second, and so on, so that the order's first N SMs are spread over the GPCs. Where no cluster
+// larger than two reaches some SMs of a GPC (its last TPC, say, where larger clusters always
+// take the same SMs), those SMs count as a GPC of their own and come early in the order; it is a
+// permutation of the SMs whatever the records.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/batch/sm_placement.hpp"
+#include "kernels/common/host_device.hpp"
+
+namespace hopattn::kernels::batch {
+
+inline constexpr int kGpcProbes = 4;  // the cluster sizes the probe launches (16, 8, 4, 2)
+
+struct ProbeLaunches {
+  int cluster[kGpcProbes];  // CTAs a cluster; 0: not launched
+  int ctas[kGpcProbes];     // CTAs of the launch (whole clusters)
+  int offset[kGpcProbes];   // of its records
+};
+
+struct GpcOrderScratch {
+  int16_t parent[kMaxPlacedSms], size[kMaxPlacedSms], depth[kMaxPlacedSms];
+  int16_t root[kMaxPlacedSms], roots[kMaxPlacedSms];
+};
+
+HOPATTN_HOST_DEVICE int gpc_root(int16_t* parent, int i) {
+  while (parent[i] != i) i = parent[i] = parent[parent[i]];
+  return i;
+}
+
+// ranks[i]: SM i's place in the order, for SMs 0 .. sms - 1 (sms <= kMaxPlacedSms).
+HOPATTN_HOST_DEVICE void gpc_order_ranks(const ProbeLaunches& l, const uint32_t* records, int sms,
+                                         GpcOrderScratch& s, int16_t* ranks) {
+  for (int i = 0; i < sms; ++i) s.parent[i] = static_cast<int16_t>(i), s.size[i] = 0;
+  for (int k = 0; k < kGpcProbes; ++k) {
+    for (int c = 0; l.cluster[k] > 0 && c + l.cluster[k] <= l.ctas[k]; c += l.cluster[k]) {
+      const uint32_t a = records[l.offset[k] + c];
+      for (int j = 1; j < l.cluster[k]; ++j) {
+        const uint32_t b = records[l.offset[k] + c + j];
+        if (a < static_cast<uint32_t>(sms) && b < static_cast<uint32_t>(sms)) {
+          s.parent[gpc_root(s.parent, static_cast<int>(a))] =
+              static_cast<int16_t>(gpc_root(s.parent, static_cast<int>(b)));
+        }
+      }
+    }
+  }
+  int groups = 0;
+  for (int i = 0; i < sms; ++i) {
+    const int r = gpc_root(s.parent, i);
+    s.root[i] = static_cast<int16_t>(r);
+    s.depth[i] = s.size[r]++;  // the SM's place in its GPC, in id order
+  }
+  for (int i = 0; i < sms; ++i) {
+    if (s.root[i] == i) s.roots[groups++] = static_cast<int16_t>(i);
+  }
+  for (int a = 1; a < groups; ++a) {  // insertion sort, largest first, stable
+    const int16_t v = s.roots[a];
+    int b = a;
+    while (b > 0 && s.size[s.roots[b - 1]] < s.size[v]) s.roots[b] = s.roots[b - 1], --b;
+    s.roots[b] = v;
+  }
+  int16_t next = 0;
+  for (int d = 0; next < sms; ++d) {
+    for (int g = 0; g < groups; ++g) {
+      if (s.size[s.roots[g]] <= d) continue;
+      for (int i = 0; i < sms; ++i) {
+        if (s.depth[i] == d && s.root[i] == s.roots[g]) ranks[i] = next++;
+      }
+    }
+  }
+}
+
+}  // namespace hopattn::kernels::batch

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `tools/experiments/placement_first.sh TARBALL OUT` (TARBALL: main's `hopattn`,
-# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`; ~4 minutes): the concurrent form placed by an
+# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6`; ~5 minutes): the concurrent form placed by an
 # SM order (--decode-sm-order, kernels/batch/placement.cuh), rows printed as measured: its GPU
 # tests (and the decode kernels' and the concurrent form's); the GPC map; (a) and (b) against the
 # separate launches with the hardware's placement, the decodes' SMs spread over the GPCs, and
@@ -30,6 +30,15 @@ for step in a b; do
     "packed $(b $step --batch-impl batch --decode-sm-order "$packed")" \
     "gpc $(b $step --batch-impl batch --decode-sm-order gpc)"
 done
+# The other suspect, the warps' latency: the one-CTA six-stage build (hopattn_ring6 in TARBALL,
+# where present: main with SmallTraits's 24 KB a warp raised to 48, its two-CTA assert dropped)
+# as the form's decodes, and the held decodes of both builds.
+if [ -x $M/hopattn_ring6 ]; then
+  r6() { timeout 60 $M/hopattn_ring6 bench batch --step $1 --impl kernel --no-check --csv "${@:2}" | us_of; }
+  echo "a ring6 hw $(r6 a --batch-impl batch) gpc $(r6 a --batch-impl batch --decode-sm-order gpc)"
+  dh() { timeout 30 $1 bench decode --heads 32:8 --batch 124 --kv-len 4096 "${@:2}" --impl kernel --no-check --csv | us_of; }
+  echo "held 104 decodes main $(dh $M/hopattn --hold-sms 104) ring6 $(dh $M/hopattn_ring6 --hold-sms 104)"
+fi
 for n in 28 20; do
   python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" $n > "$R/sets$n.txt"
   for set in spread packed; do

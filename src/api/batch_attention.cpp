@@ -324,48 +324,34 @@ void BatchAttentionVariants::concurrent_decode_kernel(BatchAttention& attention,
 
 void BatchAttentionVariants::concurrent_sm_order(BatchAttention& attention,
                                                  const std::vector<int>& order) {
-  BatchAttention::Impl& impl = *attention.impl_;
   if (order.empty()) {
-    impl.placement.reset();
-    return;
+    attention.impl_->placement.reset();
+  } else {
+    set_placement(attention, &order);
   }
-#ifdef HOPATTN_WITH_CUDA
-  impl.placement.reset(new kernels::batch::SmPlacement(impl.config.device.index, order));
-#else
-  throw Error(ErrorKind::kNotImplemented,
-              "hopattn.BatchAttention: an SM order needs a build with CUDA kernels");
-#endif
 }
 
 void BatchAttentionVariants::concurrent_sm_spread(BatchAttention& attention) {
+  set_placement(attention, nullptr);
+}
+
+void BatchAttentionVariants::set_placement(BatchAttention& attention,
+                                           const std::vector<int>* order) {
 #ifdef HOPATTN_WITH_CUDA
   BatchAttention::Impl& impl = *attention.impl_;
-  impl.placement.reset(new kernels::batch::SmPlacement(impl.config.device.index));
+  const int device = impl.config.device.index;
+  impl.placement.reset(order != nullptr ? new kernels::batch::SmPlacement(device, *order)
+                                        : new kernels::batch::SmPlacement(device));
 #else
-  (void)attention;
+  (void)attention, (void)order;
   throw Error(ErrorKind::kNotImplemented,
               "hopattn.BatchAttention: an SM order needs a build with CUDA kernels");
 #endif
 }
 
-const uint32_t* BatchAttentionVariants::concurrent_sm_claims(const BatchAttention& attention) {
-#ifdef HOPATTN_WITH_CUDA
-  const auto& placement = attention.impl_->placement;
-  return placement != nullptr ? placement->claims() : nullptr;
-#else
-  (void)attention;
-  return nullptr;
-#endif
-}
-
-const int16_t* BatchAttentionVariants::concurrent_sm_ranks(const BatchAttention& attention) {
-#ifdef HOPATTN_WITH_CUDA
-  const auto& placement = attention.impl_->placement;
-  return placement != nullptr ? placement->ranks() : nullptr;
-#else
-  (void)attention;
-  return nullptr;
-#endif
+const kernels::batch::SmPlacement* BatchAttentionVariants::concurrent_sm_placement(
+    const BatchAttention& attention) {
+  return attention.impl_->placement.get();
 }
 
 void BatchAttentionVariants::partition_decodes(BatchAttention& attention, plan::BatchOverlap mode,

@@ -13,6 +13,10 @@
 #include "kernels/fwd/launch.hpp"
 #include "plan/batch_plan.hpp"
 
+namespace hopattn::kernels::batch {
+class SmPlacement;  // CUDA builds: the concurrent form's SM order (sm_placement.hpp)
+}  // namespace hopattn::kernels::batch
+
 namespace hopattn::internal {
 
 void attention_fwd(const FwdArgs& args, const AttentionOptions& opts, Stream stream,
@@ -52,15 +56,16 @@ struct BatchAttentionVariants {
   // The same with the order from the card's GPCs, the decodes' SMs spread over them (hopattn
   // bench batch --decode-sm-order gpc; probed on the device by the first placed run).
   static void concurrent_sm_spread(BatchAttention& attention);
-  // The SM order's claim words on the device (its exit count, then a bit a prefill slot), as the
-  // last placed launch left them; null without an order. For the GPU tests.
-  static const uint32_t* concurrent_sm_claims(const BatchAttention& attention);
-  // The order's ranks on the device (rank of SM i at i), as its first placed run wrote them.
-  static const int16_t* concurrent_sm_ranks(const BatchAttention& attention);
+  // The SM order (its ranks and claim words on the device, as the last placed run left them),
+  // or null without one. For the GPU tests.
+  static const kernels::batch::SmPlacement* concurrent_sm_placement(
+      const BatchAttention& attention);
 
  private:
   template <class T>
   static void set_limit(BatchAttention& attention, T plan::BatchPlanLimits::*field, T value);
+  // The given order, or (null) the GPC probe's.
+  static void set_placement(BatchAttention& attention, const std::vector<int>* order);
 };
 
 }  // namespace hopattn::internal

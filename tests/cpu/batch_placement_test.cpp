@@ -164,7 +164,7 @@ MadeUpCard made_up_card(int sms, int gpcs, bool reach_all, bool contiguous, std:
     card.gpc_of.push_back(gpc);
     members[static_cast<size_t>(gpc)].push_back(s);
   }
-  const int sizes[kGpcProbes] = {16, 8, 4, 2};
+  const int* const sizes = kGpcProbeClusters;
   for (int k = 0; k < kGpcProbes; ++k) {
     if (!reach_all && sizes[k] == 2) continue;
     card.launches.cluster[k] = sizes[k];

@@ -11,6 +11,7 @@
 
 #include "api/launch_variants.hpp"
 #include "common/numeric.hpp"
+#include "kernels/batch/sm_placement.hpp"
 #include "plan/batch_plan_layout.hpp"
 #include "plan/batch_workspace.hpp"
 
@@ -597,16 +598,15 @@ void print_line(const HostStep& h, const BatchPlanSummary& p, const Verdict& v,
 // a permutation of the SMs (the GPC probe's order, or the one given). Only where the launch was
 // placed: a grid of one CTA a card's SM.
 void expect_placed(const BatchAttention& ba, const StepSpec& s) {
-  const uint32_t* claims = internal::BatchAttentionVariants::concurrent_sm_claims(ba);
-  ASSERT_NE(claims, nullptr) << s.name << ": no SM placement made";
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cuda_device().index),
-            cudaSuccess);
+  const kernels::batch::SmPlacement* placement =
+      internal::BatchAttentionVariants::concurrent_sm_placement(ba);
+  ASSERT_NE(placement, nullptr) << s.name << ": no SM placement made";
+  const int sms = placement->sms();
   const int ctas = s.num_ctas != 0 ? s.num_ctas : plan::kBatchDefaultCtas;
   if (sms != ctas) return;  // not placed: the grid is not one CTA an SM of this card
   std::vector<int16_t> ranks(static_cast<size_t>(sms));
-  ASSERT_EQ(cudaMemcpy(ranks.data(), internal::BatchAttentionVariants::concurrent_sm_ranks(ba),
-                       sizeof(int16_t) * ranks.size(), cudaMemcpyDeviceToHost),
+  ASSERT_EQ(cudaMemcpy(ranks.data(), placement->ranks(), sizeof(int16_t) * ranks.size(),
+                       cudaMemcpyDeviceToHost),
             cudaSuccess);
   std::vector<int> seen(static_cast<size_t>(sms), 0);
   for (int i = 0; i < sms; ++i) {
@@ -620,9 +620,9 @@ void expect_placed(const BatchAttention& ba, const StepSpec& s) {
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), sms) << s.name << ": ranks not a permutation";
   const int slots = plan::batch_plan_groups(s.kv_heads, ctas) * ba.planned().concurrent_ctas;
   std::vector<uint32_t> words(1 + (sms + 31) / 32);
-  ASSERT_EQ(
-      cudaMemcpy(words.data(), claims, sizeof(uint32_t) * words.size(), cudaMemcpyDeviceToHost),
-      cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(words.data(), placement->claims(), sizeof(uint32_t) * words.size(),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
   EXPECT_GE(words[0], static_cast<uint32_t>(sms - slots)) << s.name << ": decode SMs counted";
   for (int w = 1; w < static_cast<int>(words.size()); ++w) {
     for (int b = 0; b < 32; ++b) {

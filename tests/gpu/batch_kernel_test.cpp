@@ -566,12 +566,12 @@ TEST_F(BatchKernelConcurrent, SmOrderMustNameEachSmOnce) {
       EXPECT_EQ(e.kind(), ErrorKind::kValue);
       EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
     }
-    EXPECT_EQ(internal::BatchAttentionVariants::concurrent_sm_claims(ba), nullptr);
+    EXPECT_EQ(internal::BatchAttentionVariants::concurrent_sm_placement(ba), nullptr);
   }
   internal::BatchAttentionVariants::concurrent_sm_order(ba, order);
-  EXPECT_NE(internal::BatchAttentionVariants::concurrent_sm_claims(ba), nullptr);
+  EXPECT_NE(internal::BatchAttentionVariants::concurrent_sm_placement(ba), nullptr);
   internal::BatchAttentionVariants::concurrent_sm_order(ba, {});
-  EXPECT_EQ(internal::BatchAttentionVariants::concurrent_sm_claims(ba), nullptr);
+  EXPECT_EQ(internal::BatchAttentionVariants::concurrent_sm_placement(ba), nullptr);
 }
 
 // The concurrent form's tail: the prefill plan's later CTAs run after the decodes, in a second

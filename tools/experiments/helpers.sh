@@ -26,3 +26,39 @@ t = time.time()
 subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 print(round(time.time() - t, 2))' "$@"
 }
+
+# `unpack TARBALL DIR`: the binaries into DIR, and the card's name, clock and power limit.
+unpack() {
+  mkdir -p "$2" && tar -xJf "$1" -C "$2" || exit 1
+  nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+}
+
+# `gpu_tests FILE SECONDS BIN FILTER`: BIN's GPU tests matching FILTER, logged to FILE; prints the
+# summary and the first failures.
+gpu_tests() {
+  logged "$1" "$2" "$3" --gtest_filter="$4"
+  tail -3 "$1"
+  grep -E "^\[  FAILED|Failure" -A3 "$1" | head -20
+}
+
+# `decode_us BIN FLAGS...`: BIN's time in us for Llama (a)'s decodes (124 at 4096, 32:8 heads,
+# the small kernel) with FLAGS (a hold, a layout, a flush).
+decode_us() {
+  timeout 30 "$1" bench decode --heads 32:8 --batch 124 --kv-len 4096 "${@:2}" --impl kernel \
+    --no-check --csv | us_of
+}
+
+# `decodes_on_sm_sets M R`: the decodes (small kernel, Llama (a)'s 124 at 4096) and the plain
+# stream on 28 and 20 SMs spread over the GPCs against packed into as few as hold them
+# (sm_sets.py from R/sm_gpcs.txt; --free-sms parks every other SM).
+decodes_on_sm_sets() {
+  local m=$1 r=$2 n set list
+  for n in 28 20; do
+    python3 "$(dirname "${BASH_SOURCE[0]}")/sm_sets.py" "$r/sm_gpcs.txt" $n > "$r/sets$n.txt"
+    for set in spread packed; do
+      list=$(sed -n "s/^$set //p" "$r/sets$n.txt")
+      echo "n$n $set [$list] decodes small $(decode_us $m/hopattn --free-sms "$list")"
+      timeout 40 $m/stream_rate sms "$list" | tail -3
+    done
+  done
+}

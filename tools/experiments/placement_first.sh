@@ -1,22 +1,18 @@
 #!/usr/bin/env bash
 # `tools/experiments/placement_first.sh TARBALL OUT` (TARBALL: main's `hopattn`,
-# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6`; ~5 minutes): the concurrent form placed by an
-# SM order (--decode-sm-order, kernels/batch/placement.cuh), rows printed as measured: its GPU
-# tests (and the decode kernels' and the concurrent form's); the GPC map; (a) and (b) against the
-# separate launches with the hardware's placement, the decodes' SMs spread over the GPCs, and
-# packed into few (orders from sm_gpcs), and the library's own GPC probe (gpc), at the planner's
-# split and around it; the decodes and the plain stream on 28
-# / 20 SMs spread against packed (--free-sms); (a) and (b) at other splits; memcheck of the
-# placed launches.
+# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6`; ~5 minutes): the
+# concurrent form placed by an SM order (--decode-sm-order, kernels/batch/placement.cuh), rows
+# printed as measured: its GPU tests (and the decode kernels' and the concurrent form's); the GPC
+# map; (a) and (b) against the separate launches with the hardware's placement, the decodes' SMs
+# spread over the GPCs, packed into few (orders from sm_gpcs), and the library's own GPC probe
+# (gpc); the six-stage build; the decodes and the plain stream on 28 / 20 SMs spread against
+# packed (--free-sms); (a) and (b) at other splits; memcheck of the placed launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
-mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 source "$(dirname "$0")/helpers.sh"
-logged "$R/tests.txt" 150 $M/hopattn_gpu_tests \
-  --gtest_filter='BatchKernelConcurrent.*:*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:Safety.*Decode*'
-tail -3 "$R/tests.txt"
-grep -E "^\[  FAILED|Failure" -A3 "$R/tests.txt" | head -20
+unpack "$TARBALL" $M
+gpu_tests "$R/tests.txt" 150 $M/hopattn_gpu_tests \
+  'BatchKernelConcurrent.*:*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:Safety.*Decode*'
 timeout 20 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
 python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 1024 > "$R/orders.txt"
 spread=$(sed -n 's/^spread //p' "$R/orders.txt")
@@ -36,18 +32,10 @@ done
 if [ -x $M/hopattn_ring6 ]; then
   r6() { timeout 60 $M/hopattn_ring6 bench batch --step $1 --impl kernel --no-check --csv "${@:2}" | us_of; }
   echo "a ring6 hw $(r6 a --batch-impl batch) gpc $(r6 a --batch-impl batch --decode-sm-order gpc)"
-  dh() { timeout 30 $1 bench decode --heads 32:8 --batch 124 --kv-len 4096 "${@:2}" --impl kernel --no-check --csv | us_of; }
-  echo "held 104 decodes main $(dh $M/hopattn --hold-sms 104) ring6 $(dh $M/hopattn_ring6 --hold-sms 104)"
+  echo "held 104 decodes main $(decode_us $M/hopattn --hold-sms 104)" \
+    "ring6 $(decode_us $M/hopattn_ring6 --hold-sms 104)"
 fi
-for n in 28 20; do
-  python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" $n > "$R/sets$n.txt"
-  for set in spread packed; do
-    list=$(sed -n "s/^$set //p" "$R/sets$n.txt")
-    echo "n$n $set decodes small $(timeout 30 $M/hopattn bench decode --heads 32:8 --batch 124 \
-      --kv-len 4096 --free-sms "$list" --impl kernel --no-check --csv | us_of)"
-    timeout 40 $M/stream_rate sms "$list" | tail -2
-  done
-done
+decodes_on_sm_sets $M "$R"
 for c in 28 30; do
   f="--batch-impl batch --batch-concurrent-ctas $c"
   echo "a c$c hw $(b a $f) spread $(b a $f --decode-sm-order "$spread") packed $(b a $f --decode-sm-order "$packed")"

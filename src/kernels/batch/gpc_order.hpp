@@ -1,13 +1,13 @@
 // The SM order of the GPC probe (SmPlacement's probe: sm_placement.hpp), as host-and-device code
 // so that the CPU tests run it on made-up GPC layouts (tests/cpu/batch_placement_test.cpp).
-// The probe's cluster launches record the %smid of every CTA; the CTAs of one cluster share a GPC.
-// Joined (union-find), those records give the GPCs (an SM no cluster reached stands alone); the
-// GPCs are ordered by size, largest first (a stable sort: equal sizes by their roots' ids), and
-// the ranks dealt round-robin over them: each GPC's first SM (in id order), then each one's
-// second, and so on, so that the order's first N SMs are spread over the GPCs. Where no cluster
-// larger than two reaches some SMs of a GPC (its last TPC, say, where larger clusters always
-// take the same SMs), those SMs count as a GPC of their own and come early in the order; it is a
-// permutation of the SMs whatever the records.
+// The probe's cluster launches (gpc_probe.cuh) record the %smid of every CTA; the CTAs of one
+// cluster share a GPC. Joined (union-find), those records give the GPCs (an SM no cluster reached
+// stands alone); the GPCs are ordered by size, largest first (a stable sort: equal sizes by their
+// roots' ids), and the ranks dealt round-robin over them: each GPC's first SM (in id order), then
+// each one's second, and so on, so that the order's first N SMs are spread over the GPCs. Where no
+// cluster larger than two reaches some SMs of a GPC (its last TPC, say, where larger clusters
+// always take the same SMs), those SMs count as a GPC of their own and come early in the order; it
+// is a permutation of the SMs whatever the records.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,9 @@
 
 namespace hopattn::kernels::batch {
 
-inline constexpr int kGpcProbes = 4;  // the cluster sizes the probe launches (16, 8, 4, 2)
+// The cluster sizes the probe launches (gpc_probe.cuh), largest first.
+inline constexpr int kGpcProbes = 4;
+inline constexpr int kGpcProbeClusters[kGpcProbes] = {16, 8, 4, 2};
 
 struct ProbeLaunches {
   int cluster[kGpcProbes];  // CTAs a cluster; 0: not launched

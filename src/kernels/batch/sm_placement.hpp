@@ -41,14 +41,15 @@ class SmPlacement {
   void reset(Stream stream);
 
  private:
-  void allocate(int device);
+  SmPlacement(int device, bool probe);  // the card's SMs, checked against kMaxPlacedSms
+  void allocate();
 
-  int sms_ = 0;
   int device_ = 0;
   bool probe_ = false;  // the ranks come from the GPC probe
+  int sms_ = 0;
   bool ranks_written_ = false;
-  int16_t host_ranks_[kMaxPlacedSms] = {};
-  void* buffer_ = nullptr;  // ranks, the claim words, then the probe's records
+  int16_t host_ranks_[kMaxPlacedSms] = {};  // a given order's, until the first reset writes them
+  void* buffer_ = nullptr;                  // ranks, the claim words, then the probe's records
   int16_t* ranks_ = nullptr;
   uint32_t* claims_ = nullptr;
   uint32_t* records_ = nullptr;

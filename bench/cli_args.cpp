@@ -316,6 +316,11 @@ void parse_flag(std::string_view arg, ArgCursor& cur, BenchFlags& f, bool tour) 
                                          {{"nhd", KVLayout::kNHD}, {"hnd", KVLayout::kHND}});
     return;
   }
+  if (name == "--page-order") {
+    f.pages_in_order = parse_choice<bool>(name, cur.value(name, inline_value),
+                                          {{"shuffled", false}, {"in-order", true}});
+    return;
+  }
   if (name == "--decode-kernel") {
     f.decode_kernel = parse_choice<DecodeKernel>(name, cur.value(name, inline_value),
                                                  {{"auto", DecodeKernel::kAuto},

@@ -60,6 +60,7 @@ struct BenchFlags {
   std::optional<int> splits;                  // decode, mla: --splits N (0 = the library's choice)
   std::optional<MlaSchedule> mla_schedule;    // mla: --mla-schedule M (auto, seesaw, ..., narrow)
   std::optional<KVLayout> kv_layout;          // decode: --kv-layout nhd | hnd
+  std::optional<bool> pages_in_order;         // paged pools: --page-order shuffled | in-order
   std::optional<DecodeKernel> decode_kernel;  // decode, batch (its concurrent form's decodes):
                                               // --decode-kernel K (auto, tiles, small, narrow)
   std::optional<plan::BwdOrder> bwd_order;    // bwd: --bwd-order sections | heads

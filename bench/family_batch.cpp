@@ -61,10 +61,9 @@ class BatchWorkload final : public Workload {
       pool += ceil_div(r.kv_len(), ps);
       max_pages = std::max(max_pages, ceil_div(r.kv_len(), ps));
     }
-    // Every page of the pool used once, in random order; a row's unused entries name page 0.
-    std::vector<int32_t> pages(static_cast<size_t>(pool)), table(size_t(B) * max_pages, 0);
-    for (int64_t i = 0; i < pool; ++i) pages[i] = static_cast<int32_t>(i);
-    std::shuffle(pages.begin(), pages.end(), std::mt19937_64(seed + 3));
+    // Every page of the pool used once (pool_page_order); a row's unused entries name page 0.
+    const std::vector<int32_t> pages = pool_page_order(pool, s.pages_in_order, seed + 3);
+    std::vector<int32_t> table(size_t(B) * max_pages, 0);
     for (int b = 0, next = 0; b < B; ++b) {
       for (int64_t p = 0; p < ceil_div(kv_[b], ps); ++p) table[b * max_pages + p] = pages[next++];
     }

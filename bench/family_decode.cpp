@@ -50,7 +50,7 @@ class DecodeWorkload final : public Workload {
                                              : std::vector<int64_t>{B * pages, ps, s.kv_heads, D};
     k_ = Tensor(s.kv_dtype, cache);
     v_ = Tensor(s.kv_dtype, cache);
-    block_table_ = shuffled_block_table(s.batch, pages, seed + 3);
+    block_table_ = pool_block_table(s.batch, pages, s.pages_in_order, seed + 3);
     kv_lens_ = int32_tensor(std::vector<int32_t>(s.batch, s.kv_len));
     fill_random(q_, -2.0, 2.0, seed);
     fill_random(k_, -enc_.k_range, enc_.k_range, seed + 1);

@@ -32,7 +32,7 @@ class FwdWorkload final : public Workload {
       k_ = Tensor(s.dtype, {B * pages, s.page_size, s.kv_heads, D});
       v_ = Tensor(s.dtype, {B * pages, s.page_size, s.kv_heads, Dv});
       cu_q_ = uniform_cu_seqlens(s.batch, s.q_len);
-      block_table_ = shuffled_block_table(s.batch, pages, seed + 3);
+      block_table_ = pool_block_table(s.batch, pages, s.pages_in_order, seed + 3);
       kv_lens_ = int32_tensor(std::vector<int32_t>(s.batch, s.kv_len));
     } else {
       q_ = Tensor(s.dtype, {B, Sq, s.q_heads, D});
@@ -80,7 +80,7 @@ class FwdWorkload final : public Workload {
                     : std::vector<int64_t>{s.batch, s.kv_len, s.q_heads, dim};
     };
     Tensor k(s.dtype, kv_shape(s.head_dim)), v(s.dtype, kv_shape(s.dv()));
-    Tensor table = alt_ps ? shuffled_block_table(s.batch, alt_pages, seed_ + 7) : Tensor();
+    Tensor table = alt_ps ? pool_block_table(s.batch, alt_pages, false, seed_ + 7) : Tensor();
     // Row sizes of K (Dqk) and V (Dv), which differ for (192, 128).
     const size_t k_row = s.head_dim * dtype_size(s.dtype), v_row = s.dv() * dtype_size(s.dtype);
     for (int64_t b = 0; b < s.batch; ++b) {

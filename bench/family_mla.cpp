@@ -34,7 +34,7 @@ class MlaWorkload final : public Workload {
     ckv_ = Tensor(s.kv_dtype, {s.batch * pages, ps, kLatent});
     kpe_ = Tensor(s.kv_dtype, {s.batch * pages, ps, kRope});
     cu_q_ = uniform_cu_seqlens(s.batch, s.q_len);
-    block_table_ = shuffled_block_table(s.batch, pages, seed + 4);
+    block_table_ = pool_block_table(s.batch, pages, s.pages_in_order, seed + 4);
     kv_lens_ = int32_tensor(std::vector<int32_t>(s.batch, s.kv_len));
     fill_random(q_nope_, -1.0, 1.0, seed);
     fill_random(q_pe_, -1.0, 1.0, seed + 1);

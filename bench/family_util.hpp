@@ -30,13 +30,21 @@ inline Tensor uniform_cu_seqlens(int batch, int len) {
   return int32_tensor(cu);
 }
 
-// A block table [B, pages_per_seq] naming every page of a pool of B * pages_per_seq pages once,
-// in random order, so logical and physical page order never coincide.
-inline Tensor shuffled_block_table(int batch, int64_t pages_per_seq, uint64_t seed) {
-  std::vector<int32_t> pages(static_cast<size_t>(batch * pages_per_seq));
+// The pool's page ids 0 .. count - 1 in the order the requests take them: random by default, so
+// logical and physical page order never coincide; --page-order in-order keeps them ascending
+// (each request's pages one run of the pool, the requests one after another).
+inline std::vector<int32_t> pool_page_order(int64_t count, bool in_order, uint64_t seed) {
+  std::vector<int32_t> pages(static_cast<size_t>(count));
   std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), std::mt19937_64(seed));
-  return int32_tensor(pages, {batch, pages_per_seq});
+  if (!in_order) std::shuffle(pages.begin(), pages.end(), std::mt19937_64(seed));
+  return pages;
+}
+
+// A block table [B, pages_per_seq] naming every page of a pool of B * pages_per_seq pages once,
+// in pool_page_order().
+inline Tensor pool_block_table(int batch, int64_t pages_per_seq, bool in_order, uint64_t seed) {
+  return int32_tensor(pool_page_order(batch * pages_per_seq, in_order, seed),
+                      {batch, pages_per_seq});
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -70,6 +70,9 @@ Mask and logits (fwd, bwd, decode; mla takes --causal/--no-causal only):
                       the concurrent form's decodes (narrow where a run takes it)
   --kv-layout L       decode: the cache's pages nhd (default: [pages, page, HKV, D]) | hnd
                       ([pages, HKV, page, D]: a head's rows of a page contiguous)
+  --page-order O      paged pools (decode, mla, batch, paged fwd): shuffled (default: every
+                      page of the pool once, in random order) | in-order (each request's pages
+                      one run of the pool, the requests one after another)
 Launch variants of the GPU kernels (to time against the default; the library never picks them):
   --paged-tma M       fwd, batch: on (default) | off: off loads paged KV through the cp.async
                       gather for every page size (batch: the batch kernel's rows)

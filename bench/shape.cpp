@@ -86,6 +86,7 @@ std::string Shape::describe() const {
     if (kv_layout == KVLayout::kHND) os << " hnd";
     if (bwd_launch.order == plan::BwdOrder::kHeads) os << " order=heads";
   }
+  if (pages_in_order) os << " pages-in-order";
   os << " " << dtype_name(dtype);
   if ((family == Family::kDecode || family == Family::kMla || family == Family::kBatch) &&
       kv_dtype != dtype) {
@@ -211,6 +212,8 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   reject(f.mla_schedule.has_value() && fam != Family::kMla, fam, "--mla-schedule");
   reject(f.decode_kernel.has_value() && fam != Family::kDecode && !batch, fam, "--decode-kernel");
   reject(f.kv_layout.has_value() && fam != Family::kDecode, fam, "--kv-layout");
+  reject(f.pages_in_order.has_value() && (fam == Family::kBwd || fam == Family::kMerge), fam,
+         "--page-order");
   reject(f.bwd_order.has_value() && fam != Family::kBwd, fam, "--bwd-order");
   if (f.kv_heads && (fam == Family::kMla || fam == Family::kMerge) &&
       !(fam == Family::kMla && *f.kv_heads == 1)) {
@@ -250,6 +253,7 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
   if (f.mla_schedule) s.mla_schedule = *f.mla_schedule;
   if (f.decode_kernel) s.decode_kernel = *f.decode_kernel;
   if (f.kv_layout) s.kv_layout = *f.kv_layout;
+  if (f.pages_in_order) s.pages_in_order = *f.pages_in_order;
   if (f.bwd_order) s.bwd_launch.order = *f.bwd_order;
   if (f.step) s.step = parse_step(*f.step);
   if (f.batch_ctas) s.batch_ctas = *f.batch_ctas;

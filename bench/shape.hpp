@@ -37,6 +37,7 @@ struct Shape {
   MlaSchedule mla_schedule = MlaSchedule::kAuto;     // mla: --mla-schedule
   DecodeKernel decode_kernel = DecodeKernel::kAuto;  // decode: --decode-kernel
   KVLayout kv_layout = KVLayout::kNHD;               // decode: --kv-layout
+  bool pages_in_order = false;  // paged pools: each request's pages in order (--page-order)
   // Launch variants of the GPU kernels (--paged-tma, --bwd-order); defaults: the library's.
   kernels::fwd::LaunchOptions fwd_launch;
   kernels::bwd::LaunchOptions bwd_launch;

@@ -6,7 +6,8 @@
 # map; (a) and (b) against the separate launches with the hardware's placement, the decodes' SMs
 # spread over the GPCs, packed into few (orders from sm_gpcs), and the library's own GPC probe
 # (gpc); the six-stage build; the decodes and the plain stream on 28 / 20 SMs spread against
-# packed (--free-sms); (a) and (b) at other splits; memcheck of the placed launches.
+# packed (--free-sms); the held decodes and (a) over pages in pool order; (a) and (b) at other
+# splits; memcheck of the placed launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
 source "$(dirname "$0")/helpers.sh"
@@ -36,6 +37,12 @@ if [ -x $M/hopattn_ring6 ]; then
     "ring6 $(decode_us $M/hopattn_ring6 --hold-sms 104)"
 fi
 decodes_on_sm_sets $M "$R"
+# The pages' placement over the pool (NOTES, run set as: "left to test"): the held decodes and
+# (a) with each request's pages one run of the pool (--page-order in-order) against shuffled.
+echo "held 104 decodes shuffled $(decode_us $M/hopattn --hold-sms 104)" \
+  "in-order $(decode_us $M/hopattn --hold-sms 104 --page-order in-order)"
+echo "a in-order pages separate $(b a --batch-impl separate --page-order in-order)" \
+  "batch $(b a --batch-impl batch --page-order in-order)"
 for c in 28 30; do
   f="--batch-impl batch --batch-concurrent-ctas $c"
   echo "a c$c hw $(b a $f) spread $(b a $f --decode-sm-order "$spread") packed $(b a $f --decode-sm-order "$packed")"

@@ -6,7 +6,8 @@
 # map; (a) and (b) against the separate launches with the hardware's placement, the decodes' SMs
 # spread over the GPCs, packed into few (orders from sm_gpcs), and the library's own GPC probe
 # (gpc); the six-stage build; the decodes and the plain stream on 28 / 20 SMs spread against
-# packed (--free-sms); the held decodes and (a) over pages in pool order; (a) and (b) at other
+# packed (--free-sms); the held decodes and (a) over pages in pool order; one decode CTA's own
+# rate (one CTA an SM, far from the HBM's rate); (a) and (b) at other
 # splits; memcheck of the placed launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
@@ -43,6 +44,20 @@ echo "held 104 decodes shuffled $(decode_us $M/hopattn --hold-sms 104)" \
   "in-order $(decode_us $M/hopattn --hold-sms 104 --page-order in-order)"
 echo "a in-order pages separate $(b a --batch-impl separate --page-order in-order)" \
   "batch $(b a --batch-impl batch --page-order in-order)"
+# One decode CTA's own rate (the small kernel, one problem a CTA, --splits 1): 7 / 14 requests of
+# 32k keys at 8 KV heads are 56 / 112 CTAs, one an SM wherever the hardware puts them, far from
+# the HBM's rate. GB/s a CTA = 16 MB over the time. About 35: the CTA's four warps of three stages are what caps the decodes at ~70 an
+# SM; near 48 or more: two CTAs an SM, or where the SMs sit, do.
+for n in 7 14; do
+  t=$(timeout 60 $M/hopattn bench decode --heads 32:8 --batch $n --kv-len 32768 --splits 1 \
+    --impl kernel --no-check --csv | us_of)
+  t6=""
+  [ -x $M/hopattn_ring6 ] && t6=$(timeout 60 $M/hopattn_ring6 bench decode --heads 32:8 --batch $n \
+    --kv-len 32768 --splits 1 --impl kernel --no-check --csv | us_of)
+  python3 -c "import sys; n=int(sys.argv[1]); t=float(sys.argv[2]); r=sys.argv[3]
+print(f'one-problem CTAs {n*8}: {t:.1f} us, {16*2**20/t/1e3:.1f} GB/s a CTA' +
+      (f'; ring6 {float(r):.1f} us, {16*2**20/float(r)/1e3:.1f} GB/s a CTA' if r else ''))" $n "$t" "$t6"
+done
 for c in 28 30; do
   f="--batch-impl batch --batch-concurrent-ctas $c"
   echo "a c$c hw $(b a $f) spread $(b a $f --decode-sm-order "$spread") packed $(b a $f --decode-sm-order "$packed")"

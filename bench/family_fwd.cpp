@@ -80,7 +80,8 @@ class FwdWorkload final : public Workload {
                     : std::vector<int64_t>{s.batch, s.kv_len, s.q_heads, dim};
     };
     Tensor k(s.dtype, kv_shape(s.head_dim)), v(s.dtype, kv_shape(s.dv()));
-    Tensor table = alt_ps ? pool_block_table(s.batch, alt_pages, false, seed_ + 7) : Tensor();
+    Tensor table =
+        alt_ps ? pool_block_table(s.batch, alt_pages, /*in_order=*/false, seed_ + 7) : Tensor();
     // Row sizes of K (Dqk) and V (Dv), which differ for (192, 128).
     const size_t k_row = s.head_dim * dtype_size(s.dtype), v_row = s.dv() * dtype_size(s.dtype);
     for (int64_t b = 0; b < s.batch; ++b) {

@@ -231,6 +231,9 @@ Shape apply_flags(Shape s, const BenchFlags& f) {
     s.head_dim_v = f.head_dim_v.value_or(0);
   }
   if (f.page_size) s.page_size = *f.page_size;
+  if (f.pages_in_order && fam == Family::kFwd && s.page_size == 0) {
+    throw UsageError("--page-order: fwd takes it with --page-size (a paged cache), got none");
+  }
   if (f.dtype) s.dtype = *f.dtype;
   s.kv_dtype = f.kv_dtype.value_or(s.dtype);
   if (batch && s.kv_dtype != s.dtype && s.kv_dtype != DType::kFP8E4M3) {

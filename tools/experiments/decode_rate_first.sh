@@ -9,11 +9,10 @@
 # depth), then the rest in two rounds: the narrow kernel beside the small one at 0 / 104 / 112
 # held SMs over NHD and HND, and the flush rows at 104 (~3 minutes in all).
 set -u
-TARBALL=$1 R=$2 M=/tmp/decode_rate_first
+TARBALL=$1 R=$2 M=/tmp/decode_rate_short  # where decode_rate_short.sh unpacked the binaries
 bash "$(dirname "$0")/decode_rate_short.sh" "$TARBALL" "$R"
-mkdir -p $M && tar -xJf "$TARBALL" -C $M || exit 1
 source "$(dirname "$0")/helpers.sh"
-dh() { timeout 60 $M/hopattn bench decode --heads 32:8 --batch 124 --kv-len 4096 "$@" --impl kernel --no-check --csv | us_of; }
+dh() { decode_us $M/hopattn "$@"; }
 for r in ${ROUNDS:-1 2}; do
   for k in 0 104 112; do
     echo "r$r held $k nhd small $(dh --hold-sms $k) narrow $(dh --hold-sms $k --decode-kernel narrow)" \

@@ -10,10 +10,7 @@
 set -u
 TARBALL=$1 R=$2 M=/tmp/decode_rate_short
 source "$(dirname "$0")/helpers.sh"
-unpack "$TARBALL" $M
-gpu_tests "$R/tests.txt" 100 $M/hopattn_gpu_tests \
-  '*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:BatchKernelConcurrent.*:Safety.*Decode*'
-timeout 20 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
+decode_run_start "$TARBALL" "$R" $M
 # The decodes and the plain stream on N SMs spread over the GPCs against N in as few GPCs as
 # hold them (sm_sets.py from the GPC map; --free-sms parks every other SM).
 decodes_on_sm_sets $M "$R"
@@ -30,7 +27,7 @@ for k in 112 0; do
   echo "held $k small nhd $(decode_us $M/hopattn --hold-sms $k) hnd $(decode_us $M/hopattn --hold-sms $k --kv-layout hnd)" \
     "ring6 $(decode_us $M/hopattn_ring6 --hold-sms $k) read-flush $(decode_us $M/hopattn --hold-sms $k --l2-flush read)"
 done
-ab() { timeout 30 $1 bench batch --batch-impl batch --step a --batch-concurrent-ctas $2 --impl kernel --no-check --csv | us_of; }
+ab() { batch_us $1 a --batch-impl batch --batch-concurrent-ctas $2; }
 for c in 26 28; do
   echo "a c$c main $(ab $M/hopattn $c) ring6 $(ab $M/hopattn_ring6 $c)"
 done

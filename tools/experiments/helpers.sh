@@ -41,6 +41,22 @@ gpu_tests() {
   grep -E "^\[  FAILED|Failure" -A3 "$1" | head -20
 }
 
+# `batch_us BIN STEP FLAGS...`: BIN's time in us for the serving step STEP (a preset or a
+# composition) with FLAGS (an implementation, a split, an SM order).
+batch_us() {
+  timeout 60 "$1" bench batch --step "$2" "${@:3}" --impl kernel --no-check --csv | us_of
+}
+
+# `decode_run_start TARBALL R M`: the start of the decode-rate and placement scripts: the
+# binaries into M (unpack), the GPU tests of the decode kernels and the concurrent form into
+# R/tests.txt, the GPC map (sm_gpcs) into R/sm_gpcs.txt.
+decode_run_start() {
+  unpack "$1" "$3"
+  gpu_tests "$2/tests.txt" 150 "$3/hopattn_gpu_tests" \
+    'BatchKernelConcurrent.*:*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:Safety.*Decode*'
+  timeout 20 "$3/sm_gpcs" | tee "$2/sm_gpcs.txt"
+}
+
 # `decode_us BIN FLAGS...`: BIN's time in us for Llama (a)'s decodes (124 at 4096, 32:8 heads,
 # the small kernel) with FLAGS (a hold, a layout, a flush).
 decode_us() {

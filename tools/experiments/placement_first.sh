@@ -12,16 +12,13 @@
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
 source "$(dirname "$0")/helpers.sh"
-unpack "$TARBALL" $M
-gpu_tests "$R/tests.txt" 150 $M/hopattn_gpu_tests \
-  'BatchKernelConcurrent.*:*DecodeKernel*:*Decode*Small*:*narrow*:*Side*:Safety.*Decode*'
-timeout 20 $M/sm_gpcs | tee "$R/sm_gpcs.txt"
+decode_run_start "$TARBALL" "$R" $M
 python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 1024 > "$R/orders.txt"
 spread=$(sed -n 's/^spread //p' "$R/orders.txt")
 packed=$(sed -n 's/^packed //p' "$R/orders.txt")
 echo "orders: spread $spread"
 echo "orders: packed $packed"
-b() { timeout 60 $M/hopattn bench batch --step $1 --impl kernel --no-check --csv "${@:2}" | us_of; }
+b() { batch_us $M/hopattn "$@"; }
 for step in a b; do
   echo "$step separate $(b $step --batch-impl separate) batch $(b $step --batch-impl batch)" \
     "spread $(b $step --batch-impl batch --decode-sm-order "$spread")" \
@@ -31,40 +28,36 @@ done
 # The other suspect, the warps' latency: the one-CTA six-stage build (hopattn_ring6 in TARBALL,
 # where present: main with SmallTraits's 24 KB a warp raised to 48, its two-CTA assert dropped)
 # as the form's decodes, and the held decodes of both builds.
+held=$(decode_us $M/hopattn --hold-sms 104)
 if [ -x $M/hopattn_ring6 ]; then
-  r6() { timeout 60 $M/hopattn_ring6 bench batch --step $1 --impl kernel --no-check --csv "${@:2}" | us_of; }
+  r6() { batch_us $M/hopattn_ring6 "$@"; }
   echo "a ring6 hw $(r6 a --batch-impl batch) gpc $(r6 a --batch-impl batch --decode-sm-order gpc)"
-  echo "held 104 decodes main $(decode_us $M/hopattn --hold-sms 104)" \
-    "ring6 $(decode_us $M/hopattn_ring6 --hold-sms 104)"
+  echo "held 104 decodes main $held ring6 $(decode_us $M/hopattn_ring6 --hold-sms 104)"
 fi
 decodes_on_sm_sets $M "$R"
 # The pages' placement over the pool (NOTES, run set as: "left to test"): the held decodes and
 # (a) with each request's pages one run of the pool (--page-order in-order) against shuffled.
-echo "held 104 decodes shuffled $(decode_us $M/hopattn --hold-sms 104)" \
-  "in-order $(decode_us $M/hopattn --hold-sms 104 --page-order in-order)"
+echo "held 104 decodes shuffled $held in-order $(decode_us $M/hopattn --hold-sms 104 --page-order in-order)"
 echo "a in-order pages separate $(b a --batch-impl separate --page-order in-order)" \
   "batch $(b a --batch-impl batch --page-order in-order)"
 # One decode CTA's own rate (the small kernel, one problem a CTA, --splits 1): 7 / 14 requests of
 # 32k keys at 8 KV heads are 56 / 112 CTAs, one an SM wherever the hardware puts them, far from
-# the HBM's rate. GB/s a CTA = 16 MB over the time. About 35: the CTA's four warps of three stages are what caps the decodes at ~70 an
-# SM; near 48 or more: two CTAs an SM, or where the SMs sit, do.
+# the HBM's rate. GB/s a CTA = 16 MB over the time. About 35: the CTA's four warps of three
+# stages cap the decodes at ~70 an SM; near 48 or more: two CTAs an SM, or where the SMs sit, do.
+one_cta_rate() {
+  local t
+  t=$(timeout 60 "$1" bench decode --heads 32:8 --batch $2 --kv-len 32768 --splits 1 --impl kernel \
+    --no-check --csv | us_of)
+  python3 -c "import sys; t = float(sys.argv[1]); print(f'{t:.1f} us, {16 * 2**20 / t / 1e3:.1f} GB/s a CTA')" "$t"
+}
 for n in 7 14; do
-  t=$(timeout 60 $M/hopattn bench decode --heads 32:8 --batch $n --kv-len 32768 --splits 1 \
-    --impl kernel --no-check --csv | us_of)
-  t6=""
-  [ -x $M/hopattn_ring6 ] && t6=$(timeout 60 $M/hopattn_ring6 bench decode --heads 32:8 --batch $n \
-    --kv-len 32768 --splits 1 --impl kernel --no-check --csv | us_of)
-  python3 -c "import sys; n=int(sys.argv[1]); t=float(sys.argv[2]); r=sys.argv[3]
-print(f'one-problem CTAs {n*8}: {t:.1f} us, {16*2**20/t/1e3:.1f} GB/s a CTA' +
-      (f'; ring6 {float(r):.1f} us, {16*2**20/float(r)/1e3:.1f} GB/s a CTA' if r else ''))" $n "$t" "$t6"
+  echo "one-problem CTAs $((n * 8)): main $(one_cta_rate $M/hopattn $n)" \
+    "ring6 $([ -x $M/hopattn_ring6 ] && one_cta_rate $M/hopattn_ring6 $n)"
 done
-for c in 28 30; do
-  f="--batch-impl batch --batch-concurrent-ctas $c"
-  echo "a c$c hw $(b a $f) spread $(b a $f --decode-sm-order "$spread") packed $(b a $f --decode-sm-order "$packed")"
-done
-for c in 14 18; do
-  f="--batch-impl batch --batch-concurrent-ctas $c"
-  echo "b c$c hw $(b b $f) spread $(b b $f --decode-sm-order "$spread") packed $(b b $f --decode-sm-order "$packed")"
+for split in "a 28" "a 30" "b 14" "b 18"; do
+  set -- $split
+  f="--batch-impl batch --batch-concurrent-ctas $2"
+  echo "$1 c$2 hw $(b $1 $f) spread $(b $1 $f --decode-sm-order "$spread") packed $(b $1 $f --decode-sm-order "$packed")"
 done
 logged "$R/memcheck.txt" 90 compute-sanitizer --tool memcheck $M/hopattn_gpu_tests \
   --gtest_filter='BatchKernelConcurrent.PlacedBySmOrder'

@@ -37,7 +37,8 @@ fi
 decodes_on_sm_sets $M "$R"
 # The pages' placement over the pool (NOTES, run set as: "left to test"): the held decodes and
 # (a) with each request's pages one run of the pool (--page-order in-order) against shuffled.
-echo "held 104 decodes shuffled $held in-order $(decode_us $M/hopattn --hold-sms 104 --page-order in-order)"
+echo "held 104 decodes shuffled $held" \
+  "in-order $(decode_us $M/hopattn --hold-sms 104 --page-order in-order)"
 echo "a in-order pages separate $(b a --batch-impl separate --page-order in-order)" \
   "batch $(b a --batch-impl batch --page-order in-order)"
 # One decode CTA's own rate (the small kernel, one problem a CTA, --splits 1): 7 / 14 requests of
@@ -48,7 +49,8 @@ one_cta_rate() {
   local t
   t=$(timeout 60 "$1" bench decode --heads 32:8 --batch $2 --kv-len 32768 --splits 1 --impl kernel \
     --no-check --csv | us_of)
-  python3 -c "import sys; t = float(sys.argv[1]); print(f'{t:.1f} us, {16 * 2**20 / t / 1e3:.1f} GB/s a CTA')" "$t"
+  python3 -c "import sys; t = float(sys.argv[1])
+print(f'{t:.1f} us, {16 * 2**20 / t / 1e3:.1f} GB/s a CTA')" "$t"
 }
 for n in 7 14; do
   echo "one-problem CTAs $((n * 8)): main $(one_cta_rate $M/hopattn $n)" \
@@ -57,7 +59,8 @@ done
 for split in "a 28" "a 30" "b 14" "b 18"; do
   set -- $split
   f="--batch-impl batch --batch-concurrent-ctas $2"
-  echo "$1 c$2 hw $(b $1 $f) spread $(b $1 $f --decode-sm-order "$spread") packed $(b $1 $f --decode-sm-order "$packed")"
+  echo "$1 c$2 hw $(b $1 $f) spread $(b $1 $f --decode-sm-order "$spread")" \
+    "packed $(b $1 $f --decode-sm-order "$packed")"
 done
 logged "$R/memcheck.txt" 90 compute-sanitizer --tool memcheck $M/hopattn_gpu_tests \
   --gtest_filter='BatchKernelConcurrent.PlacedBySmOrder'

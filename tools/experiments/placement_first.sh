@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `tools/experiments/placement_first.sh TARBALL OUT` (TARBALL: main's `hopattn`,
-# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6`; ~5 minutes): the
-# concurrent form placed by an SM order (--decode-sm-order, kernels/batch/placement.cuh), rows
-# printed as measured: its GPU tests (and the decode kernels' and the concurrent form's); the GPC
-# map; (a) and (b) against the separate launches with the hardware's placement, the decodes' SMs
-# spread over the GPCs, packed into few (orders from sm_gpcs), and the library's own GPC probe
-# (gpc); the six-stage build; the decodes and the plain stream on 28 / 20 SMs spread against
-# packed (--free-sms); the held decodes and (a) over pages in pool order; one decode CTA's own
-# rate (one CTA an SM, far from the HBM's rate); (a) and (b) at other
-# splits; memcheck of the placed launches.
+# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6` and `hopattn_stamps`;
+# ~6 minutes): the concurrent form placed by an SM order (--decode-sm-order,
+# kernels/batch/placement.cuh), rows printed as measured: its GPU tests (and the decode kernels'
+# and the concurrent form's); the GPC map; the decode CTAs' cycles by phase (ring stamps); (a)
+# and (b) against the separate launches with the hardware's placement, the decodes' SMs spread
+# over the GPCs, packed into few (orders from sm_gpcs), and the library's own GPC probe (gpc);
+# the six-stage build; the decodes and the plain stream on 28 / 20 SMs spread against packed
+# (--free-sms); the held decodes and (a) over pages in pool order; one decode CTA's own rate (one
+# CTA an SM, far from the HBM's rate); (a) and (b) at other splits; memcheck of the placed
+# launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
 source "$(dirname "$0")/helpers.sh"
@@ -19,6 +20,27 @@ packed=$(sed -n 's/^packed //p' "$R/orders.txt")
 echo "orders: spread $spread"
 echo "orders: packed $packed"
 b() { batch_us $M/hopattn "$@"; }
+# Where a decode CTA spends its cycles (hopattn_stamps in TARBALL, where present: main with
+# tools/timeline/ring_stamps.patch): after each row, the last call's GB/s an SM, CTAs resident an
+# SM, the CTA's phases, and each warp's cycles a block waiting for it, issuing the next copies
+# and attending it. On 28 held SMs, wait small and issue + attend ~1,800 cycles a block: the
+# warps' own work a block caps the SM (more warps, or two blocks' math interleaved); wait most
+# of it: the memory side (placement, bytes in flight).
+stamps_row() {
+  local label=$1 out
+  shift
+  out=$(timeout 60 $M/hopattn_stamps bench "$@" --impl kernel --no-check --csv)
+  echo "stamps row $label: $(echo "$out" | grep -v '^stamps\|^  ' | us_of) us"
+  echo "$out" | grep '^stamps\|^  '
+}
+if [ -x $M/hopattn_stamps ]; then
+  dec="decode --heads 32:8 --batch 124 --kv-len 4096"
+  stamps_row "held 104 decodes" $dec --hold-sms 104
+  stamps_row "held 112 decodes" $dec --hold-sms 112
+  stamps_row "full-card decodes" $dec
+  stamps_row "one-problem CTAs 56" decode --heads 32:8 --batch 7 --kv-len 32768 --splits 1
+  stamps_row "(a) as the concurrent form" batch --step a --batch-impl batch
+fi
 for step in a b; do
   echo "$step separate $(b $step --batch-impl separate) batch $(b $step --batch-impl batch)" \
     "spread $(b $step --batch-impl batch --decode-sm-order "$spread")" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `tools/experiments/placement_first.sh TARBALL OUT` (TARBALL: main's `hopattn`,
-# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6` and `hopattn_stamps`;
-# ~6 minutes): the concurrent form placed by an SM order (--decode-sm-order,
+# `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6`, `hopattn_stamps`,
+# `hopattn_s2`; ~6 minutes): the concurrent form placed by an SM order (--decode-sm-order,
 # kernels/batch/placement.cuh), rows printed as measured: its GPU tests (and the decode kernels'
 # and the concurrent form's); the GPC map; the decode CTAs' cycles by phase (ring stamps); (a)
 # and (b) against the separate launches with the hardware's placement, the decodes' SMs spread
@@ -55,6 +55,17 @@ if [ -x $M/hopattn_ring6 ]; then
   r6() { batch_us $M/hopattn_ring6 "$@"; }
   echo "a ring6 hw $(r6 a --batch-impl batch) gpc $(r6 a --batch-impl batch --decode-sm-order gpc)"
   echo "held 104 decodes main $held ring6 $(decode_us $M/hopattn_ring6 --hold-sms 104)"
+fi
+# The block math's chain (hopattn_s2 in TARBALL, where present: main with
+# tools/experiments/decode_s_two_chains.patch, S's MMAs in two chains of four instead of one of
+# eight): faster on the held SMs only if each warp's own chain a block caps them (the stamps'
+# attend share says whether it can).
+if [ -x $M/hopattn_s2 ]; then
+  timeout 60 $M/hopattn_s2 bench decode --heads 32:8 --batch 5 --kv-len 1000 --impl kernel |
+    grep -E "OK|FAIL|ERROR" | head -2
+  echo "held 104 decodes main $held s2 $(decode_us $M/hopattn_s2 --hold-sms 104)" \
+    "full card main $(decode_us $M/hopattn) s2 $(decode_us $M/hopattn_s2)"
+  echo "a batch main $(b a --batch-impl batch) s2 $(batch_us $M/hopattn_s2 a --batch-impl batch)"
 fi
 decodes_on_sm_sets $M "$R"
 # The pages' placement over the pool (NOTES, run set as: "left to test"): the held decodes and

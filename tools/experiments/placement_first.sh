@@ -12,6 +12,8 @@
 # launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
+mkdir -p "$R"
+exec > >(tee "$R/log.txt") 2>&1  # the whole log comes back, not only the output's tail
 source "$(dirname "$0")/helpers.sh"
 decode_run_start "$TARBALL" "$R" $M
 python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 1024 > "$R/orders.txt"

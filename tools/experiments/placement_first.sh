@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # `tools/experiments/placement_first.sh TARBALL OUT` (TARBALL: main's `hopattn`,
 # `hopattn_gpu_tests`, `stream_rate`, `sm_gpcs`, optionally `hopattn_ring6`, `hopattn_stamps`,
-# `hopattn_s2`; ~6 minutes): the concurrent form placed by an SM order (--decode-sm-order,
-# kernels/batch/placement.cuh), rows printed as measured: its GPU tests (and the decode kernels'
-# and the concurrent form's); the GPC map; the decode CTAs' cycles by phase (ring stamps); (a)
-# and (b) against the separate launches with the hardware's placement, the decodes' SMs spread
-# over the GPCs, packed into few (orders from sm_gpcs), and the library's own GPC probe (gpc);
-# the six-stage build; the decodes and the plain stream on 28 / 20 SMs spread against packed
-# (--free-sms); the held decodes and (a) over pages in pool order; one decode CTA's own rate (one
-# CTA an SM, far from the HBM's rate); (a) and (b) at other splits; memcheck of the placed
-# launches.
+# `hopattn_s2`, `hopattn_nomath`, `hopattn_nocopies`; ~7 minutes; the log also in OUT/log.txt):
+# rows printed as measured: the GPU tests of the decode kernels and the concurrent form; the GPC
+# map; the small decode kernel's halves apart (no math, no copies) and its CTAs' cycles by phase
+# (ring stamps); the concurrent form placed by an SM order (--decode-sm-order,
+# kernels/batch/placement.cuh): (a) and (b) against the separate launches with the hardware's
+# placement, the decodes' SMs spread over the GPCs, packed into few (orders from sm_gpcs), and the
+# library's own GPC probe (gpc); the six-stage build; S in two MMA chains; the decodes and the
+# plain stream on 28 / 20 SMs spread against packed (--free-sms); the held decodes and (a) over
+# pages in pool order; one decode CTA's own rate (one CTA an SM, far from the HBM's rate); (a)
+# and (b) at other splits; memcheck of the placed launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
 mkdir -p "$R"
@@ -35,6 +36,21 @@ stamps_row() {
   echo "stamps row $label: $(echo "$out" | grep -v '^stamps\|^  ' | us_of) us"
   echo "$out" | grep '^stamps\|^  '
 }
+held=$(decode_us $M/hopattn --hold-sms 104)
+# The decodes' two halves apart (hopattn_nomath: decode_small_no_math.patch, every block
+# streamed, none attended; hopattn_nocopies: decode_small_no_copies.patch, every block attended,
+# none copied; both results wrong, timing only), on the held SMs and the full card: the held row
+# near the stream's ~95-116 GB/s an SM without the math says the math (with the ring's latency)
+# holds the SMs back; near main's time without it, the memory side does.
+if [ -x $M/hopattn_nomath ]; then
+  for k in 104 112; do
+    echo "held $k decodes main $(decode_us $M/hopattn --hold-sms $k)" \
+      "nomath $(decode_us $M/hopattn_nomath --hold-sms $k)" \
+      "nocopies $(decode_us $M/hopattn_nocopies --hold-sms $k)"
+  done
+  echo "full-card decodes main $(decode_us $M/hopattn) nomath $(decode_us $M/hopattn_nomath)" \
+    "nocopies $(decode_us $M/hopattn_nocopies)"
+fi
 if [ -x $M/hopattn_stamps ]; then
   dec="decode --heads 32:8 --batch 124 --kv-len 4096"
   stamps_row "held 104 decodes" $dec --hold-sms 104
@@ -52,7 +68,6 @@ done
 # The other suspect, the warps' latency: the one-CTA six-stage build (hopattn_ring6 in TARBALL,
 # where present: main with SmallTraits's 24 KB a warp raised to 48, its two-CTA assert dropped)
 # as the form's decodes, and the held decodes of both builds.
-held=$(decode_us $M/hopattn --hold-sms 104)
 if [ -x $M/hopattn_ring6 ]; then
   r6() { batch_us $M/hopattn_ring6 "$@"; }
   echo "a ring6 hw $(r6 a --batch-impl batch) gpc $(r6 a --batch-impl batch --decode-sm-order gpc)"

@@ -4,13 +4,14 @@
 # `hopattn_s2`, `hopattn_nomath`, `hopattn_nocopies`; ~7 minutes; the log also in OUT/log.txt):
 # rows printed as measured: the GPU tests of the decode kernels and the concurrent form; the GPC
 # map; the small decode kernel's halves apart (no math, no copies) and its CTAs' cycles by phase
-# (ring stamps); the concurrent form placed by an SM order (--decode-sm-order,
-# kernels/batch/placement.cuh): (a) and (b) against the separate launches with the hardware's
-# placement, the decodes' SMs spread over the GPCs, packed into few (orders from sm_gpcs), and the
-# library's own GPC probe (gpc); the six-stage build; S in two MMA chains; the decodes and the
-# plain stream on 28 / 20 SMs spread against packed (--free-sms); the held decodes and (a) over
-# pages in pool order; one decode CTA's own rate (one CTA an SM, far from the HBM's rate); (a)
-# and (b) at other splits; memcheck of the placed launches.
+# (ring stamps); whole TPCs against one SM a TPC (stream and decodes); the concurrent form placed
+# by an SM order (--decode-sm-order, kernels/batch/placement.cuh): (a) and (b) against the
+# separate launches with the hardware's placement, one SM a TPC spread over the GPCs, the
+# decodes' SMs spread over the GPCs, packed into few (orders from sm_gpcs), and the library's
+# own GPC probe (gpc); the six-stage build; S in two MMA chains; the decodes and the plain stream
+# on 28 / 20 SMs spread against packed (--free-sms); the held decodes and (a) over pages in pool
+# order; one decode CTA's own rate (one CTA an SM, far from the HBM's rate); (a) and (b) at
+# other splits; memcheck of the placed launches.
 set -u
 TARBALL=$1 R=$2 M=/tmp/placement_first
 mkdir -p "$R"
@@ -21,7 +22,9 @@ python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 1024 > "$R/orders.txt"
 spread=$(sed -n 's/^spread //p' "$R/orders.txt")
 packed=$(sed -n 's/^packed //p' "$R/orders.txt")
 echo "orders: spread $spread"
+tpcspread=$(sed -n 's/^tpcspread //p' "$R/orders.txt")
 echo "orders: packed $packed"
+echo "orders: tpcspread $tpcspread"
 b() { batch_us $M/hopattn "$@"; }
 # Where a decode CTA spends its cycles (hopattn_stamps in TARBALL, where present: main with
 # tools/timeline/ring_stamps.patch): after each row, the last call's GB/s an SM, CTAs resident an
@@ -59,8 +62,20 @@ if [ -x $M/hopattn_stamps ]; then
   stamps_row "one-problem CTAs 56" decode --heads 32:8 --batch 7 --kv-len 32768 --splits 1
   stamps_row "(a) as the concurrent form" batch --step a --batch-impl batch
 fi
+# The two SMs of a TPC (%smid 2k and 2k + 1, if the hardware numbers them so; sm_gpcs shows
+# whether each GPC holds whole pairs) may share one port to the L2: 16 SMs of two GPCs as whole
+# pairs against one SM of each of 16 pairs there, the plain stream and the decodes. Predicted,
+# if they share it: singles ~1.3-1.8x the pairs' GB/s an SM, the held SMs' ~70 the pairs' rate;
+# then the form's decodes one SM a TPC (tpcspread below, each beside a prefill SM) beat spread.
+python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 16 tpc > "$R/tpc16.txt"
+for set in pairs singles; do
+  list=$(sed -n "s/^$set //p" "$R/tpc16.txt")
+  echo "tpc16 $set [$list] decodes small $(decode_us $M/hopattn --free-sms "$list")"
+  timeout 40 $M/stream_rate sms "$list" | tail -3
+done
 for step in a b; do
   echo "$step separate $(b $step --batch-impl separate) batch $(b $step --batch-impl batch)" \
+    "tpcspread $(b $step --batch-impl batch --decode-sm-order "$tpcspread")" \
     "spread $(b $step --batch-impl batch --decode-sm-order "$spread")" \
     "packed $(b $step --batch-impl batch --decode-sm-order "$packed")" \
     "gpc $(b $step --batch-impl batch --decode-sm-order gpc)"

@@ -188,7 +188,7 @@ MadeUpCard made_up_card(int sms, int gpcs, bool reach_all, bool contiguous, std:
   return card;
 }
 
-TEST(BatchPlacementGpcOrder, SpreadsTheFirstSmsOverTheGpcs) {
+TEST(BatchPlacementGpcOrder, SpreadsTheFirstSmsOverTheGpcsAndTpcs) {
   std::mt19937_64 rng(13);
   for (int sms : {132, 114}) {
     for (int layout = 0; layout < 4; ++layout) {
@@ -213,6 +213,29 @@ TEST(BatchPlacementGpcOrder, SpreadsTheFirstSmsOverTheGpcs) {
         }
         const auto [lo, hi] = std::minmax_element(per_gpc.begin(), per_gpc.end());
         EXPECT_LE(*hi - *lo, 1) << sms << " SMs, layout " << layout << ", first " << n;
+        // And one SM a TPC: each GPC here has at least 8 TPCs, so the first 8 x gpcs take no
+        // TPC twice.
+        std::vector<int> per_tpc(static_cast<size_t>(sms / 2), 0);
+        for (int r = 0; r < n; ++r) {
+          EXPECT_EQ(++per_tpc[static_cast<size_t>(sm_of_rank[r] / 2)], 1)
+              << sms << " SMs, layout " << layout << ", first " << n << ": SM " << sm_of_rank[r];
+        }
+      }
+      // Every GPC's SMs in id order within their TPC halves: the first SMs of its TPCs, then
+      // the second ones.
+      for (int g = 0; g < gpcs; ++g) {
+        std::vector<int> in_order;
+        for (int r = 0; r < sms; ++r) {
+          if (card.gpc_of[static_cast<size_t>(sm_of_rank[r])] == g)
+            in_order.push_back(sm_of_rank[r]);
+        }
+        std::vector<int> expected;
+        for (int half = 0; half < 2; ++half) {
+          for (int s = half; s < sms; s += 2) {
+            if (card.gpc_of[static_cast<size_t>(s)] == g) expected.push_back(s);
+          }
+        }
+        EXPECT_EQ(in_order, expected) << sms << " SMs, layout " << layout << ", GPC " << g;
       }
     }
   }

@@ -3,8 +3,13 @@
 // The probe's cluster launches (gpc_probe.cuh) record the %smid of every CTA; the CTAs of one
 // cluster share a GPC. Joined (union-find), those records give the GPCs (an SM no cluster reached
 // stands alone); the GPCs are ordered by size, largest first (a stable sort: equal sizes by their
-// roots' ids), and the ranks dealt round-robin over them: each GPC's first SM (in id order), then
-// each one's second, and so on, so that the order's first N SMs are spread over the GPCs. Where no
+// roots' ids), and the ranks dealt round-robin over them: each GPC's first SM, then each one's
+// second, and so on, so that the order's first N SMs are spread over the GPCs. Within a GPC the
+// SMs go in id order, except that the second SM of a TPC (%smid 2k + 1 where 2k shares its GPC;
+// the hardware numbers a TPC's two SMs so, as far as is known) waits until every first one has
+// come: the order's first N SMs then take one SM a TPC while they can, so that each decode SM
+// shares its TPC (and whatever path to the L2 the two SMs share) with a prefill SM, not another
+// decode SM (docs/perf/NOTES.md, "Next device runs": the TPC suspect). Where no
 // cluster larger than two reaches some SMs of a GPC (its last TPC, say, where larger clusters
 // always take the same SMs), those SMs count as a GPC of their own and come early in the order; it
 // is a permutation of the SMs whatever the records.
@@ -54,10 +59,13 @@ HOPATTN_HOST_DEVICE void gpc_order_ranks(const ProbeLaunches& l, const uint32_t*
     }
   }
   int groups = 0;
-  for (int i = 0; i < sms; ++i) {
-    const int r = gpc_root(s.parent, i);
-    s.root[i] = static_cast<int16_t>(r);
-    s.depth[i] = s.size[r]++;  // the SM's place in its GPC, in id order
+  for (int i = 0; i < sms; ++i) s.root[i] = static_cast<int16_t>(gpc_root(s.parent, i));
+  // The SM's place in its GPC: the first SMs of its TPCs in id order, then the second ones.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < sms; ++i) {
+      const bool second = (i & 1) != 0 && s.root[i - 1] == s.root[i];
+      if (second == (pass == 1)) s.depth[i] = s.size[s.root[i]]++;
+    }
   }
   for (int i = 0; i < sms; ++i) {
     if (s.root[i] == i) s.roots[groups++] = static_cast<int16_t>(i);

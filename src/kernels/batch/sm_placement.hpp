@@ -22,7 +22,8 @@ class SmPlacement {
   // hopattn::Error (kValue) for anything else. Allocates the ranks and claims on `device`.
   SmPlacement(int device, const std::vector<int>& order);
   // The order from the card's GPCs, probed on the device by the first reset(): SMs taken
-  // round-robin over the GPCs (largest first), so that the decodes' SMs are spread over them.
+  // round-robin over the GPCs (largest first), so that the decodes' SMs are spread over them,
+  // and one SM a TPC first (gpc_order.hpp).
   // The GPCs are the groups of SMs that thread-block clusters (which the hardware keeps in one
   // GPC) share, as tools/sm_gpcs.cu finds them, joined on the device: no read-back.
   explicit SmPlacement(int device);

@@ -6,9 +6,9 @@
 # map; the small decode kernel's halves apart (no math, no copies) and its CTAs' cycles by phase
 # (ring stamps); whole TPCs against one SM a TPC (stream and decodes); the concurrent form placed
 # by an SM order (--decode-sm-order, kernels/batch/placement.cuh): (a) and (b) against the
-# separate launches with the hardware's placement, one SM a TPC spread over the GPCs, the
-# decodes' SMs spread over the GPCs, packed into few (orders from sm_gpcs), and the library's
-# own GPC probe (gpc); the six-stage build; S in two MMA chains; the decodes and the plain stream
+# separate launches with the hardware's placement, the decodes' SMs spread over the GPCs (whole
+# TPCs), packed into few (orders from sm_gpcs), and the library's own GPC probe (gpc: spread,
+# one SM a TPC first); the six-stage build; S in two MMA chains; the decodes and the plain stream
 # on 28 / 20 SMs spread against packed (--free-sms); the held decodes and (a) over pages in pool
 # order; one decode CTA's own rate (one CTA an SM, far from the HBM's rate); (a) and (b) at
 # other splits; memcheck of the placed launches.
@@ -22,9 +22,7 @@ python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 1024 > "$R/orders.txt"
 spread=$(sed -n 's/^spread //p' "$R/orders.txt")
 packed=$(sed -n 's/^packed //p' "$R/orders.txt")
 echo "orders: spread $spread"
-tpcspread=$(sed -n 's/^tpcspread //p' "$R/orders.txt")
 echo "orders: packed $packed"
-echo "orders: tpcspread $tpcspread"
 b() { batch_us $M/hopattn "$@"; }
 # Where a decode CTA spends its cycles (hopattn_stamps in TARBALL, where present: main with
 # tools/timeline/ring_stamps.patch): after each row, the last call's GB/s an SM, CTAs resident an
@@ -39,7 +37,11 @@ stamps_row() {
   echo "stamps row $label: $(echo "$out" | grep -v '^stamps\|^  ' | us_of) us"
   echo "$out" | grep '^stamps\|^  '
 }
+# main's decodes on 28 / 20 held SMs and on the full card, timed once for every row that
+# compares a build or a page order with them.
 held=$(decode_us $M/hopattn --hold-sms 104)
+held112=$(decode_us $M/hopattn --hold-sms 112)
+full=$(decode_us $M/hopattn)
 # The decodes' two halves apart (hopattn_nomath: decode_small_no_math.patch, every block
 # streamed, none attended; hopattn_nocopies: decode_small_no_copies.patch, every block attended,
 # none copied; both results wrong, timing only), on the held SMs and the full card: the held row
@@ -47,11 +49,12 @@ held=$(decode_us $M/hopattn --hold-sms 104)
 # holds the SMs back; near main's time without it, the memory side does.
 if [ -x $M/hopattn_nomath ]; then
   for k in 104 112; do
-    echo "held $k decodes main $(decode_us $M/hopattn --hold-sms $k)" \
-      "nomath $(decode_us $M/hopattn_nomath --hold-sms $k)" \
+    main=$held
+    [ $k = 112 ] && main=$held112
+    echo "held $k decodes main $main nomath $(decode_us $M/hopattn_nomath --hold-sms $k)" \
       "nocopies $(decode_us $M/hopattn_nocopies --hold-sms $k)"
   done
-  echo "full-card decodes main $(decode_us $M/hopattn) nomath $(decode_us $M/hopattn_nomath)" \
+  echo "full-card decodes main $full nomath $(decode_us $M/hopattn_nomath)" \
     "nocopies $(decode_us $M/hopattn_nocopies)"
 fi
 if [ -x $M/hopattn_stamps ]; then
@@ -66,7 +69,8 @@ fi
 # whether each GPC holds whole pairs) may share one port to the L2: 16 SMs of two GPCs as whole
 # pairs against one SM of each of 16 pairs there, the plain stream and the decodes. Predicted,
 # if they share it: singles ~1.3-1.8x the pairs' GB/s an SM, the held SMs' ~70 the pairs' rate;
-# then the form's decodes one SM a TPC (tpcspread below, each beside a prefill SM) beat spread.
+# then the library's order (gpc below: one SM a TPC, each decode SM beside a prefill SM) beats
+# spread (the same GPCs, whole pairs).
 python3 "$(dirname "$0")/sm_sets.py" "$R/sm_gpcs.txt" 16 tpc > "$R/tpc16.txt"
 for set in pairs singles; do
   list=$(sed -n "s/^$set //p" "$R/tpc16.txt")
@@ -74,8 +78,9 @@ for set in pairs singles; do
   timeout 40 $M/stream_rate sms "$list" | tail -3
 done
 for step in a b; do
-  echo "$step separate $(b $step --batch-impl separate) batch $(b $step --batch-impl batch)" \
-    "tpcspread $(b $step --batch-impl batch --decode-sm-order "$tpcspread")" \
+  hw=$(b $step --batch-impl batch)
+  [ $step = a ] && abatch=$hw  # (a) as the library runs it, for the builds' rows below
+  echo "$step separate $(b $step --batch-impl separate) batch $hw" \
     "spread $(b $step --batch-impl batch --decode-sm-order "$spread")" \
     "packed $(b $step --batch-impl batch --decode-sm-order "$packed")" \
     "gpc $(b $step --batch-impl batch --decode-sm-order gpc)"
@@ -85,7 +90,8 @@ done
 # as the form's decodes, and the held decodes of both builds.
 if [ -x $M/hopattn_ring6 ]; then
   r6() { batch_us $M/hopattn_ring6 "$@"; }
-  echo "a ring6 hw $(r6 a --batch-impl batch) gpc $(r6 a --batch-impl batch --decode-sm-order gpc)"
+  echo "a ring6 hw $(r6 a --batch-impl batch) (main $abatch)" \
+    "gpc $(r6 a --batch-impl batch --decode-sm-order gpc)"
   echo "held 104 decodes main $held ring6 $(decode_us $M/hopattn_ring6 --hold-sms 104)"
 fi
 # The block math's chain (hopattn_s2 in TARBALL, where present: main with
@@ -96,8 +102,8 @@ if [ -x $M/hopattn_s2 ]; then
   timeout 60 $M/hopattn_s2 bench decode --heads 32:8 --batch 5 --kv-len 1000 --impl kernel |
     grep -E "OK|FAIL|ERROR" | head -2
   echo "held 104 decodes main $held s2 $(decode_us $M/hopattn_s2 --hold-sms 104)" \
-    "full card main $(decode_us $M/hopattn) s2 $(decode_us $M/hopattn_s2)"
-  echo "a batch main $(b a --batch-impl batch) s2 $(batch_us $M/hopattn_s2 a --batch-impl batch)"
+    "full card main $full s2 $(decode_us $M/hopattn_s2)"
+  echo "a batch main $abatch s2 $(batch_us $M/hopattn_s2 a --batch-impl batch)"
 fi
 decodes_on_sm_sets $M "$R"
 # The pages' placement over the pool (NOTES, run set as: "left to test"): the held decodes and

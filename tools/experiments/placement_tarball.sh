@@ -2,8 +2,8 @@
 # `tools/experiments/placement_tarball.sh TARBALL` (build machine, from a configured `build`
 # directory and a clean tree; ~5 minutes with ccache warm): the binaries placement_first.sh
 # runs, packed into TARBALL: main's `hopattn` and `hopattn_gpu_tests`, `stream_rate` and `sm_gpcs`
-# (tools/*.cu), and `bench/hopattn` built once with each experiment patch applied (the tree is
-# restored after each): hopattn_ring6, hopattn_stamps, hopattn_s2, hopattn_nomath,
+# (tools/*.cu), and `bench/hopattn` built once with each experiment patch applied (and taken
+# back after each): hopattn_ring6, hopattn_stamps, hopattn_s2, hopattn_nomath,
 # hopattn_nocopies.
 set -eu
 TARBALL=$(realpath -m "$1")
@@ -13,7 +13,8 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   exit 1
 fi
 PK=$(mktemp -d)
-trap 'rm -rf "$PK"; git checkout -q -- src bench; rm -f src/kernels/common/ring_stamps.cuh' EXIT
+applied=""  # the patch on the tree, taken back by variant() or, on an early exit, by the trap
+trap 'rm -rf "$PK"; [ -z "$applied" ] || git apply -R "$applied"' EXIT
 NVCC="nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude"
 $NVCC --expt-relaxed-constexpr tools/stream_rate.cu -o "$PK/stream_rate"
 $NVCC --expt-relaxed-constexpr tools/sm_gpcs.cu -o "$PK/sm_gpcs"
@@ -21,10 +22,11 @@ ninja -C build bench/hopattn tests/hopattn_gpu_tests > /dev/null
 cp build/bench/hopattn build/tests/hopattn_gpu_tests "$PK/"
 variant() {  # NAME PATCH
   git apply "$2"
+  applied=$2
   ninja -C build bench/hopattn > /dev/null
   cp build/bench/hopattn "$PK/$1"
-  git checkout -q -- src bench
-  rm -f src/kernels/common/ring_stamps.cuh
+  git apply -R "$2"
+  applied=""
 }
 variant hopattn_ring6 tools/experiments/decode_small_ring6.patch
 variant hopattn_stamps tools/timeline/ring_stamps.patch
